@@ -1,0 +1,219 @@
+"""A drafter's config.json, parsed and checked (DESIGN.md section 3).
+
+Z Lab's format keeps some fields at the top level and some in `dflash_config`; either place
+is accepted. Everything a user can get wrong becomes an InputError naming the file and key.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+DFLASH = "DFlashDraftModel"
+DFLASH2 = "DFlash2DraftModel"
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+@dataclass
+class DraftConfig:
+    kind: str  # DFLASH or DFLASH2
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int
+    num_target_layers: int
+    block_size: int
+    target_layer_ids: tuple[int, ...]
+    mask_token_id: int
+    rope_scaling: dict[str, Any] | None = None
+    layer_types: tuple[str, ...] = ()
+    sliding_window: int | None = None
+    is_causal: bool | None = None
+    input_embedding_scale: float = 1.0
+    output_multiplier: float = 1.0
+    final_logit_softcapping: float | None = None
+    conv_kernel_size: int = 0
+    conv_group_size: int = 0
+    selector_rank: int = 0
+    selector_top_k: int = 0
+    # Anything else config.json carried (training recipe, notes); kept so a save round-trips.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_dflash2(self) -> bool:
+        return self.kind == DFLASH2
+
+    @property
+    def kind_label(self) -> str:
+        return "DFlash2" if self.is_dflash2 else "DFlash"
+
+    def to_json(self) -> dict[str, Any]:
+        """The config.json Z Lab's loader reads (fields both at top level and in dflash_config)."""
+        d = asdict(self)
+        extra = d.pop("extra")
+        dflash_keys = (
+            "target_layer_ids", "mask_token_id", "block_size", "input_embedding_scale",
+            "output_multiplier", "final_logit_softcapping", "conv_kernel_size",
+            "conv_group_size", "selector_rank", "selector_top_k",
+        )
+        dflash = {k: d.pop(k) for k in dflash_keys}
+        dflash["target_layer_ids"] = list(dflash["target_layer_ids"])
+        if not self.is_dflash2:
+            for k in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"):
+                dflash.pop(k)
+        out = {"architectures": [d.pop("kind")], "model_type": "dflash", **d}
+        out["layer_types"] = list(self.layer_types)
+        out["block_size"] = self.block_size
+        out["dflash_config"] = dflash
+        for key in ("rope_scaling", "sliding_window", "is_causal"):
+            if out[key] is None:
+                out.pop(key)
+        out.update(extra)
+        return out
+
+
+_KNOWN = {
+    "architectures", "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "rms_norm_eps",
+    "rope_theta", "rope_parameters", "rope_scaling", "max_position_embeddings",
+    "num_target_layers", "layer_types", "sliding_window", "block_size", "dflash_config",
+    "is_causal", "final_logit_softcapping", "kind",
+}
+
+
+def read_config(path: Path) -> DraftConfig:
+    """Parse `path` (a config.json). Raises InputError for anything missing or malformed."""
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing (a drafter directory needs config.json)") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: unreadable ({error.__class__.__name__}: {error})") from None
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: expected a JSON object at the top level")
+    return parse_config(raw, str(path))
+
+
+def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig:
+    dflash = raw.get("dflash_config") or {}
+    if not isinstance(dflash, dict):
+        raise InputError(f"{where}: dflash_config must be an object")
+
+    def get(key, *, nested=False, default=..., kind=int):
+        if nested and key in dflash:
+            value = dflash[key]
+        elif key in raw:
+            value = raw[key]
+        elif default is not ...:
+            return default
+        else:
+            place = f"dflash_config.{key}" if nested else key
+            raise InputError(f"{where}: missing required key {place!r}")
+        try:
+            return kind(value) if value is not None else None
+        except (TypeError, ValueError):
+            raise InputError(f"{where}: {key} = {value!r} is not a valid {kind.__name__}") from None
+
+    architectures = raw.get("architectures") or []
+    if DFLASH2 in architectures:
+        kind = DFLASH2
+    elif DFLASH in architectures:
+        kind = DFLASH
+    else:
+        raise InputError(
+            f"{where}: architectures = {architectures!r}; expected {DFLASH!r} or {DFLASH2!r}"
+        )
+
+    rope = raw.get("rope_parameters") or raw.get("rope_scaling")
+    rope_theta = raw.get("rope_theta", (rope or {}).get("rope_theta", 10000.0))
+    layers = get("num_hidden_layers")
+    layer_types = tuple(raw.get("layer_types") or ("full_attention",) * layers)
+    if len(layer_types) != layers:
+        raise InputError(
+            f"{where}: layer_types has {len(layer_types)} entries; expected {layers} "
+            "(num_hidden_layers)"
+        )
+    unknown = sorted(set(layer_types) - set(LAYER_TYPES))
+    if unknown:
+        raise InputError(f"{where}: unsupported layer_types {unknown}; expected {LAYER_TYPES}")
+    sliding_window = get("sliding_window", default=None)
+    if "sliding_attention" in layer_types and not sliding_window:
+        raise InputError(f"{where}: sliding_attention layers need a sliding_window")
+
+    if "target_layer_ids" not in dflash:
+        raise InputError(f"{where}: missing required key 'dflash_config.target_layer_ids'")
+    try:
+        target_layer_ids = tuple(int(i) for i in dflash["target_layer_ids"])
+    except (TypeError, ValueError):
+        raise InputError(
+            f"{where}: dflash_config.target_layer_ids = {dflash['target_layer_ids']!r} "
+            "is not a list of integers"
+        ) from None
+    if not target_layer_ids:
+        raise InputError(f"{where}: dflash_config.target_layer_ids is empty")
+    if "mask_token_id" not in dflash:
+        raise InputError(f"{where}: missing required key 'dflash_config.mask_token_id'")
+
+    config = DraftConfig(
+        kind=kind,
+        hidden_size=get("hidden_size"),
+        num_hidden_layers=layers,
+        num_attention_heads=get("num_attention_heads"),
+        num_key_value_heads=get("num_key_value_heads"),
+        head_dim=get("head_dim"),
+        intermediate_size=get("intermediate_size"),
+        vocab_size=get("vocab_size"),
+        rms_norm_eps=get("rms_norm_eps", kind=float),
+        rope_theta=float(rope_theta),
+        max_position_embeddings=get("max_position_embeddings"),
+        num_target_layers=get("num_target_layers"),
+        block_size=get("block_size", nested=True, default=16),
+        target_layer_ids=target_layer_ids,
+        mask_token_id=get("mask_token_id", nested=True),
+        rope_scaling=rope,
+        layer_types=layer_types,
+        sliding_window=sliding_window,
+        is_causal=raw.get("is_causal"),
+        input_embedding_scale=get("input_embedding_scale", nested=True, default=1.0, kind=float),
+        output_multiplier=get("output_multiplier", nested=True, default=1.0, kind=float),
+        final_logit_softcapping=get(
+            "final_logit_softcapping", nested=True, default=None, kind=float
+        ),
+        conv_kernel_size=get("conv_kernel_size", nested=True, default=0),
+        conv_group_size=get("conv_group_size", nested=True, default=0),
+        selector_rank=get("selector_rank", nested=True, default=0),
+        selector_top_k=get("selector_top_k", nested=True, default=0),
+        extra={k: v for k, v in raw.items() if k not in _KNOWN},
+    )
+    if config.is_dflash2:
+        for key in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"):
+            if getattr(config, key) <= 0:
+                raise InputError(
+                    f"{where}: DFlash2DraftModel needs dflash_config.{key} > 0 "
+                    f"(got {getattr(config, key)})"
+                )
+        if config.hidden_size % config.conv_group_size:
+            raise InputError(
+                f"{where}: hidden_size {config.hidden_size} is not a multiple of "
+                f"conv_group_size {config.conv_group_size}"
+            )
+    if config.num_attention_heads % config.num_key_value_heads:
+        raise InputError(
+            f"{where}: num_attention_heads {config.num_attention_heads} is not a multiple of "
+            f"num_key_value_heads {config.num_key_value_heads}"
+        )
+    if config.block_size < 2:
+        raise InputError(f"{where}: block_size = {config.block_size}; expected at least 2")
+    return config

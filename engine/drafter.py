@@ -1,0 +1,264 @@
+"""The DFlash / DFlash2 drafter as MLX modules (DESIGN.md section 3).
+
+Parameter names are exactly Z Lab's checkpoint names, so a checkpoint loads with no
+renaming. The same modules serve inference (one block, batch 1) and training (many blocks
+of one sequence as a batch, with a mask that limits each block to its context prefix).
+
+Every forward takes a `probe(name, layer, tensor)` callable and hands it each buffer in
+pipeline order (DESIGN.md section 5); the default does nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.rope_utils import initialize_rope
+
+from .draft_config import DraftConfig
+
+Probe = Callable[[str, Optional[int], mx.array], None]
+
+
+def no_probe(name: str, layer: Optional[int], tensor: mx.array) -> None:
+    return None
+
+
+class BlockConv(nn.Module):
+    """DFlash2's grouped dynamic causal convolution, confined to the block.
+
+    One projection of the sublayer input gives coefficients [rows, 2 sides, K taps, G
+    groups]; side 0 convolves the sublayer input, side 1 its output. Row t of the output is
+    sum_j (base_kernel[side, j, c] + coeff[t, side, j, group(c)]) * x[t - j, c], with zeros
+    before the block's first row (the anchor reads nothing before it).
+    """
+
+    def __init__(self, hidden_size: int, kernel_size: int, group_size: int):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.group_size = group_size
+        self.groups = hidden_size // group_size
+        self.base_kernel = mx.zeros((2, kernel_size, hidden_size))
+        self.kernel_projection = nn.Linear(hidden_size, 2 * kernel_size * self.groups, bias=False)
+
+    def coefficients(self, x: mx.array) -> mx.array:
+        return self.kernel_projection(x).reshape(*x.shape[:-1], 2, self.kernel_size, self.groups)
+
+    def convolve(self, x: mx.array, coeffs: mx.array, side: int) -> mx.array:
+        n, rows, hidden = x.shape
+        grouped = x.reshape(n, rows, self.groups, self.group_size)
+        dynamic = coeffs[:, :, side, :, :, None]  # [n, rows, K, G, 1]
+        base = self.base_kernel[side].reshape(self.kernel_size, self.groups, self.group_size)
+        out = mx.zeros_like(grouped)
+        for tap in range(min(self.kernel_size, rows)):
+            shifted = grouped if tap == 0 else mx.pad(grouped[:, :-tap], [(0, 0), (tap, 0), (0, 0), (0, 0)])
+            out = out + (base[tap].astype(x.dtype) + dynamic[:, :, tap]) * shifted
+        return out.reshape(n, rows, hidden)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: DraftConfig, layer: int):
+        super().__init__()
+        h, d = config.hidden_size, config.head_dim
+        self.n_heads = config.num_attention_heads
+        self.n_kv_heads = config.num_key_value_heads
+        self.head_dim = d
+        self.scale = d**-0.5
+        self.q_proj = nn.Linear(h, self.n_heads * d, bias=False)
+        self.k_proj = nn.Linear(h, self.n_kv_heads * d, bias=False)
+        self.v_proj = nn.Linear(h, self.n_kv_heads * d, bias=False)
+        self.o_proj = nn.Linear(self.n_heads * d, h, bias=False)
+        self.q_norm = nn.RMSNorm(d, eps=config.rms_norm_eps)
+        self.k_norm = nn.RMSNorm(d, eps=config.rms_norm_eps)
+
+    def _heads(self, x: mx.array, n_heads: int) -> mx.array:
+        n, rows, _ = x.shape
+        return x.reshape(n, rows, n_heads, self.head_dim).transpose(0, 2, 1, 3)
+
+    def keys_values(self, x: mx.array, rope: nn.Module, offset) -> tuple[mx.array, mx.array]:
+        """K/V of rows at absolute positions offset.. : k_norm on keys only, rope on keys."""
+        k = rope(self.k_norm(self._heads(self.k_proj(x), self.n_kv_heads)), offset=offset)
+        v = self._heads(self.v_proj(x), self.n_kv_heads)
+        return k, v
+
+    def __call__(self, x, ctx_k, ctx_v, rope, offset, mask, probe: Probe, layer: int):
+        n, rows, _ = x.shape
+        q = rope(self.q_norm(self._heads(self.q_proj(x), self.n_heads)), offset=offset)
+        k, v = self.keys_values(x, rope, offset)
+        probe("q", layer, q)
+        probe("k", layer, k)
+        probe("v", layer, v)
+        if ctx_k.shape[0] != n:
+            ctx_k = mx.broadcast_to(ctx_k, (n, *ctx_k.shape[1:]))
+            ctx_v = mx.broadcast_to(ctx_v, (n, *ctx_v.shape[1:]))
+        keys = mx.concatenate([ctx_k.astype(k.dtype), k], axis=2)
+        values = mx.concatenate([ctx_v.astype(v.dtype), v], axis=2)
+        out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.scale, mask=mask)
+        out = out.transpose(0, 2, 1, 3).reshape(n, rows, -1)
+        probe("attn_out", layer, out)
+        out = self.o_proj(out)
+        probe("sub_out", layer, out)
+        return out
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, intermediate: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+
+    def __call__(self, x, probe: Probe, layer: int):
+        gate = self.gate_proj(x)
+        probe("ffn_gate", layer, gate)
+        up = self.up_proj(x)
+        probe("ffn_up", layer, up)
+        act = nn.silu(gate) * up
+        probe("ffn_act", layer, act)
+        out = self.down_proj(act)
+        probe("ffn_out", layer, out)
+        return out
+
+
+class DecoderLayer(nn.Module):
+    """A DFlash layer; with `conv_kernel_size` set, a DFlash2 layer (convs around each sublayer)."""
+
+    def __init__(self, config: DraftConfig, layer: int):
+        super().__init__()
+        self.layer = layer
+        self.is_sliding = config.layer_types[layer] == "sliding_attention"
+        self.self_attn = Attention(config, layer)
+        self.mlp = MLP(config.hidden_size, config.intermediate_size)
+        self.input_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        if config.is_dflash2:
+            args = (config.hidden_size, config.conv_kernel_size, config.conv_group_size)
+            self.attention_conv = BlockConv(*args)
+            self.mlp_conv = BlockConv(*args)
+
+    def __call__(self, x, ctx_k, ctx_v, rope, offset, mask, probe: Probe = no_probe):
+        i = self.layer
+        dflash2 = "attention_conv" in self
+        probe("x", i, x)
+        h = self.input_layernorm(x)
+        probe("normed", i, h)
+        if dflash2:
+            coeffs = self.attention_conv.coefficients(h)
+            probe("coeffs", i, coeffs)
+            h = self.attention_conv.convolve(h, coeffs, side=0)
+            probe("conv_p", i, h)
+        h = self.self_attn(h, ctx_k, ctx_v, rope, offset, mask, probe, i)
+        if dflash2:
+            h = self.attention_conv.convolve(h, coeffs, side=1)
+            probe("conv_f", i, h)
+        x = x + h
+        probe("x_mid", i, x)
+        h = self.post_attention_layernorm(x)
+        probe("normed2", i, h)
+        if dflash2:
+            coeffs = self.mlp_conv.coefficients(h)
+            probe("coeffs2", i, coeffs)
+            h = self.mlp_conv.convolve(h, coeffs, side=0)
+            probe("conv_p2", i, h)
+        h = self.mlp(h, probe, i)
+        if dflash2:
+            h = self.mlp_conv.convolve(h, coeffs, side=1)
+            probe("conv_f2", i, h)
+        return x + h
+
+
+class CandidateSelector(nn.Module):
+    """DFlash2's selector parameters; the walk itself lives in selector.py."""
+
+    def __init__(self, config: DraftConfig):
+        super().__init__()
+        v, r = config.vocab_size, config.selector_rank
+        # Stored without a `.weight` suffix in Z Lab's checkpoints: plain arrays, not Embeddings.
+        self.predecessor_codebook = mx.zeros((v, r))
+        self.successor_codebook = mx.zeros((v, r))
+        self.hidden_projection = nn.Linear(config.hidden_size, r, bias=False)
+
+
+class DraftModel(nn.Module):
+    """The drafter's own weights. The token embedding and lm_head are the target's (bound at
+    run time by the caller, never stored here, so training and saving never touch them)."""
+
+    def __init__(self, config: DraftConfig):
+        super().__init__()
+        self.config = config
+        h = config.hidden_size
+        self.fc = nn.Linear(len(config.target_layer_ids) * h, h, bias=False)
+        self.hidden_norm = nn.RMSNorm(h, eps=config.rms_norm_eps)
+        self.layers = [DecoderLayer(config, i) for i in range(config.num_hidden_layers)]
+        self.norm = nn.RMSNorm(h, eps=config.rms_norm_eps)
+        if config.is_dflash2:
+            self.candidate_selector = CandidateSelector(config)
+        # The drafter ropes with the plain (non-interleaved) layout, as Z Lab's does.
+        self.rope = initialize_rope(
+            config.head_dim, config.rope_theta, False, config.rope_scaling,
+            config.max_position_embeddings,
+        )
+
+    def project_context(self, capture: mx.array, probe: Probe = no_probe) -> mx.array:
+        """ctx = hidden_norm(fc(concat of the target's captured layer outputs))."""
+        probe("capture", None, capture)
+        combined = self.fc(capture)
+        probe("ctx_combined", None, combined)
+        ctx = self.hidden_norm(combined)
+        probe("ctx_normed", None, ctx)
+        return ctx
+
+    def context_kv(self, ctx: mx.array, offset, probe: Probe = no_probe) -> list[tuple[mx.array, mx.array]]:
+        """Each layer's keys/values of the context rows at positions offset.. ."""
+        out = []
+        for layer in self.layers:
+            k, v = layer.self_attn.keys_values(ctx, self.rope, offset)
+            probe("ctx_k", layer.layer, k)
+            probe("ctx_v", layer.layer, v)
+            out.append((k, v))
+        return out
+
+    def block_hidden(self, x, kv, offset, masks, probe: Probe = no_probe) -> mx.array:
+        """Run the block through every layer; returns the final-normed hidden of every row.
+
+        x: embedded block [n, rows, H]; kv: per layer (ctx_k, ctx_v); offset: the anchor's
+        absolute position (int, or [n] array in training); masks: per layer mask or None.
+        """
+        for layer, (k, v), mask in zip(self.layers, kv, masks):
+            x = layer(x, k, v, self.rope, offset, mask, probe)
+        return self.norm(x)
+
+    def logits(self, hidden: mx.array, lm_head: Callable[[mx.array], mx.array]) -> mx.array:
+        logits = lm_head(hidden)
+        if self.config.output_multiplier != 1.0:
+            logits = logits * self.config.output_multiplier
+        cap = self.config.final_logit_softcapping
+        if cap:
+            logits = mx.tanh(logits / cap) * cap
+        return logits
+
+
+def block_masks(config: DraftConfig, ctx_lengths: list[int], rows: int, dtype=mx.bool_):
+    """Per-layer inference masks for one block of `rows` after `ctx_lengths[i]` context rows.
+
+    Full-attention layers see every context row and the whole block (no mask), unless the
+    config says is_causal. Sliding layers are causal inside the block and see context rows
+    within the window of each query's absolute position.
+    """
+    masks = []
+    for layer_type, ctx_len in zip(config.layer_types, ctx_lengths):
+        sliding = layer_type == "sliding_attention"
+        causal = sliding if config.is_causal is None else config.is_causal
+        if not sliding and not causal:
+            masks.append(None)
+            continue
+        query = ctx_len + mx.arange(rows)[:, None]
+        key = mx.arange(ctx_len + rows)[None]
+        in_block = key >= ctx_len
+        visible = in_block & (key <= query) if causal else in_block
+        context = key < ctx_len
+        if sliding:
+            context = context & (query - key < config.sliding_window)
+        masks.append(visible | context)
+    return masks

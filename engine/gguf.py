@@ -1,0 +1,184 @@
+"""Load a llama-family GGUF file as an mlx-lm llama model plus a tokenizer.
+
+`mx.load` reads GGUF natively and keeps Q4_0 / Q4_1 / Q8_0 tensors quantized, as
+(weight, scales, biases) triples with group size 32. The bits differ per tensor (the
+sample's embedding is Q8_0, the rest Q4_1), so they are derived per tensor from the packed
+width. llama.cpp's converter permutes the q/k projections for its interleaved rope, which
+is why the model runs with `rope_traditional=True`. The tokenizer is rebuilt from the
+file's own vocabulary and merges; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from .errors import InputError
+
+GGUF_GROUP_SIZE = 32
+
+# GGUF tensor names -> mlx-lm llama parameter names.
+_LAYER_NAMES = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
+_TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+
+# Pre-tokenizer splits used by llama.cpp, by `tokenizer.ggml.pre`.
+_GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+_SPLIT_DIGITS = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone"}
+
+
+def _scalar(metadata: dict, key: str, default=None):
+    value = metadata.get(key, default)
+    if isinstance(value, mx.array):
+        value = value.item()
+    return value
+
+
+def _rename(name: str) -> str:
+    stem, _, suffix = name.rpartition(".")
+    if stem.startswith("blk."):
+        _, index, part = stem.split(".", 2)
+        if part not in _LAYER_NAMES:
+            raise KeyError(part)
+        return f"model.layers.{index}.{_LAYER_NAMES[part]}.{suffix}"
+    if stem not in _TOP_NAMES:
+        raise KeyError(stem)
+    return f"{_TOP_NAMES[stem]}.{suffix}"
+
+
+def read_gguf(path: Path) -> tuple[dict, dict]:
+    try:
+        return mx.load(str(path), return_metadata=True)
+    except Exception as error:  # mlx raises RuntimeError/ValueError with its own text
+        raise InputError(f"{path}: cannot read as GGUF ({error})") from None
+
+
+def llama_config(path: Path, metadata: dict) -> dict:
+    arch = _scalar(metadata, "general.architecture")
+    if arch != "llama":
+        raise InputError(
+            f"{path}: GGUF architecture is {arch!r}; dflash-tui reads llama-family GGUF files "
+            "(convert other targets to an mlx-lm directory)"
+        )
+
+    def need(key):
+        value = _scalar(metadata, f"llama.{key}")
+        if value is None:
+            raise InputError(f"{path}: GGUF metadata lacks llama.{key}")
+        return value
+
+    heads = int(need("attention.head_count"))
+    hidden = int(need("embedding_length"))
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    vocab = int(_scalar(metadata, "llama.vocab_size", len(tokens) if tokens else 0))
+    return {
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "num_hidden_layers": int(need("block_count")),
+        "intermediate_size": int(need("feed_forward_length")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(_scalar(metadata, "llama.attention.head_count_kv", heads)),
+        "head_dim": int(_scalar(metadata, "llama.rope.dimension_count", hidden // heads)),
+        "rms_norm_eps": float(need("attention.layer_norm_rms_epsilon")),
+        "vocab_size": vocab,
+        "rope_theta": float(_scalar(metadata, "llama.rope.freq_base", 10000.0)),
+        "rope_traditional": True,
+        "max_position_embeddings": int(_scalar(metadata, "llama.context_length", 4096)),
+        "tie_word_embeddings": True,
+    }
+
+
+def load_gguf_model(path: Path, dtype: mx.Dtype):
+    """Build the mlx-lm llama model for a GGUF file. Returns (model, config dict, metadata)."""
+    from mlx_lm.models import llama
+
+    tensors, metadata = read_gguf(path)
+    config = llama_config(path, metadata)
+    weights = {}
+    for name, value in tensors.items():
+        try:
+            weights[_rename(name)] = value
+        except KeyError:
+            raise InputError(f"{path}: unexpected GGUF tensor {name!r} for a llama model") from None
+    config["tie_word_embeddings"] = "lm_head.weight" not in weights
+
+    model = llama.Model(llama.ModelArgs.from_dict(config))
+
+    def quantized_as(module_path: str, module: nn.Module):
+        scales = weights.get(f"{module_path}.scales")
+        if scales is None or not hasattr(module, "to_quantized"):
+            return False
+        packed = weights[f"{module_path}.weight"].shape[-1]
+        in_features = scales.shape[-1] * GGUF_GROUP_SIZE
+        return {"group_size": GGUF_GROUP_SIZE, "bits": packed * 32 // in_features}
+
+    nn.quantize(model, class_predicate=quantized_as)
+    # Q4_0 / Q8_0 are symmetric: mlx gives them biases too, but be safe if it does not.
+    for name in list(weights):
+        if name.endswith(".scales") and name[: -len("scales")] + "biases" not in weights:
+            weights[name[: -len("scales")] + "biases"] = mx.zeros_like(weights[name])
+    weights = {
+        k: v.astype(dtype) if mx.issubdtype(v.dtype, mx.floating) else v for k, v in weights.items()
+    }
+    try:
+        model.load_weights(list(weights.items()), strict=True)
+    except ValueError as error:
+        raise InputError(f"{path}: GGUF tensors do not fit a llama model ({error})") from None
+    model.eval()
+    mx.eval(model.parameters())
+    return model, config, metadata
+
+
+def gguf_tokenizer(path: Path, metadata: dict):
+    """A Hugging Face fast tokenizer rebuilt from the GGUF's own vocabulary and merges."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    if metadata.get("tokenizer.ggml.model") != "gpt2":
+        raise InputError(
+            f"{path}: tokenizer.ggml.model is {metadata.get('tokenizer.ggml.model')!r}; "
+            "only byte-level BPE ('gpt2') GGUF tokenizers are supported"
+        )
+    tokens = list(metadata["tokenizer.ggml.tokens"])
+    merges = [tuple(m.split(" ", 1)) for m in metadata.get("tokenizer.ggml.merges", [])]
+    vocab = {token: i for i, token in enumerate(tokens)}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+
+    gpt2_split = pre_tokenizers.Split(Regex(_GPT2_PATTERN), behavior="isolated")
+    steps = [gpt2_split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+    if metadata.get("tokenizer.ggml.pre") in _SPLIT_DIGITS:
+        steps.insert(0, pre_tokenizers.Digits(individual_digits=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(steps)
+    tokenizer.decoder = decoders.ByteLevel()
+
+    types = metadata.get("tokenizer.ggml.token_type")
+    types = types.tolist() if isinstance(types, mx.array) else list(types or [])
+    control = [tokens[i] for i, t in enumerate(types) if t == 3]  # GGUF CONTROL tokens
+
+    def token_at(key):
+        index = _scalar(metadata, key)
+        return tokens[int(index)] if index is not None and int(index) < len(tokens) else None
+
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token=token_at("tokenizer.ggml.bos_token_id"),
+        eos_token=token_at("tokenizer.ggml.eos_token_id"),
+        unk_token=token_at("tokenizer.ggml.unknown_token_id"),
+        pad_token=token_at("tokenizer.ggml.padding_token_id"),
+        additional_special_tokens=control,
+    )
+    fast.chat_template = metadata.get("tokenizer.chat_template")
+    if not bool(_scalar(metadata, "tokenizer.ggml.add_bos_token", False)):
+        fast.add_bos_token = False
+    return fast

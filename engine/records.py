@@ -1,0 +1,209 @@
+"""Plain-data records: the only things that leave the engine.
+
+Frozen dataclasses of Python scalars, strings, tuples and (for raw buffers only) numpy
+arrays. Panels, snapshots, traces and the bench read these and nothing else. This module
+imports no MLX, so replay can rebuild records from a trace with no model at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+STAGE_ORDER = ("context", "draft", "select", "verify", "commit")
+
+
+@dataclass(frozen=True)
+class ProbeRow:
+    stage: str
+    layer: Optional[int]
+    name: str
+    shape: tuple
+    dtype: str
+    nan: int
+    posinf: int
+    neginf: int
+    min: Optional[float]
+    max: Optional[float]
+    absmax: Optional[float]
+    mean: Optional[float]
+    rms: Optional[float]
+    fp16_headroom_bits: Optional[float]
+
+    @property
+    def nonfinite(self) -> bool:
+        return self.nan + self.posinf + self.neginf > 0
+
+    @property
+    def where(self) -> str:
+        layer = "" if self.layer is None else f" layer {self.layer}"
+        return f"{self.stage}{layer} {self.name}"
+
+
+@dataclass(frozen=True)
+class EngineState:
+    """The bookkeeping between target and drafter at one instant (DESIGN.md section 4)."""
+
+    cursor: int  # positions whose context K/V the drafter holds
+    capture_base: int  # position of the first captured row not yet written to the drafter
+    capture_rows: int
+    target_offset: int  # tokens in the target's cache
+    committed: int  # prompt + generated tokens
+    ring_window: Optional[int] = None  # sliding drafter layers: rows kept (window - 1)
+    ring_occupancy: Optional[int] = None
+
+    @property
+    def anchor_position(self) -> int:
+        return self.committed - 1
+
+    @property
+    def lag(self) -> int:
+        """How far the drafter's context trails the anchor (closed by the next context write)."""
+        return self.anchor_position - self.cursor
+
+
+@dataclass(frozen=True)
+class Rollback:
+    kind: str = "none"  # "none" | "trim" | "replay"
+    rows: int = 0
+
+
+@dataclass(frozen=True)
+class TopToken:
+    token: int
+    logit: float
+    prob: float
+
+
+@dataclass(frozen=True)
+class SlotRank:
+    slot: int  # 0-based proposal slot; block row slot + 1
+    proposal: int
+    target: int  # the target's argmax at block row `slot`
+    rank: int  # drafter logits in this slot strictly above the target token's
+    p_target: float  # the drafter's probability of the target token
+    in_candidates: Optional[bool]  # DFlash2: target token among the selector's top-K
+    after_rejection: bool  # conditioned on a rejected prefix
+    accepted: bool
+    drafter_top: tuple[TopToken, ...] = ()
+    target_top: tuple[TopToken, ...] = ()
+
+
+@dataclass(frozen=True)
+class SelectorSlot:
+    slot: int
+    candidates: tuple[int, ...]
+    unary: tuple[float, ...]
+    edge: tuple[float, ...]  # edge from the chosen predecessor to each candidate
+    score: tuple[float, ...]
+    chosen: int  # token id picked by the walk
+    argmax: int  # token id with the best unary score (the plain argmax)
+    chosen_index: int
+    argmax_index: int
+    predecessor: int  # token id the walk came from (the anchor for slot 0)
+    lattice: tuple[tuple[float, ...], ...]  # total score, rows: previous slot's candidates
+    q: Optional[tuple[float, ...]] = None  # sampling row over the K candidates (T > 0)
+
+    @property
+    def off_argmax(self) -> bool:
+        return self.chosen != self.argmax
+
+
+@dataclass(frozen=True)
+class Selector:
+    top_k: int
+    slots: tuple[SelectorSlot, ...]
+
+    @property
+    def off_argmax_slots(self) -> tuple[int, ...]:
+        return tuple(s.slot for s in self.slots if s.off_argmax)
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    stage: str
+    before: EngineState
+    after: EngineState
+    ms: float
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One round as far as it has run. Each stage returns a new one with more filled in."""
+
+    round: int
+    position: int  # the anchor's absolute position
+    anchor: int
+    gamma: int
+    state_before: EngineState
+    state_after: EngineState
+    stages: tuple[StageRecord, ...] = ()
+    probes: tuple[ProbeRow, ...] = ()
+    first_nonfinite: Optional[ProbeRow] = None
+    proposals: Optional[tuple[int, ...]] = None
+    selector: Optional[Selector] = None
+    target_tokens: Optional[tuple[int, ...]] = None  # target argmax per verify row
+    ranks: tuple[SlotRank, ...] = ()
+    accepted: Optional[int] = None
+    bonus: Optional[int] = None
+    committed_tokens: tuple[int, ...] = ()  # what this round appended
+    rollback: Rollback = Rollback()
+    committed_text: str = ""
+    finish_reason: Optional[str] = None  # "eos" | "length" once the session is done
+    token_text: dict[int, str] = field(default_factory=dict)
+    raw: Optional[dict[str, Any]] = None  # name -> numpy array, when raw buffers are kept
+
+    @property
+    def stage(self) -> Optional[str]:
+        """The last stage that ran."""
+        return self.stages[-1].stage if self.stages else None
+
+    @property
+    def complete(self) -> bool:
+        return self.stage == "commit"
+
+    @property
+    def timings_ms(self) -> dict[str, float]:
+        return {s.stage: s.ms for s in self.stages}
+
+    def text(self, token: Optional[int]) -> str:
+        return "" if token is None else self.token_text.get(token, f"<{token}>")
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """Who is talking to whom: fixed for a session."""
+
+    target_path: str
+    target_kind: str  # model_type, e.g. "llama", "qwen3_5"
+    target_layers: int
+    target_hidden: int
+    vocab_size: int
+    drafter_path: str
+    drafter_kind: str  # "DFlash" | "DFlash2"
+    drafter_layers: int
+    drafter_hidden: int
+    block_size: int  # what the drafter was built for (anchor + proposals)
+    target_layer_ids: tuple[int, ...]  # after --layer-offset
+    layer_offset: int
+    mask_token_id: int
+    top_k: Optional[int]
+    dtype: str
+    backend: str  # "cpu" | "gpu"
+    rollback_kind: str  # "trim" | "replay"
+    temperature: float
+    seed: int
+    prompt: str
+    prompt_tokens: int
+    max_tokens: int
+    notes: tuple[str, ...] = ()  # warnings worth showing (e.g. block beyond training)
+
+
+@dataclass(frozen=True)
+class PrefillRecord:
+    info: SessionInfo
+    first_token: int
+    first_text: str
+    state: EngineState
+    ms: float
+    probes: tuple[ProbeRow, ...] = ()

@@ -1,0 +1,79 @@
+"""DFlash2's candidate selector: top-K per slot on the device, the walk on the host.
+
+The device computes everything that touches the vocabulary or the codebooks: the top-K
+candidates of each slot's logits (unary scores) and the edge scores between consecutive
+slots' candidates, `edge(prev, c) = sum_r pred[prev, r] * h[s, r] * succ[c, r]`, as one
+1 x K row for slot 0 (the anchor is the only predecessor) and a K x K matrix per later slot.
+The walk then runs over those small matrices in numpy, so its host time does not depend on
+the vocabulary size (no full sort of the logits ever reaches the host).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+import numpy as np
+
+from .drafter import CandidateSelector
+
+
+@dataclass
+class Lattice:
+    candidates: np.ndarray  # [gamma, K] token ids, best unary first
+    unary: np.ndarray  # [gamma, K]
+    edges: list[np.ndarray]  # slot 0: [1, K]; slot s > 0: [K, K] (rows: previous slot's candidates)
+
+
+def lattice_arrays(selector: CandidateSelector, hproj: mx.array, logits: mx.array,
+                   anchor: int, top_k: int) -> tuple[mx.array, ...]:
+    """Device side. hproj: hidden_projection of the final-normed rows [gamma, r];
+    logits [gamma, V]. Returns (candidates, unary, edges0 [1, K], edges [gamma-1, K, K]),
+    unevaluated.
+    """
+    k = min(top_k, logits.shape[-1])
+    candidates = mx.argpartition(-logits, kth=k - 1, axis=-1)[:, :k]
+    unary = mx.take_along_axis(logits, candidates, axis=-1)
+    order = mx.argsort(-unary, axis=-1)  # K values per slot: cheap, and a stable display order
+    candidates = mx.take_along_axis(candidates, order, axis=-1)
+    unary = mx.take_along_axis(unary, order, axis=-1).astype(mx.float32)
+    hproj = hproj.astype(mx.float32)
+    succ = selector.successor_codebook[candidates].astype(mx.float32)  # [gamma, K, r]
+    pred_anchor = selector.predecessor_codebook[anchor].astype(mx.float32)  # [r]
+    edges0 = (pred_anchor * hproj[0])[None] @ succ[0].T  # [1, K]
+    pred = selector.predecessor_codebook[candidates[:-1]].astype(mx.float32)  # [gamma-1, K, r]
+    edges = (pred * hproj[1:, None, :]) @ succ[1:].transpose(0, 2, 1)  # [gamma-1, K, K]
+    return candidates, unary, edges0, edges
+
+
+def to_lattice(candidates, unary, edges0, edges) -> Lattice:
+    edges_np = np.asarray(edges)
+    return Lattice(
+        candidates=np.asarray(candidates),
+        unary=np.asarray(unary, dtype=np.float64),
+        edges=[np.asarray(edges0, dtype=np.float64)] + [e.astype(np.float64) for e in edges_np],
+    )
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    z = np.exp(x - np.max(x))
+    return z / z.sum()
+
+
+def walk(lattice: Lattice, temperature: float, rng: np.random.Generator | None):
+    """Host side: pick one candidate per slot, predecessor by predecessor.
+
+    Returns (picked candidate index per slot, q rows [gamma, K] or None at temperature 0).
+    """
+    picks, q_rows = [], []
+    prev = 0  # slot 0's single predecessor row: the anchor
+    for unary, edges in zip(lattice.unary, lattice.edges):
+        score = unary + edges[prev]
+        if temperature > 0:
+            q = softmax(score / temperature)
+            prev = int(rng.choice(len(q), p=q))
+            q_rows.append(q)
+        else:
+            prev = int(np.argmax(score))
+        picks.append(prev)
+    return picks, (np.stack(q_rows) if q_rows else None)

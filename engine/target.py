@@ -1,0 +1,315 @@
+"""The target model: loading, capturing its layer outputs, and undoing rejected rows.
+
+A target is an mlx-lm model directory or a llama-family GGUF file. The drafter reads the
+target's residual stream at the OUTPUT of selected decoder layers; we capture it by
+replacing those entries of this model instance's layer list with thin wrappers that record
+what the layer returned (no class is patched, so other model instances are untouched).
+
+On rejection, attention caches are trimmed. Caches that cannot be trimmed (gated DeltaNet
+and other recurrent state) are snapshotted before verify, restored, and the accepted prefix
+is replayed through the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: paths only
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_map, tree_map_with_path
+
+from .errors import InputError
+
+DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
+VISION_MARKERS = ("vision_tower", "visual.", "vision_model", "multi_modal_projector")
+# On the CPU, MLX's quantized matmul is a plain loop while float matmul goes to BLAS, so a
+# quantized target this small or smaller is dequantized there (a large speed-up).
+CPU_DEQUANTIZE_LIMIT_BYTES = 4 << 30
+PREFILL_CHUNK = 512
+
+
+def safetensors_keys(path: Path) -> list[str]:
+    """Tensor names from a safetensors header, without reading any tensor."""
+    try:
+        with open(path, "rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(size))
+    except (OSError, struct.error, ValueError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: not a readable safetensors file ({error})") from None
+    return [k for k in header if k != "__metadata__"]
+
+
+class _CaptureLayer:
+    """Stands in for one decoder layer of one model instance and records its output."""
+
+    def __init__(self, layer, layer_id: int, store: dict):
+        self._layer, self._layer_id, self._store = layer, layer_id, store
+
+    def __call__(self, *args, **kwargs):
+        out = self._layer(*args, **kwargs)
+        self._store[self._layer_id] = out[0] if isinstance(out, tuple) else out
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._layer, name)
+
+
+def _find(model, attr: str):
+    for owner in (model, getattr(model, "model", None), getattr(model, "language_model", None)):
+        if owner is None:
+            continue
+        if hasattr(owner, attr):
+            return owner
+        inner = getattr(owner, "model", None)
+        if inner is not None and hasattr(inner, attr):
+            return inner
+    return None
+
+
+@dataclass
+class TargetSpec:
+    path: Path
+    kind: str
+    config: dict
+
+
+class Target:
+    """A loaded target model with its tokenizer, cache and layer-output capture."""
+
+    def __init__(self, model: nn.Module, tokenizer, spec: TargetSpec):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.spec = spec
+        owner = _find(model, "embed_tokens")
+        if owner is None:
+            raise InputError(
+                f"{spec.path}: cannot find the token embedding (embed_tokens) of this "
+                f"{spec.kind} model, which the drafter borrows"
+            )
+        self.embed_tokens = owner.embed_tokens
+        self.embed_scale = float(
+            getattr(self.embed_tokens, "embed_scale", getattr(owner, "embed_scale", 1.0))
+        )
+        text_model = getattr(model, "language_model", model)
+        head = getattr(model, "lm_head", None) or getattr(text_model, "lm_head", None)
+        self.lm_head = head if head is not None else self.embed_tokens.as_linear
+        # The decoder stack that owns the embedding stores the real layer list (a `layers`
+        # property on an outer wrapper may return a fresh slice, which wrapping would miss).
+        layers = owner.get("layers") if isinstance(owner, nn.Module) else None
+        if not isinstance(layers, list) or not layers:
+            raise InputError(
+                f"{spec.path}: the capture cannot hook this {spec.kind} model: it exposes no "
+                "decoder layer list (looked for model.layers, language_model.model.layers, layers)"
+            )
+        self.layers: list = layers
+        self.num_layers = len(layers)
+        weight = self.embed_tokens.weight
+        self.vocab_size = int(weight.shape[0])
+        self.hidden_size = int(self.embed_tokens(mx.array([0])).shape[-1])
+        self.cache = self.make_cache()
+        self._store: dict[int, mx.array] = {}
+        self.capture_ids: tuple[int, ...] = ()
+
+    # ---- capture -------------------------------------------------------------------------
+
+    def hook(self, layer_ids: tuple[int, ...]) -> None:
+        """Capture the outputs of `layer_ids` (in that order) on every forward."""
+        self.unhook()
+        for i in sorted(set(layer_ids)):
+            self.layers[i] = _CaptureLayer(self.layers[i], i, self._store)
+        self.capture_ids = tuple(layer_ids)
+
+    def unhook(self) -> None:
+        for i, layer in enumerate(self.layers):
+            if isinstance(layer, _CaptureLayer):
+                self.layers[i] = layer._layer
+        self.capture_ids = ()
+
+    def forward(self, ids: mx.array) -> tuple[mx.array, Optional[mx.array]]:
+        """ids [1, L] -> (logits [1, L, V], captured context rows [1, L, n*H] or None)."""
+        self._store.clear()
+        logits = self.model(ids, cache=self.cache)
+        capture = None
+        if self.capture_ids:
+            capture = mx.concatenate([self._store[i] for i in self.capture_ids], axis=-1)
+        return logits, capture
+
+    def prefill(self, ids: list[int]) -> tuple[mx.array, mx.array]:
+        """Run the prompt in chunks; returns (last logits [V], capture [1, n, n_ids*H])."""
+        captures = []
+        for start in range(0, len(ids), PREFILL_CHUNK):
+            logits, capture = self.forward(mx.array([ids[start:start + PREFILL_CHUNK]]))
+            captures.append(capture)
+            mx.eval(logits, capture, [c.state for c in self.cache])
+        return logits[0, -1], mx.concatenate(captures, axis=1)
+
+    # ---- cache ---------------------------------------------------------------------------
+
+    def make_cache(self) -> list:
+        from mlx_lm.models.cache import make_prompt_cache
+
+        return make_prompt_cache(self.model)
+
+    def reset(self) -> None:
+        self.cache = self.make_cache()
+
+    @property
+    def offset(self) -> int:
+        for c in self.cache:
+            if hasattr(c, "offset"):
+                return int(c.offset)
+        return 0
+
+    @property
+    def trimmable(self) -> bool:
+        return all(c.is_trimmable() for c in self.cache)
+
+    def checkpoint(self) -> Optional[list]:
+        """Before verify: copies of every non-trimmable cache's state (None if all trim)."""
+        if self.trimmable:
+            return None
+        return [None if c.is_trimmable() else _copy_fields(c) for c in self.cache]
+
+    def trim(self, rows: int) -> None:
+        for c in self.cache:
+            c.trim(rows)
+
+    def restore_and_replay(self, saved: list, verify_rows: int, keep: list[int]) -> None:
+        """Undo a whole verify pass, then run the accepted tokens through again."""
+        for c, s in zip(self.cache, saved):
+            if s is None:
+                c.trim(verify_rows)
+            else:
+                c.__dict__.update(_copy_fields(s))
+        self.forward(mx.array([keep]))
+        mx.eval([c.state for c in self.cache])
+
+
+def _copy_fields(obj) -> dict:
+    """A cache's attributes with fresh containers and array handles. MLX's `a[i] = b`
+    rebinds the array object it is called on, so a snapshot must not share those objects."""
+    fields = obj if isinstance(obj, dict) else vars(obj)
+    return tree_map(lambda x: mx.array(x) if isinstance(x, mx.array) else x, dict(fields))
+
+
+def backend() -> str:
+    return "gpu" if mx.default_device() == mx.gpu else "cpu"
+
+
+def _cast(model: nn.Module, dtype: mx.Dtype) -> None:
+    """Cast floating parameters to dtype, honouring the model's own cast exclusions."""
+    keep = getattr(model, "cast_predicate", None) or (lambda path: True)
+
+    def cast(path, x):
+        if mx.issubdtype(x.dtype, mx.floating) and keep(path):
+            return x.astype(dtype)
+        return x
+
+    model.update(tree_map_with_path(cast, model.parameters()))
+
+
+def _quantized_bytes_if_dequantized(model: nn.Module, dtype: mx.Dtype) -> int:
+    total = 0
+    for _, module in model.named_modules():
+        if isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
+            rows, packed = module.weight.shape
+            total += rows * packed * (32 // module.bits) * dtype.size
+    return total
+
+
+def _maybe_dequantize(model: nn.Module, dtype: mx.Dtype, keep_quantized: bool) -> bool:
+    if keep_quantized or backend() != "cpu":
+        return False
+    size = _quantized_bytes_if_dequantized(model, dtype)
+    if size == 0 or size > CPU_DEQUANTIZE_LIMIT_BYTES:
+        return False
+    from mlx_lm.utils import dequantize_model
+
+    dequantize_model(model)
+    return True
+
+
+def load_target(path: str | Path, dtype: str = "float32", keep_quantized: bool = False) -> Target:
+    path = Path(path).expanduser()
+    if dtype not in DTYPES:
+        raise InputError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    mx_dtype = DTYPES[dtype]
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory (expected a model directory or .gguf file)")
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise InputError(f"{path}: a target is an mlx-lm model directory or a .gguf file")
+        from .gguf import gguf_tokenizer, load_gguf_model
+        from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+        model, config, metadata = load_gguf_model(path, mx_dtype)
+        tokenizer = TokenizerWrapper(gguf_tokenizer(path, metadata))
+        spec = TargetSpec(path, "llama", config)
+    else:
+        model, tokenizer, spec = _load_mlx_lm_dir(path)
+    dequantized = _maybe_dequantize(model, mx_dtype, keep_quantized)
+    _cast(model, mx_dtype)
+    mx.eval(model.parameters())
+    spec.config["dequantized_for_cpu"] = dequantized
+    return Target(model, tokenizer, spec)
+
+
+def _load_mlx_lm_dir(path: Path):
+    config_path = path / "config.json"
+    try:
+        config = json.loads(config_path.read_text())
+    except FileNotFoundError:
+        raise InputError(
+            f"{config_path}: missing (a target directory needs config.json, model*.safetensors "
+            "and tokenizer files, as mlx-lm writes them)"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"{config_path}: unreadable ({error})") from None
+    weights = sorted(path.glob("model*.safetensors"))
+    if not weights:
+        raise InputError(f"{path}: no model*.safetensors weights found")
+    for file in weights:
+        for key in safetensors_keys(file):
+            if any(marker in key for marker in VISION_MARKERS):
+                raise InputError(
+                    f"{file}: the target has a vision tower (tensor {key!r}); dflash-tui drives "
+                    "text-only targets (convert with mlx_lm.convert to drop it)"
+                )
+    from mlx_lm.utils import load_model, load_tokenizer
+
+    try:
+        model, config = load_model(path)
+    except ValueError as error:
+        raise InputError(f"{path}: mlx-lm cannot build this model ({str(error).splitlines()[0]})") from None
+    try:
+        tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
+    except Exception as error:  # transformers raises OSError/ValueError/EnvironmentError
+        raise InputError(
+            f"{path}: cannot load the tokenizer ({error.__class__.__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''}); expected tokenizer.json "
+            "and tokenizer_config.json beside config.json"
+        ) from None
+    kind = config.get("model_type", "unknown")
+    return model, tokenizer, TargetSpec(path, kind, config)
+
+
+def encode_prompt(tokenizer, prompt: str, chat: Optional[bool]) -> list[int]:
+    """Token ids for `prompt`: through the chat template when chat (default: if there is one)."""
+    has_template = getattr(tokenizer, "chat_template", None) is not None
+    if chat is None:
+        chat = has_template
+    if chat:
+        if not has_template:
+            raise InputError("--chat: this target's tokenizer has no chat template (use --raw)")
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+        )
+        return list(tokenizer.encode(text, add_special_tokens=False))
+    return list(tokenizer.encode(prompt))

@@ -1,0 +1,193 @@
+"""Writes real, tiny checkpoints to disk: targets mlx-lm loads and drafters in Z Lab's format.
+
+Nothing here is a mock: the tokenizer is a trained byte-level BPE saved with
+`save_pretrained`, targets are mlx-lm's own model classes with random weights saved as
+safetensors beside a config.json, and drafters are random tensors under exactly the names
+and shapes of Z Lab's published checkpoints. Every file is read back through the same
+loaders a user's model goes through.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+from mlx.utils import tree_flatten
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}"
+    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "def add(a, b):\n    return a + b\n",
+    "What is 12 plus 30? It is 42.",
+    "A speculative decoder drafts a block of tokens and the target verifies them.",
+    "for i in range(10):\n    print(i * i)\n",
+    "The rain in Spain stays mainly in the plain.",
+    "Seven times eight is fifty-six; nine squared is eighty-one.",
+]
+HIDDEN = 64
+
+
+def write_tokenizer(directory: Path, vocab_size: int = 320) -> int:
+    """Train a tiny byte-level BPE and save it as real tokenizer files. Returns its size."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", bos_token=None, unk_token=None,
+        pad_token="<|endoftext|>", additional_special_tokens=["<|im_start|>", "<|mask|>"],
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(str(directory))
+    return tok.get_vocab_size()
+
+
+def _save_model(model, directory: Path, config: dict) -> None:
+    weights = dict(tree_flatten(model.parameters()))
+    mx.save_safetensors(str(directory / "model.safetensors"), weights, metadata={"format": "mlx"})
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def write_llama_target(directory: Path, seed: int = 0, layers: int = 4) -> Path:
+    """A llama-style attention target (untied lm_head), loadable with mlx_lm.load."""
+    from mlx_lm.models import llama
+
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = write_tokenizer(directory)
+    config = {
+        "model_type": "llama", "hidden_size": HIDDEN, "num_hidden_layers": layers,
+        "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "rms_norm_eps": 1e-5, "vocab_size": vocab, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "max_position_embeddings": 2048,
+    }
+    mx.random.seed(seed)
+    model = llama.Model(llama.ModelArgs.from_dict(config))
+    _sharpen(model.model.embed_tokens, 4.0)
+    _sharpen(model.lm_head, 4.0)
+    _save_model(model, directory, config)
+    return directory
+
+
+def write_qwen35_target(directory: Path, seed: int = 0, layers: int = 4) -> Path:
+    """A qwen3_5-style hybrid target: gated DeltaNet layers (recurrent state that cannot be
+    trimmed) interleaved with full attention, tied embeddings."""
+    from mlx_lm.models import qwen3_5
+
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = write_tokenizer(directory)
+    config = {
+        "model_type": "qwen3_5", "hidden_size": HIDDEN, "num_hidden_layers": layers,
+        "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "rms_norm_eps": 1e-6, "vocab_size": vocab,
+        "linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "full_attention_interval": 2,
+        "tie_word_embeddings": True, "max_position_embeddings": 2048,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                            "partial_rotary_factor": 0.5},
+    }
+    mx.random.seed(seed)
+    model = qwen3_5.Model(qwen3_5.ModelArgs.from_dict(config))
+    _sharpen(model.language_model.model.embed_tokens, 4.0)
+    _save_model(model, directory, config)
+    return directory
+
+
+def _sharpen(module, factor: float) -> None:
+    """Scale a weight up. A larger embedding makes the random model's next token depend on
+    its input (so greedy text varies instead of repeating one token) and a larger lm_head
+    gives greedy choices clear margins (near ties, float noise between batched and
+    one-token forwards could flip an argmax)."""
+    module.weight = module.weight * factor
+    mx.eval(module.weight)
+
+
+def zlab_config(kind: str, *, vocab: int, target_layers: int, layer_ids, mask_token_id: int,
+                layers: int = 2, block_size: int = 16, top_k: int = 8, sliding: bool = False) -> dict:
+    """A config.json laid out as Z Lab publishes it (DFlash fields under dflash_config)."""
+    dflash = {"target_layer_ids": list(layer_ids), "mask_token_id": mask_token_id,
+              "block_size": block_size}
+    if kind == "DFlash2DraftModel":
+        dflash.update(conv_kernel_size=4, conv_group_size=16, selector_rank=8,
+                      selector_top_k=top_k)
+    config = {
+        "architectures": [kind], "model_type": "qwen3", "hidden_size": HIDDEN,
+        "num_hidden_layers": layers, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "intermediate_size": 128, "vocab_size": vocab, "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0, "max_position_embeddings": 4096,
+        "num_target_layers": target_layers, "dflash_config": dflash,
+        "layer_types": ["full_attention"] * layers,
+    }
+    if sliding:
+        config["layer_types"][0] = "sliding_attention"
+        config["sliding_window"] = 24
+    return config
+
+
+def drafter_tensors(config: dict, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random tensors under every name and shape a Z Lab checkpoint of `config` holds."""
+    from dflash_tui.engine.checkpoint import expected_shapes
+    from dflash_tui.engine.draft_config import parse_config
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in expected_shapes(parse_config(config)).items():
+        if name.endswith("norm.weight"):
+            value = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif name.endswith("base_kernel"):
+            value = 0.2 * rng.standard_normal(shape)
+            value[:, 0, :] += 1.0  # tap 0 near identity, as a trained drafter starts
+        elif name.endswith("codebook"):
+            value = 0.5 * rng.standard_normal(shape)
+        else:
+            value = rng.standard_normal(shape) / math.sqrt(shape[-1])
+        out[name] = value.astype(np.float32)
+    return out
+
+
+def write_drafter(directory: Path, config: dict, seed: int = 0, prefix: str = "",
+                  tensors: dict | None = None) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = tensors if tensors is not None else drafter_tensors(config, seed)
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    mx.save_safetensors(
+        str(directory / "model.safetensors"),
+        {prefix + name: mx.array(value) for name, value in tensors.items()},
+    )
+    return directory
+
+
+def target_facts(target_dir: Path) -> dict:
+    config = json.loads((target_dir / "config.json").read_text())
+    vocab = json.loads((target_dir / "tokenizer.json").read_text())
+    added = {t["content"]: t["id"] for t in vocab["added_tokens"]}
+    return {"vocab": config["vocab_size"], "layers": config["num_hidden_layers"],
+            "mask": added["<|mask|>"]}
+
+
+def write_pair(root: Path, target: str = "llama", drafter: str = "DFlash2DraftModel",
+               seed: int = 0, **drafter_kwargs) -> tuple[Path, Path]:
+    """A target directory with its drafter at target/draft (the default place)."""
+    target_dir = root / f"{target}-target"
+    if not (target_dir / "config.json").exists():
+        writer = write_llama_target if target == "llama" else write_qwen35_target
+        writer(target_dir, seed=seed)
+    facts = target_facts(target_dir)
+    layer_ids = drafter_kwargs.pop("layer_ids", [1, 2, 3][: facts["layers"] - 1])
+    config = zlab_config(drafter, vocab=facts["vocab"], target_layers=facts["layers"],
+                         layer_ids=layer_ids, mask_token_id=facts["mask"], **drafter_kwargs)
+    draft_dir = write_drafter(target_dir / "draft", config, seed=seed + 1)
+    return target_dir, draft_dir
