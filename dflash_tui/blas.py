@@ -43,8 +43,8 @@ def maybe_reexec_with_openblas() -> None:
     env["LD_PRELOAD"] = ":".join(p for p in (library, env.get("LD_PRELOAD", "")) if p)
     env["DFLASH_TUI_BLAS"] = "openblas"
     argv = list(sys.argv)
-    if argv and argv[0].endswith("__main__.py"):  # started as `python -m dflash_tui`
-        argv = ["-m", "dflash_tui", *argv[1:]]
+    if argv and argv[0].endswith("__main__.py"):  # started as `python -m package`
+        argv = ["-m", Path(argv[0]).parent.name, *argv[1:]]
     try:
         os.execve(sys.executable, [sys.executable, *argv], env)
     except OSError:

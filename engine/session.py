@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import mlx.core as mx
 import numpy as np
@@ -61,6 +61,10 @@ class SessionOptions:
     probes: bool = True
     keep_raw: bool = False
     layer_offset: int = 0
+    # Forced proposals, for tests and what-if debugging: called with the committed tokens
+    # and gamma, returns the gamma proposals to verify instead of the drafter's. The drafter
+    # still runs, so its probes, ranks and selector stay visible.
+    proposer: Optional[Callable[[list[int], int], list[int]]] = None
 
 
 class ContextCache:
@@ -204,11 +208,13 @@ class Session:
         return self.finish_reason
 
     def token_text(self, ids) -> dict[int, str]:
+        """Display text of each token id (a token that is part of a UTF-8 character shows
+        its bytes, e.g. '\\xe2', rather than a replacement character)."""
         out = {}
         for t in ids:
             t = int(t)
             if t not in self._token_text:
-                self._token_text[t] = self.target.tokenizer.decode([t])
+                self._token_text[t] = token_display(self.target.tokenizer, t)
             out[t] = self._token_text[t]
         return out
 
@@ -354,6 +360,17 @@ class Session:
 
     def _select(self, sink: ProbeSink) -> dict:
         """DFlash2: the selector walk over the top-K lattice. DFlash: argmax (or sample)."""
+        fields = self._drafter_select()
+        if self.options.proposer is not None:
+            forced = [int(t) for t in self.options.proposer(list(self.tokens), self._round.gamma)]
+            if len(forced) != self._round.gamma:
+                raise ValueError(f"proposer returned {len(forced)} tokens for gamma {self._round.gamma}")
+            self._q = None  # forced proposals are verified greedily
+            fields["proposals"] = tuple(forced)
+            fields["token_text"] = {**fields["token_text"], **self.token_text(forced)}
+        return fields
+
+    def _drafter_select(self) -> dict:
         temperature = self.options.temperature
         self._candidates = None
         if self.config.is_dflash2:
@@ -415,7 +432,7 @@ class Session:
         mx.eval(logits, capture, target_argmax, *rank_arrays, *sink.pending())
         self._verify_capture = capture
         targets = [int(t) for t in np.array(target_argmax)]
-        if self.options.temperature > 0:
+        if self.options.temperature > 0 and self._q is not None:
             probs = softmax_rows(np.array(logits.astype(mx.float32)), self.options.temperature)
             accepted, bonus = rejection_sample(proposals, probs, self._dense_q(), self.rng)
         else:
@@ -484,6 +501,33 @@ class Session:
 
     def close(self) -> None:
         self.target.unhook()
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2 byte-level BPE's printable-character -> byte table."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) \
+        + list(range(ord("\xae"), ord("\xff") + 1))
+    chars, n = list(printable), 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+_BYTES = _byte_decoder()
+
+
+def token_display(tokenizer, token: int) -> str:
+    text = tokenizer.decode([token])
+    if "\ufffd" not in text:
+        return text
+    piece = tokenizer.convert_ids_to_tokens(token)
+    if isinstance(piece, str) and piece and all(ch in _BYTES for ch in piece):
+        raw = bytes(_BYTES[ch] for ch in piece)
+        return raw.decode("utf-8", errors="backslashreplace")
+    return text
 
 
 def _rank_arrays(draft_logits, target_logits, target_tokens, temperature):
