@@ -1,0 +1,140 @@
+"""`dflash-tui bench`: check the arguments, load the pair once, run, print, write.
+
+Exit codes: 0 all decodes lossless (or unchecked at temperature > 0); 1 a speculative decode
+diverged from the target's own greedy decode; 2 bad input (raised as InputError, printed by
+the CLI as one line); 130 interrupted (the finished prompts are still printed and written).
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+
+from .. import sample
+from ..engine.api import load_pair
+from ..engine.errors import InputError
+from .export import to_csv, to_json, write_atomic, write_json
+from .progress import LineProgress, RichProgress
+from .prompts import load_workloads
+from .runner import BenchRunner, BenchResult, Settings
+from .tables import print_report
+
+EXIT_DIVERGED = 1
+
+
+def parse_blocks(text: str) -> tuple[int, ...]:
+    """'2,4,7,8' -> (2, 4, 7, 8): ascending, each once."""
+    try:
+        blocks = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        blocks = []
+    if not blocks or any(b < 1 for b in blocks):
+        raise InputError(f"--blocks {text!r}: expected comma-separated proposal counts of at "
+                         "least 1, e.g. 2,4,7,8")
+    return tuple(sorted(set(blocks)))
+
+
+def _check_output(flag: str, value: Optional[str]) -> Optional[Path]:
+    """Refuse an output path that cannot be written before spending any time decoding."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.is_dir():
+        raise InputError(f"{flag} {path}: is a directory (expected a file name)")
+    parent = path.parent
+    if not parent.is_dir():
+        raise InputError(f"{flag} {path}: directory {parent} does not exist")
+    return path
+
+
+def settings_from(args) -> Settings:
+    if args.max_tokens < 1:
+        raise InputError(f"--max-tokens {args.max_tokens}: expected at least 1")
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit {args.limit}: expected at least 1 prompt per workload")
+    if not math.isfinite(args.temperature) or args.temperature < 0:
+        raise InputError(f"--temperature {args.temperature}: expected 0 (greedy) or more")
+    oracle = bool(getattr(args, "oracle", False))
+    if oracle and args.temperature > 0:
+        raise InputError("--oracle forces the target's greedy continuation; it needs "
+                         "--temperature 0")
+    return Settings(blocks=parse_blocks(args.blocks), max_tokens=args.max_tokens,
+                    temperature=args.temperature, seed=args.seed,
+                    chat=getattr(args, "chat", None), layer_offset=args.layer_offset,
+                    dtype=args.dtype, oracle=oracle)
+
+
+def equivalent_command(model: Path, draft: Optional[Path], prompts: Path, args,
+                       s: Settings) -> str:
+    parts = ["dflash-tui", "bench", str(model)]
+    if draft is not None:
+        parts += ["--draft", str(draft)]
+    parts += ["--prompts", str(prompts), "--blocks", ",".join(map(str, s.blocks)),
+              "--max-tokens", str(s.max_tokens), "--temperature", str(s.temperature),
+              "--seed", str(s.seed), "--dtype", s.dtype]
+    if args.limit is not None:
+        parts += ["--limit", str(args.limit)]
+    if s.layer_offset:
+        parts += ["--layer-offset", str(s.layer_offset)]
+    if args.keep_quantized:
+        parts.append("--keep-quantized")
+    if s.chat is not None:
+        parts.append("--chat" if s.chat else "--raw")
+    if s.oracle:
+        parts.append("--oracle")
+    return shlex.join(parts)
+
+
+def run(args) -> int:
+    settings = settings_from(args)
+    json_path = _check_output("--json", args.json)
+    csv_path = _check_output("--csv", args.csv)
+    prompts_dir = Path(args.prompts).expanduser() if args.prompts else sample.PROMPTS_DIR
+    workloads = load_workloads(prompts_dir, args.limit)
+    model, draft = sample.resolve(args.model, args.draft)
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    target, drafter, draft_dir = load_pair(
+        model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
+        progress=lambda message: err.print(f"bench: {message}"))
+    counts = ", ".join(f"{w.name} {len(w.prompts)}" for w in workloads)
+    n_prompts = sum(len(w.prompts) for w in workloads)
+    err.print(f"bench: {n_prompts} prompts ({counts}) x blocks "
+              f"{','.join(map(str, settings.blocks))}, plus the target alone; up to "
+              f"{settings.max_tokens} tokens each, temperature {settings.temperature}"
+              + ("; proposals forced to the target's greedy text (--oracle)" if settings.oracle else ""))
+    progress = RichProgress(err) if err.is_terminal else LineProgress(err)
+    runner = BenchRunner(target, drafter, draft_dir, workloads, settings, progress=progress)
+    command = equivalent_command(model, draft_dir, prompts_dir, args, settings)
+    try:
+        with progress:
+            result = runner.run()
+    except KeyboardInterrupt:
+        _finish(out, err, runner.result, target, json_path, csv_path, command, prompts_dir, args)
+        raise
+    return _finish(out, err, result, target, json_path, csv_path, command, prompts_dir, args)
+
+
+def _finish(out: Console, err: Console, result: BenchResult, target, json_path, csv_path,
+            command: str, prompts_dir: Path, args) -> int:
+    if not result.complete:
+        done = len(result.finished_prompt_ids())
+        err.print(f"bench: interrupted; reporting the {done} prompts that finished every block",
+                  style="yellow")
+    if result.finished_prompt_ids():
+        print_report(out, result)
+    out.print(f"wall time {result.wall_s:.1f} s", style="dim")
+    if json_path is not None:
+        write_json(json_path, to_json(result, command=command, prompts_dir=str(prompts_dir),
+                                      limit=args.limit, decode=target.tokenizer.decode))
+        err.print(f"bench: wrote {json_path}")
+    if csv_path is not None:
+        write_atomic(csv_path, to_csv(result))
+        err.print(f"bench: wrote {csv_path}")
+    return EXIT_DIVERGED if result.lossless is False else 0

@@ -1,0 +1,185 @@
+"""The bench's numbers, computed from the engine's own round records (docs/BENCH.md).
+
+Everything deterministic here is a ratio of integer counts taken from RoundRecords
+(gamma, accepted, committed tokens), pooled over every round of every prompt in a workload:
+the same records give the same digits on every run. Speed is wall-clock time and is kept
+apart (decode seconds, tokens per second, speed-up) so no one mistakes one for the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from ..engine.baseline import BaselineRun, Divergence
+from ..engine.records import RoundRecord, STAGE_ORDER
+from .prompts import Prompt
+
+ALL = "all"  # the pooled row over every workload
+
+
+@dataclass(frozen=True)
+class RoundStat:
+    """What the bench keeps of one RoundRecord."""
+
+    gamma: int  # proposals this round (shortened at the end of the token budget)
+    accepted: int
+    committed: int  # tokens the round appended (accepted + bonus, cut at EOS / budget)
+    stage_ms: tuple[float, ...]  # per stage, in STAGE_ORDER
+
+    @property
+    def rejected(self) -> bool:
+        return self.accepted < self.gamma
+
+
+def round_stat(record: RoundRecord) -> RoundStat:
+    ms = record.timings_ms
+    return RoundStat(gamma=record.gamma, accepted=int(record.accepted),
+                     committed=len(record.committed_tokens),
+                     stage_ms=tuple(ms.get(s, 0.0) for s in STAGE_ORDER))
+
+
+@dataclass(frozen=True)
+class SpecRun:
+    """One prompt decoded speculatively at one block."""
+
+    prompt: Prompt
+    block: int
+    tokens: tuple[int, ...]
+    rounds: tuple[RoundStat, ...]
+    prefill_s: float
+    decode_s: float  # the rounds, on the wall clock
+    finish_reason: str
+    checked: bool  # compared against the target's greedy decode (temperature 0 only)
+    divergence: Optional[Divergence] = None
+
+    @property
+    def decode_tokens(self) -> int:
+        """Tokens the rounds committed (the first generated token comes from the prefill)."""
+        return sum(r.committed for r in self.rounds)
+
+
+@dataclass(frozen=True)
+class TargetRun:
+    """One prompt decoded by the target alone."""
+
+    prompt: Prompt
+    run: BaselineRun
+
+
+@dataclass(frozen=True)
+class Position:
+    """Proposal slot i (1-based) over a set of rounds."""
+
+    position: int
+    proposed: int  # rounds whose gamma reached slot i
+    reached: int  # ... whose first i proposals were all accepted
+    eligible: int  # ... whose first i-1 proposals were all accepted
+
+    @property
+    def acceptance(self) -> Optional[float]:
+        """P(accepted >= i): the share of rounds that proposed slot i and accepted it and
+        everything before it."""
+        return self.reached / self.proposed if self.proposed else None
+
+    @property
+    def conditional(self) -> Optional[float]:
+        """P(accepted >= i | accepted >= i-1): slot i's own survival rate."""
+        return self.reached / self.eligible if self.eligible else None
+
+
+def positions(rounds: Sequence[RoundStat], block: int) -> tuple[Position, ...]:
+    out = []
+    for i in range(1, block + 1):
+        proposed = [r for r in rounds if r.gamma >= i]
+        out.append(Position(
+            position=i, proposed=len(proposed),
+            reached=sum(1 for r in proposed if r.accepted >= i),
+            eligible=sum(1 for r in proposed if r.accepted >= i - 1),
+        ))
+    return tuple(out)
+
+
+def _ratio(a: float, b: float) -> Optional[float]:
+    return a / b if b else None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One workload at one block: every number in the tables and the CSV row."""
+
+    workload: str
+    block: int
+    prompts: int
+    rounds: int
+    tokens: int  # generated tokens, all prompts
+    accepted: int  # accepted proposals, all rounds
+    rollbacks: int  # rounds with at least one rejected proposal
+    positions: tuple[Position, ...]
+    decode_tokens: int
+    decode_s: float
+    target_decode_tokens: int
+    target_decode_s: float
+    stage_ms: tuple[float, ...]  # mean per round, STAGE_ORDER
+    checked: int  # prompts compared against the target's greedy decode
+    diverged: int
+
+    @property
+    def mean_accepted(self) -> Optional[float]:
+        return _ratio(self.accepted, self.rounds)
+
+    @property
+    def tau(self) -> Optional[float]:
+        mean = self.mean_accepted
+        return None if mean is None else mean + 1.0
+
+    @property
+    def rollback_rate(self) -> Optional[float]:
+        return _ratio(self.rollbacks, self.rounds)
+
+    @property
+    def tokens_per_round(self) -> Optional[float]:
+        return _ratio(self.decode_tokens, self.rounds)
+
+    @property
+    def tokens_per_s(self) -> Optional[float]:
+        return _ratio(self.decode_tokens, self.decode_s)
+
+    @property
+    def target_tokens_per_s(self) -> Optional[float]:
+        return _ratio(self.target_decode_tokens, self.target_decode_s)
+
+    @property
+    def speedup(self) -> Optional[float]:
+        spec, alone = self.tokens_per_s, self.target_tokens_per_s
+        return None if spec is None or not alone else spec / alone
+
+    @property
+    def conditional_range(self) -> Optional[tuple[float, float]]:
+        values = [p.conditional for p in self.positions if p.conditional is not None]
+        return (min(values), max(values)) if values else None
+
+
+def cell(workload: str, block: int, runs: Sequence[SpecRun],
+         targets: Sequence[TargetRun]) -> Cell:
+    """Pool every round of `runs` (one block) and the target-alone runs of the same prompts."""
+    rounds = [r for run in runs for r in run.rounds]
+    ids = {run.prompt.id for run in runs}
+    alone = [t.run for t in targets if t.prompt.id in ids]
+    n = len(rounds)
+    stage_ms = tuple(sum(r.stage_ms[i] for r in rounds) / n if n else 0.0
+                     for i in range(len(STAGE_ORDER)))
+    return Cell(
+        workload=workload, block=block, prompts=len(runs), rounds=n,
+        tokens=sum(len(run.tokens) for run in runs),
+        accepted=sum(r.accepted for r in rounds),
+        rollbacks=sum(1 for r in rounds if r.rejected),
+        positions=positions(rounds, block),
+        decode_tokens=sum(run.decode_tokens for run in runs),
+        decode_s=sum(run.decode_s for run in runs),
+        target_decode_tokens=sum(a.decode_tokens for a in alone),
+        target_decode_s=sum(a.decode_s for a in alone),
+        stage_ms=stage_ms,
+        checked=sum(1 for run in runs if run.checked),
+        diverged=sum(1 for run in runs if run.divergence is not None),
+    )

@@ -1,0 +1,165 @@
+"""The bench's terminal tables (rich). Every cell's text comes from the row functions below,
+so tests read the same strings the user sees. Deterministic tables and the speed table are
+titled as what they are: counts reproduce to the last digit, timings do not."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from ..engine.records import STAGE_ORDER
+from .runner import BenchResult
+from .stats import ALL, Cell
+
+DASH = "-"
+
+
+def num(value: Optional[float], digits: int = 2) -> str:
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def percent(value: Optional[float]) -> str:
+    return DASH if value is None else f"{100 * value:.1f}%"
+
+
+def times(value: Optional[float]) -> str:
+    return DASH if value is None else f"{value:.2f}x"
+
+
+def alpha_range(cell: Cell) -> str:
+    span = cell.conditional_range
+    return DASH if span is None else f"{span[0]:.2f}-{span[1]:.2f}"
+
+
+def _by_workload(cells: Sequence[Cell]) -> dict[str, dict[int, Cell]]:
+    out: dict[str, dict[int, Cell]] = {}
+    for c in cells:
+        out.setdefault(c.workload, {})[c.block] = c
+    return out
+
+
+def acceptance_rows(cells: Sequence[Cell], blocks: Sequence[int]) -> list[list[str]]:
+    """workload, per-position acceptance range at the largest block, mean accepted per block."""
+    rows = []
+    for workload, by_block in _by_workload(cells).items():
+        widest = by_block[max(blocks)]
+        rows.append([workload, alpha_range(widest)]
+                    + [num(by_block[b].mean_accepted) for b in blocks])
+    return rows
+
+
+def rollback_rows(cells: Sequence[Cell], blocks: Sequence[int]) -> list[list[str]]:
+    return [[workload] + [percent(by_block[b].rollback_rate) for b in blocks]
+            for workload, by_block in _by_workload(cells).items()]
+
+
+def position_rows(cells: Sequence[Cell], blocks: Sequence[int]) -> list[list[str]]:
+    """workload, block, rounds, tokens, tau, then P(accepted >= i) for i = 1..max block."""
+    width = max(blocks)
+    rows = []
+    for c in cells:
+        reach = [num(p.acceptance) for p in c.positions]
+        rows.append([c.workload, str(c.block), str(c.rounds), str(c.tokens), num(c.tau)]
+                    + reach + [""] * (width - len(reach)))
+    return rows
+
+
+def speed_rows(cells: Sequence[Cell]) -> list[list[str]]:
+    verify = STAGE_ORDER.index("verify")
+    rows = []
+    for c in cells:
+        context_draft_select = sum(c.stage_ms[:verify])
+        rows.append([c.workload, str(c.block), num(c.tokens_per_s, 1),
+                     num(c.target_tokens_per_s, 1), times(c.speedup),
+                     num(context_draft_select if c.rounds else None, 1),
+                     num(c.stage_ms[verify] if c.rounds else None, 1),
+                     num(c.decode_s, 1)])
+    return rows
+
+
+def _table(headers: Sequence[str], rows: list[list[str]], first_left: int = 1) -> Table:
+    table = Table()
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i < first_left else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row, style="dim" if row[0] == ALL else None)
+    return table
+
+
+def _section(title: str, table: Table, caption: str) -> Group:
+    """Title and caption as their own lines: a table's own title wraps at the table's width."""
+    return Group(Text(""), Text(title, style="bold"), table, Text(caption, style="dim"))
+
+
+def render(result: BenchResult) -> Group:
+    cells = result.cells()
+    blocks = list(result.settings.blocks)
+    heads = [f"block {b}" for b in blocks]
+    return Group(
+        _section(
+            "Accepted proposals per round (mean over rounds)  [deterministic]",
+            _table(["workload", "alpha per position"] + heads, acceptance_rows(cells, blocks)),
+            f"block = proposals per round. alpha = per-position acceptance, P(slot i accepted | "
+            f"slots before it accepted), min-max over slots 1..{max(blocks)} at block "
+            f"{max(blocks)}. tau = mean accepted + 1 (in the acceptance-by-position table)."),
+        _section(
+            "Rollback rate: share of rounds with any rejected proposal  [deterministic]",
+            _table(["workload"] + heads, rollback_rows(cells, blocks)),
+            "block = proposals per round."),
+        _section(
+            "Acceptance by position: P(accepted >= i) over rounds that proposed slot i  "
+            "[deterministic]",
+            _table(["workload", "block", "rounds", "tokens", "tau"]
+                   + [str(i) for i in range(1, max(blocks) + 1)],
+                   position_rows(cells, blocks), first_left=2),
+            "tokens = generated tokens over all prompts; blank = slot not proposed at that block."),
+        _section(
+            "Speed  [wall clock on this machine: varies from run to run]",
+            _table(["workload", "block", "tokens/s", "target alone", "speed-up",
+                    "draft ms/round", "verify ms/round", "decode s"],
+                   speed_rows(cells), first_left=2),
+            "decode only, prefill excluded on both sides. target alone = the target's own "
+            "one-token greedy decode of the same prompts in this run; speed-up = tokens/s "
+            "over it. draft ms/round = context + draft + select stages."),
+    )
+
+
+def lossless_lines(result: BenchResult) -> list[Text]:
+    """The verdict, and one line per divergent decode."""
+    checked = [r for r in result.spec_runs if r.checked]
+    if not checked:
+        return [Text(f"losslessness not checked: temperature {result.settings.temperature} "
+                     "> 0 samples (only greedy decodes have one right answer)", style="yellow")]
+    bad = result.divergent
+    if not bad:
+        return [Text(f"lossless: all {len(checked)} speculative decodes equal the target's own "
+                     "greedy decode", style="green")]
+    lines = [Text(f"NOT LOSSLESS: {len(bad)} of {len(checked)} speculative decodes diverged "
+                  "from the target's own greedy decode", style="bold red")]
+    for run in bad:
+        lines.append(Text(divergence_line(run), style="red"))
+    return lines
+
+
+def divergence_line(run) -> str:
+    d = run.divergence
+    ref = "end of text" if d.reference is None else f"token {d.reference}"
+    cand = "end of text" if d.candidate is None else f"token {d.candidate}"
+    line = (f"  {run.prompt.id} block {run.block}: first difference at generated token "
+            f"{d.index} (position {d.position}): target {ref}, speculative {cand}; "
+            f"target's logit margin there (top1 - top2) {d.margin:.4g}")
+    if d.candidate_logit is not None:
+        line += f", speculative token {d.target.top1_logit - d.candidate_logit:.4g} below top1"
+    return line
+
+
+def print_report(console: Console, result: BenchResult) -> None:
+    console.print(render(result))
+    for note_block, notes in sorted(result.notes.items()):
+        for note in notes:
+            console.print(f"note (block {note_block}): {note}", style="yellow")
+    for line in lossless_lines(result):
+        console.print(line)
