@@ -107,6 +107,13 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p.add_argument("--limit", type=int, metavar="N", help="use only the first N prompts of each workload")
     p.add_argument("--json", metavar="FILE", help="write the full numbers as JSON")
     p.add_argument("--csv", metavar="FILE", help="write one row per workload and block as CSV")
+    p.add_argument("--oracle", action="store_true",
+                   help="force every proposal to the target's own greedy continuation (a drafter "
+                        "that cannot miss): the speed ceiling of each block on this machine")
+    chat = p.add_mutually_exclusive_group()
+    chat.add_argument("--chat", dest="chat", action="store_true", default=None,
+                      help="wrap each prompt in the chat template (default when there is one)")
+    chat.add_argument("--raw", dest="chat", action="store_false", help="tokenize prompts as is")
     parsers["bench"] = p
 
     p = _Parser(prog="dflash-tui distill", description="Train a DFlash2 drafter for a target by self-distillation.")
