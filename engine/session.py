@@ -126,7 +126,7 @@ class Session:
         self.layer_ids = check_pair(target, config, options.layer_offset, drafter_path or "drafter")
         if not prompt_ids:
             raise InputError("the prompt is empty (give --prompt TEXT or --prompt-file F)")
-        self.gamma = self._check_gamma(options.gamma or config.block_size - 1)
+        self.gamma = self._check_gamma(config.block_size - 1 if options.gamma is None else options.gamma)
         self.prompt_ids = list(prompt_ids)
         self.eos_ids = set(getattr(target.tokenizer, "eos_token_ids", ()) or ())
         self.rng = np.random.default_rng(options.seed)

@@ -40,6 +40,8 @@ def safetensors_keys(path: Path) -> list[str]:
     try:
         with open(path, "rb") as f:
             (size,) = struct.unpack("<Q", f.read(8))
+            if size > os.fstat(f.fileno()).st_size - 8:
+                raise ValueError(f"header length {size} exceeds the file")
             header = json.loads(f.read(size))
     except (OSError, struct.error, ValueError, UnicodeDecodeError) as error:
         raise InputError(f"{path}: not a readable safetensors file ({error})") from None
@@ -90,8 +92,8 @@ class Target:
         owner = _find(model, "embed_tokens")
         if owner is None:
             raise InputError(
-                f"{spec.path}: cannot find the token embedding (embed_tokens) of this "
-                f"{spec.kind} model, which the drafter borrows"
+                f"{spec.path}: the capture cannot hook this {spec.kind} model: it has no token "
+                "embedding named embed_tokens (which the drafter borrows) beside its layer list"
             )
         self.embed_tokens = owner.embed_tokens
         self.embed_scale = float(
@@ -286,7 +288,7 @@ def _load_mlx_lm_dir(path: Path):
 
     try:
         model, config = load_model(path)
-    except ValueError as error:
+    except (ValueError, RuntimeError, KeyError, OSError) as error:
         raise InputError(f"{path}: mlx-lm cannot build this model ({str(error).splitlines()[0]})") from None
     try:
         tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))

@@ -191,3 +191,21 @@ def write_pair(root: Path, target: str = "llama", drafter: str = "DFlash2DraftMo
                          layer_ids=layer_ids, mask_token_id=facts["mask"], **drafter_kwargs)
     draft_dir = write_drafter(target_dir / "draft", config, seed=seed + 1)
     return target_dir, draft_dir
+
+
+SMOLLM2 = {"hidden": 576, "heads": 9, "kv_heads": 3, "head_dim": 64, "intermediate": 1536,
+           "vocab": 49152, "layers": 30}
+
+
+def write_sample_shaped_drafter(directory: Path, kind: str = "DFlash2DraftModel", seed: int = 0,
+                                layers: int = 1) -> Path:
+    """A random drafter shaped for the real sample target (SmolLM2-135M-Instruct)."""
+    s = SMOLLM2
+    config = zlab_config(kind, vocab=s["vocab"], target_layers=s["layers"],
+                         layer_ids=[1, 8, 14, 20, 27], mask_token_id=4, layers=layers)
+    config.update(hidden_size=s["hidden"], num_attention_heads=s["heads"],
+                  num_key_value_heads=s["kv_heads"], head_dim=s["head_dim"],
+                  intermediate_size=s["intermediate"])
+    if kind == "DFlash2DraftModel":
+        config["dflash_config"].update(conv_group_size=64, selector_top_k=16)
+    return write_drafter(directory, config, seed=seed)

@@ -1,0 +1,88 @@
+"""Our drafter against Z Lab's reference implementation (dflash==0.1.0, dflash/model_mlx.py)
+on the same weights: logits, DFlash2 proposals, and the accepted length of every round."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from conftest import DRAFTERS, TARGETS
+from greedy import load_reference
+
+from dflash_tui.engine import SessionOptions, load_pair, open_session
+
+ref = pytest.importorskip("dflash.model_mlx")
+
+
+@pytest.fixture
+def reference_drafter(monkeypatch):
+    """Z Lab's own loader reading our fixture directory (its hub download pointed at it)."""
+
+    def load(draft_dir):
+        monkeypatch.setattr(ref, "snapshot_download", lambda *a, **k: str(draft_dir))
+        return ref.load_draft("local")
+
+    return load
+
+
+def _fresh_reference_target(target_dir):
+    """A separate mlx-lm instance, so the reference's layer patching never touches ours."""
+    load_reference.cache_clear()
+    model, tokenizer = load_reference(str(target_dir))
+    load_reference.cache_clear()
+    return model, tokenizer
+
+
+@pytest.mark.parametrize("target_kind", TARGETS)
+@pytest.mark.parametrize("drafter_kind", DRAFTERS)
+def test_first_block_logits_and_proposals_match(make_pair, reference_drafter, target_kind, drafter_kind):
+    target_dir, draft_dir = make_pair(target_kind, drafter_kind)
+    target, drafter, _ = load_pair(target_dir, draft_dir)
+    gamma = 7
+    session = open_session(target, drafter, draft_dir, "The rain in Spain",
+                           options=SessionOptions(gamma=gamma, keep_raw=True))
+    session.step_stage()  # context
+    ours = session.step_stage().raw["draft/logits"]
+    proposals = session.step_stage().proposals
+    session.close()
+
+    model, _ = _fresh_reference_target(target_dir)
+    rdraft = reference_drafter(draft_dir)
+    ref._patch_model(model, rdraft.config.target_layer_ids)
+    rdraft.bind(model)
+    from mlx_lm.models.cache import make_prompt_cache
+
+    logits = model(mx.array([session.prompt_ids]), make_prompt_cache(model))
+    hidden = mx.concatenate(model._hidden_states, axis=-1)
+    anchor = int(mx.argmax(logits[0, -1]))
+    assert anchor == session.tokens[len(session.prompt_ids)]
+    block = mx.array([[anchor] + [rdraft.config.mask_token_id] * gamma])
+    theirs = rdraft(block, hidden, rdraft.make_cache(), logits_start=1)[0]
+    assert np.abs(np.array(theirs) - ours).max() < 1e-4
+    if drafter_kind == "DFlash2DraftModel":
+        ref_tokens, _, _ = rdraft.propose(block, hidden, rdraft.make_cache(), 0.0, logits_start=1)
+        assert tuple(np.array(ref_tokens[0]).tolist()) == proposals
+    else:
+        assert tuple(np.array(mx.argmax(theirs, axis=-1)).tolist()) == proposals
+
+
+@pytest.mark.parametrize("target_kind", TARGETS)
+@pytest.mark.parametrize("drafter_kind", DRAFTERS)
+@pytest.mark.parametrize("gamma", [3, 7])
+def test_accepted_lengths_match_reference_loop(make_pair, reference_drafter, target_kind, drafter_kind, gamma):
+    target_dir, draft_dir = make_pair(target_kind, drafter_kind)
+    target, drafter, _ = load_pair(target_dir, draft_dir)
+    session = open_session(target, drafter, draft_dir, "def add(a, b):",
+                           options=SessionOptions(gamma=gamma, max_tokens=60))
+    ours = [len(r.committed_tokens) for r in session.run()]
+    session.close()
+
+    model, tokenizer = _fresh_reference_target(target_dir)
+    rdraft = reference_drafter(draft_dir)
+    responses = list(ref.stream_generate(model, rdraft, tokenizer, mx.array(session.prompt_ids),
+                                         block_size=gamma + 1, max_tokens=60))
+    theirs = [r.accepted for r in responses if r.accepted is not None]
+    ref_tokens = [t for r in responses for t in r.tokens]
+    assert ref_tokens == session.generated
+    assert ours == theirs
