@@ -82,6 +82,20 @@ def write_llama_target(directory: Path, seed: int = 0, layers: int = 4) -> Path:
     return directory
 
 
+def write_quantized_llama_target(directory: Path, seed: int = 0, bits: int = 4) -> Path:
+    """The llama fixture quantized the way mlx-lm's convert does (mlx-community format)."""
+    from mlx_lm.models import llama
+    from mlx_lm.utils import quantize_model
+
+    write_llama_target(directory, seed=seed)
+    config = json.loads((directory / "config.json").read_text())
+    model = llama.Model(llama.ModelArgs.from_dict(config))
+    model.load_weights(str(directory / "model.safetensors"))
+    model, config = quantize_model(model, config, group_size=32, bits=bits)
+    _save_model(model, directory, config)
+    return directory
+
+
 def write_qwen35_target(directory: Path, seed: int = 0, layers: int = 4) -> Path:
     """A qwen3_5-style hybrid target: gated DeltaNet layers (recurrent state that cannot be
     trimmed) interleaved with full attention, tied embeddings."""

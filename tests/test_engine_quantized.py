@@ -1,0 +1,40 @@
+"""An mlx-community style quantized target (mlx-lm's own 4-bit format) loads and decodes
+losslessly, kept quantized or dequantized for the CPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fixtures import target_facts, write_drafter, write_quantized_llama_target, zlab_config
+from greedy import greedy_tokens, load_reference
+
+from dflash_tui.engine import SessionOptions, load_pair, open_session
+
+
+@pytest.fixture(scope="module")
+def quantized_pair(tmp_path_factory):
+    target_dir = write_quantized_llama_target(tmp_path_factory.mktemp("q4") / "target")
+    facts = target_facts(target_dir)
+    config = zlab_config("DFlash2DraftModel", vocab=facts["vocab"], target_layers=facts["layers"],
+                         layer_ids=[1, 2], mask_token_id=facts["mask"])
+    write_drafter(target_dir / "draft", config)
+    assert "quantization" in json.loads((target_dir / "config.json").read_text())
+    return target_dir
+
+
+@pytest.mark.parametrize("keep_quantized", [True, False])
+def test_quantized_target_is_lossless(quantized_pair, keep_quantized):
+    target, drafter, draft_dir = load_pair(quantized_pair, keep_quantized=keep_quantized)
+    assert target.spec.config["dequantized_for_cpu"] is (not keep_quantized)
+    session = open_session(target, drafter, draft_dir, "def add(a, b):",
+                           options=SessionOptions(gamma=5, max_tokens=32))
+    list(session.run())
+    session.close()
+    if keep_quantized:  # the very model mlx-lm would run
+        model, _ = load_reference(str(quantized_pair))
+    else:  # the dequantized weights, decoded one token at a time
+        target.unhook()
+        model = target.model
+    assert session.generated == greedy_tokens(model, session.prompt_ids, 32, session.eos_ids)
