@@ -1,0 +1,342 @@
+"""`dflash-tui bench` on real tiny fixture checkpoints: the tables' numbers are the engine's
+own round records, a drafter that cannot miss scores 1.0, a random one ~0, the files agree
+with the terminal, and a lossy engine is caught."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+from mlx_lm import load as mlx_lm_load
+from mlx_lm.generate import generate_step
+import mlx.core as mx
+from rich.console import Console
+
+from fixtures import target_facts
+
+from dflash_tui.bench.export import to_csv, to_json
+from dflash_tui.bench.prompts import load_workloads
+from dflash_tui.bench.runner import BenchRunner, Settings
+from dflash_tui.bench.tables import print_report
+from dflash_tui.cli import main
+from dflash_tui.engine.api import load_pair, open_session
+from dflash_tui.engine.session import Session, SessionOptions
+from dflash_tui.engine.target import encode_prompt
+
+PROMPTS = {
+    "prose": {"01-fox": "The quick brown fox jumps", "02-rain": "The rain in Spain stays"},
+    "code": {"01-add": "def add(a, b):", "02-loop": "for i in range(10):"},
+}
+MAX_TOKENS = 14
+
+
+@pytest.fixture(scope="module")
+def prompts_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("prompts")
+    for workload, prompts in PROMPTS.items():
+        (root / workload).mkdir()
+        for name, text in prompts.items():
+            (root / workload / f"{name}.txt").write_text(text + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def pair(make_pair):
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    target, drafter, draft_dir = load_pair(target_dir, draft_dir)
+    return target_dir, target, drafter, draft_dir
+
+
+def bench(capsys, *argv) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = main(["bench", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def table_rows(stdout: str, title: str) -> list[list[str]]:
+    """The body rows of the table printed under `title`, as lists of cell strings."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows, seen_header = [], False
+    for line in lines[start + 1:]:
+        if line.startswith("└"):
+            break
+        if line.startswith("┡"):
+            seen_header = True
+        elif seen_header and line.startswith("│"):
+            rows.append([cell.strip() for cell in line.strip("│").split("│")])
+    return rows
+
+
+def mlx_lm_greedy(target_dir: Path, ids: list[int], n: int) -> list[int]:
+    """The target's greedy text from mlx-lm's own loader and generate loop (independent of
+    the engine and of engine/baseline.py)."""
+    model, _ = mlx_lm_load(str(target_dir))
+    steps = generate_step(mx.array(ids), model, max_tokens=n,
+                          sampler=lambda logits: mx.argmax(logits, axis=-1))
+    return [int(token) for token, _ in steps]
+
+
+def partly_right(prompt_len: int, reference: list[int], vocab: int):
+    """Proposals whose first k are the target's greedy tokens and the rest wrong, with k a
+    fixed function of the position: a drafter with a known, mixed acceptance. Returns the
+    proposer and k(tokens, gamma)."""
+    def right_prefix(tokens: list[int], gamma: int) -> int:
+        return ((len(tokens) - prompt_len) * 7 + 3) % (gamma + 1)
+
+    def propose(tokens: list[int], gamma: int) -> list[int]:
+        done = len(tokens) - prompt_len
+        k = right_prefix(tokens, gamma)
+        right = reference[done:done + gamma] + [0] * gamma
+        return [right[i] if i < k else (right[i] + 1) % vocab for i in range(gamma)]
+    return propose, right_prefix
+
+
+# ---- the numbers are the engine's own records --------------------------------------------
+
+def test_tables_equal_engine_round_records(pair, prompts_dir):
+    target_dir, target, drafter, draft_dir = pair
+    blocks = (2, 3, 5)
+    references, proposers = {}, {}
+    for workload in load_workloads(prompts_dir):
+        for prompt in workload.prompts:
+            ids = encode_prompt(target.tokenizer, prompt.text, None)
+            references[prompt.id] = mlx_lm_greedy(target_dir, ids, MAX_TOKENS + 8)
+            proposers[prompt.id] = partly_right(len(ids), references[prompt.id], target.vocab_size)
+
+    settings = Settings(blocks=blocks, max_tokens=MAX_TOKENS)
+    result = BenchRunner(target, drafter, draft_dir, load_workloads(prompts_dir), settings,
+                         proposer_for=lambda p, ids, ref: proposers[p.id][0]).run()
+    assert result.lossless is True
+    cells = {(c.workload, c.block): c for c in result.cells()}
+
+    # The same prompts, stepped here by hand, one Session each; numbers computed from the
+    # RoundRecords with nothing from dflash_tui.bench.
+    pooled: dict[tuple[str, int], list] = {}
+    for workload in load_workloads(prompts_dir):
+        for prompt in workload.prompts:
+            propose, expected_k = proposers[prompt.id]
+            for block in blocks:
+                session = open_session(target, drafter, draft_dir, prompt.text, options=SessionOptions(
+                    gamma=block, max_tokens=MAX_TOKENS, probes=False, proposer=propose))
+                records = []
+                while session.finished is None:
+                    tokens_before = list(session.tokens)
+                    record = session.step_round()
+                    # the target's greedy verify accepts exactly the right prefix
+                    assert record.accepted == expected_k(tokens_before, record.gamma)
+                    records.append(record)
+                assert session.generated == references[prompt.id][:MAX_TOKENS]
+                session.close()
+                for key in ((workload.name, block), ("all", block)):
+                    pooled.setdefault(key, []).extend(records)
+
+    assert set(pooled) == set(cells)
+    for key, records in pooled.items():
+        c = cells[key]
+        n = len(records)
+        assert c.rounds == n
+        assert c.accepted == sum(r.accepted for r in records)
+        assert c.mean_accepted == sum(r.accepted for r in records) / n
+        assert c.tau == c.mean_accepted + 1
+        assert c.rollback_rate == sum(1 for r in records if r.accepted < r.gamma) / n
+        assert 0 < c.mean_accepted < key[1]  # the mixed drafter: neither all nor nothing
+        for i, p in enumerate(c.positions, start=1):
+            proposed = [r for r in records if r.gamma >= i]
+            assert p.proposed == len(proposed)
+            assert p.acceptance == sum(1 for r in proposed if r.accepted >= i) / len(proposed)
+            eligible = [r for r in proposed if r.accepted >= i - 1]
+            assert p.conditional == sum(1 for r in eligible if r.accepted >= i) / len(eligible)
+
+
+def test_json_csv_and_terminal_tables_agree(pair, prompts_dir):
+    target_dir, target, drafter, draft_dir = pair
+    blocks = (2, 4)
+    proposers = {}
+    for workload in load_workloads(prompts_dir):
+        for prompt in workload.prompts:
+            ids = encode_prompt(target.tokenizer, prompt.text, None)
+            proposers[prompt.id] = partly_right(
+                len(ids), mlx_lm_greedy(target_dir, ids, MAX_TOKENS + 8), target.vocab_size)[0]
+    result = BenchRunner(target, drafter, draft_dir, load_workloads(prompts_dir),
+                         Settings(blocks=blocks, max_tokens=MAX_TOKENS),
+                         proposer_for=lambda p, ids, ref: proposers[p.id]).run()
+    screen = io.StringIO()
+    print_report(Console(file=screen, width=200), result)
+    stdout = screen.getvalue()
+    data = json.loads(json.dumps(to_json(result)))  # through the text, as a reader gets it
+    rows = list(csv.DictReader(io.StringIO(to_csv(result))))
+
+    cells = {(c["workload"], c["block"]): c for c in data["cells"]}
+    assert [(r["workload"], int(r["block"])) for r in rows] == list(cells)
+    for row in rows:
+        c = cells[(row["workload"], int(row["block"]))]
+        for field in ("rounds", "tokens", "accepted", "rollbacks", "prompts"):
+            assert int(row[field]) == c[field]
+        for field in ("mean_accepted", "tau", "rollback_rate", "alpha_min", "alpha_max"):
+            assert float(row[field]) == c[field]
+        for p in c["per_position"]:
+            assert float(row[f"accept_at_{p['position']}"]) == p["acceptance"]
+        assert float(row["speedup"]) == c["speed"]["speedup"]
+
+    accepted = {r[0]: r for r in table_rows(stdout, "Accepted proposals per round")}
+    rollback = {r[0]: r for r in table_rows(stdout, "Rollback rate")}
+    by_position = {(r[0], int(r[1])): r for r in table_rows(stdout, "Acceptance by position")}
+    speed = {(r[0], int(r[1])): r for r in table_rows(stdout, "Speed")}
+    assert set(accepted) == {"prose", "code", "all"}
+    for (workload, block), c in cells.items():
+        column = 2 + blocks.index(block)
+        assert accepted[workload][column] == f"{c['mean_accepted']:.2f}"
+        assert rollback[workload][1 + blocks.index(block)] == f"{100 * c['rollback_rate']:.1f}%"
+        row = by_position[(workload, block)]
+        assert row[2:5] == [str(c["rounds"]), str(c["tokens"]), f"{c['tau']:.2f}"]
+        assert row[5:5 + block] == [f"{p['acceptance']:.2f}" for p in c["per_position"]]
+        assert speed[(workload, block)][4] == f"{c['speed']['speedup']:.2f}x"
+    widest = cells[("all", max(blocks))]
+    assert accepted["all"][1] == f"{widest['alpha_min']:.2f}-{widest['alpha_max']:.2f}"
+
+
+# ---- through the command line ------------------------------------------------------------
+
+def test_drafter_that_cannot_miss_scores_one(make_pair, prompts_dir, tmp_path, capsys):
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    out_json, out_csv = tmp_path / "b.json", tmp_path / "b.csv"
+    rc, stdout, _ = bench(capsys, target_dir, "--prompts", prompts_dir, "--blocks", "2,4,7",
+                          "--max-tokens", MAX_TOKENS, "--oracle", "--json", out_json,
+                          "--csv", out_csv)
+    assert rc == 0
+    data = json.loads(out_json.read_text())
+    assert all(t["finish_reason"] == "length" for t in data["target_alone"])  # no EOS to pad past
+    for c in data["cells"]:
+        assert c["rollback_rate"] == 0.0 and c["rollbacks"] == 0
+        assert [p["acceptance"] for p in c["per_position"]] == [1.0] * c["block"]
+        assert c["alpha_min"] == c["alpha_max"] == 1.0
+    for run in data["runs"]:  # every round accepts all it proposed (short ones at the end)
+        assert run["accepted_per_round"] == run["gamma_per_round"]
+    assert all(float(r["rollback_rate"]) == 0.0 for r in csv.DictReader(out_csv.open()))
+    assert [r[1:] for r in table_rows(stdout, "Rollback rate")] == [["0.0%"] * 3] * 3
+    assert "lossless: all 12 speculative decodes" in stdout
+
+
+@pytest.mark.parametrize("target,drafter", [("llama", "DFlash2DraftModel"),
+                                            ("qwen35", "DFlashDraftModel")])
+def test_random_drafter_scores_near_zero(make_pair, prompts_dir, tmp_path, capsys, target, drafter):
+    target_dir, _ = make_pair(target, drafter)
+    out_json, out_csv = tmp_path / "b.json", tmp_path / "b.csv"
+    rc, stdout, _ = bench(capsys, target_dir, "--prompts", prompts_dir, "--blocks", "2,4",
+                          "--max-tokens", MAX_TOKENS, "--json", out_json, "--csv", out_csv)
+    assert rc == 0
+    data = json.loads(out_json.read_text())
+    assert data["lossless"] is True and data["complete"] is True
+    for c in data["cells"]:
+        assert c["rounds"] > 0
+        assert c["mean_accepted"] <= 0.1
+        assert c["rollback_rate"] >= 0.9
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == len(data["cells"]) == 3 * 2
+    assert [float(r["mean_accepted"]) for r in rows] == [c["mean_accepted"] for c in data["cells"]]
+
+
+def test_deterministic_columns_reproduce(make_pair, prompts_dir, tmp_path, capsys):
+    """Two runs, same everything: every count-based number identical; at temperature > 0
+    too, since the engine's sampling is seeded."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    for temperature in ("0", "0.9"):
+        runs = []
+        for n in range(2):
+            path = tmp_path / f"t{temperature}-{n}.json"
+            rc, _, _ = bench(capsys, target_dir, "--prompts", prompts_dir, "--blocks", "2,4",
+                             "--max-tokens", MAX_TOKENS, "--temperature", temperature,
+                             "--seed", 3, "--json", path)
+            assert rc == 0
+            data = json.loads(path.read_text())
+            runs.append(([{k: v for k, v in c.items() if k != "speed"} for c in data["cells"]],
+                         [{k: v for k, v in r.items() if k != "speed"} for r in data["runs"]]))
+        assert runs[0] == runs[1]
+
+
+def test_temperature_above_zero_is_not_checked(make_pair, prompts_dir, tmp_path, capsys):
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    path = tmp_path / "t.json"
+    rc, stdout, _ = bench(capsys, target_dir, "--prompts", prompts_dir, "--blocks", "3",
+                          "--max-tokens", 8, "--temperature", "0.7", "--json", path)
+    assert rc == 0
+    data = json.loads(path.read_text())
+    assert data["lossless"] is None
+    assert all(r["lossless"] is None for r in data["runs"])
+    assert "losslessness not checked" in stdout
+
+
+def test_lossy_engine_is_caught(make_pair, prompts_dir, tmp_path, capsys, monkeypatch):
+    """Make the engine commit a wrong token at generated index 4: the bench must name that
+    position, the target's margin there, and exit 1."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    vocab = target_facts(target_dir)["vocab"]
+    wrong_at = 4
+    commit = Session._commit
+
+    def lossy_commit(self, sink):
+        fields = commit(self, sink)
+        at = len(self.prompt_ids) + wrong_at
+        if len(self.tokens) > at and not getattr(self, "_made_lossy", False):
+            self.tokens[at] = (self.tokens[at] + 1) % self.target.vocab_size
+            self._made_lossy = True
+        return fields
+
+    monkeypatch.setattr(Session, "_commit", lossy_commit)
+    path = tmp_path / "lossy.json"
+    rc, stdout, _ = bench(capsys, target_dir, "--prompts", prompts_dir, "--blocks", "2,4",
+                          "--max-tokens", MAX_TOKENS, "--json", path)
+    assert rc == 1
+    assert "NOT LOSSLESS: 8 of 8 speculative decodes diverged" in stdout
+    data = json.loads(path.read_text())
+    assert data["lossless"] is False
+    assert all(c["diverged"] == c["prompts"] for c in data["cells"])
+    for run in data["runs"]:
+        d = run["divergence"]
+        assert run["lossless"] is False
+        assert d["index"] == wrong_at
+        assert d["candidate"] == (d["reference"] + 1) % vocab
+        assert d["target_top"]["top1"] == d["reference"]  # the target's own choice there
+        assert d["margin"] > 0 and math.isfinite(d["margin"])
+        assert d["candidate_logit"] < d["target_top"]["top1_logit"]
+        line = f"{run['prompt']} block {run['block']}: first difference at generated token {wrong_at}"
+        assert line in stdout
+
+
+# ---- bad input ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,expected", [
+    (["--blocks", "2,x"], "--blocks '2,x': expected comma-separated"),
+    (["--blocks", "0,4"], "--blocks '0,4'"),
+    (["--max-tokens", "0"], "--max-tokens 0: expected at least 1"),
+    (["--limit", "0"], "--limit 0"),
+    (["--temperature", "-1"], "--temperature -1.0"),
+    (["--oracle", "--temperature", "0.5"], "--oracle"),
+    (["--prompts", "{tmp}/nowhere"], "nowhere: no such directory"),
+    (["--prompts", "{tmp}/empty-workload"], "empty-workload/code: workload folder has no *.txt"),
+    (["--prompts", "{tmp}/empty-prompt"], "empty-prompt/math/01.txt: empty prompt file"),
+    (["--prompts", "{tmp}/no-workloads"], "no workload sub-folders"),
+    (["--json", "{tmp}/missing/out.json"], "missing/out.json: directory"),
+    (["--csv", "{tmp}"], "is a directory"),
+])
+def test_bad_input_is_one_line_and_exit_2(make_pair, prompts_dir, tmp_path, capsys, args, expected):
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    (tmp_path / "empty-workload" / "code").mkdir(parents=True)
+    (tmp_path / "empty-prompt" / "math").mkdir(parents=True)
+    (tmp_path / "empty-prompt" / "math" / "01.txt").write_text("  \n")
+    (tmp_path / "no-workloads").mkdir()
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if "--prompts" not in args:
+        args += ["--prompts", str(prompts_dir)]
+    rc, stdout, stderr = bench(capsys, target_dir, *args)
+    assert rc == 2
+    assert stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dflash-tui: error: ")
+    assert expected in lines[0]

@@ -1,0 +1,98 @@
+"""The bench's arithmetic and inputs: per-position counting with shortened rounds, workload
+loading, --blocks, and an interrupted run reporting what finished."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dflash_tui.bench.command import parse_blocks
+from dflash_tui.bench.prompts import load_workloads
+from dflash_tui.bench.stats import RoundStat, positions
+from dflash_tui.cli import main
+from dflash_tui.engine.errors import InputError
+from dflash_tui.engine.session import Session
+
+
+def rounds(*pairs) -> list[RoundStat]:
+    return [RoundStat(gamma=g, accepted=a, committed=a + 1, stage_ms=(0.0,) * 5) for g, a in pairs]
+
+
+def test_positions_count_only_proposed_slots():
+    # Block 4, the last two rounds shortened by the token budget to 2 and 1 proposals.
+    stats = positions(rounds((4, 4), (4, 1), (4, 0), (2, 2), (1, 0)), block=4)
+    assert [(p.proposed, p.reached, p.eligible) for p in stats] == [
+        (5, 3, 5),  # slot 1: all five rounds proposed it; three accepted it
+        (4, 2, 3),  # slot 2: the 1-proposal round did not propose it
+        (3, 1, 1),  # slot 3: only the round that accepted 4 got past slot 2
+        (3, 1, 1),
+    ]
+    assert [p.acceptance for p in stats] == [3 / 5, 2 / 4, 1 / 3, 1 / 3]
+    assert [p.conditional for p in stats] == [3 / 5, 2 / 3, 1.0, 1.0]
+
+
+def test_positions_with_no_rounds_are_undefined():
+    assert [(p.acceptance, p.conditional) for p in positions([], 2)] == [(None, None)] * 2
+    # Nothing ever reached slot 2, so its conditional rate is undefined (not 0).
+    only_misses = positions(rounds((2, 0), (2, 0)), 2)
+    assert only_misses[1].acceptance == 0.0 and only_misses[1].conditional is None
+
+
+def test_workloads_order_limit_and_ignored_files(tmp_path):
+    for workload in ("zeta", "math", "prose", "code", ".hidden"):
+        (tmp_path / workload).mkdir()
+        for name in ("02-b", "01-a", "03-c"):
+            (tmp_path / workload / f"{name}.txt").write_text(f"  {workload} {name}\n\n")
+    (tmp_path / "code" / "notes.md").write_text("not a prompt")
+    (tmp_path / "code" / ".01-hidden.txt").write_text("hidden")
+    workloads = load_workloads(tmp_path, limit=2)
+    assert [w.name for w in workloads] == ["prose", "code", "math", "zeta"]
+    assert [p.id for p in workloads[1].prompts] == ["code/01-a", "code/02-b"]
+    assert workloads[1].prompts[0].text == "code 01-a"
+
+
+def test_sample_prompts_are_real():
+    from dflash_tui.sample import PROMPTS_DIR
+
+    workloads = load_workloads(PROMPTS_DIR)
+    assert [w.name for w in workloads] == ["prose", "code", "math"]
+    for w in workloads:
+        assert len(w.prompts) >= 5
+        assert all(len(p.text.split()) >= 15 for p in w.prompts)
+        assert len({p.text for p in w.prompts}) == len(w.prompts)
+
+
+def test_parse_blocks():
+    assert parse_blocks("8,2,4,4") == (2, 4, 8)
+    assert parse_blocks(" 7 ") == (7,)
+    for bad in ("", ",", "2;4", "-1", "1.5"):
+        with pytest.raises(InputError, match="--blocks"):
+            parse_blocks(bad)
+
+
+def test_interrupted_run_reports_what_finished(make_pair, tmp_path, capsys, monkeypatch):
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    (tmp_path / "prose").mkdir()
+    (tmp_path / "prose" / "01.txt").write_text("The quick brown fox")
+    (tmp_path / "prose" / "02.txt").write_text("The rain in Spain")
+    step_round = Session.step_round
+
+    def interrupted_on_second_prompt(self):
+        if self.info.prompt == "The rain in Spain":
+            raise KeyboardInterrupt
+        return step_round(self)
+
+    monkeypatch.setattr(Session, "step_round", interrupted_on_second_prompt)
+    out = tmp_path / "partial.json"
+    rc = main(["bench", str(target_dir), "--prompts", str(tmp_path), "--blocks", "2,3",
+               "--max-tokens", "8", "--json", str(out)])
+    stdout, stderr = capsys.readouterr()
+    assert rc == 130
+    assert "reporting the 1 prompts that finished every block" in stderr
+    data = json.loads(out.read_text())
+    assert data["complete"] is False
+    assert [(c["workload"], c["block"], c["prompts"]) for c in data["cells"]] == [
+        ("prose", 2, 1), ("prose", 3, 1)]
+    assert "Accepted proposals per round" in stdout
