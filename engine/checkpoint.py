@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import uuid
 from pathlib import Path
 
 import mlx.core as mx
@@ -61,7 +62,7 @@ def expected_shapes(config: DraftConfig) -> dict[str, tuple[int, ...]]:
 
 
 def read_weights(directory: Path) -> dict[str, mx.array]:
-    files = sorted(directory.glob("*.safetensors"))
+    files = sorted(f for f in directory.glob("*.safetensors") if not f.name.startswith("."))
     if not files:
         raise InputError(f"{directory}: no *.safetensors weights found beside config.json")
     weights: dict[str, mx.array] = {}
@@ -116,12 +117,9 @@ def save_drafter(model: DraftModel, directory: str | Path, dtype: mx.Dtype | Non
     config = model.config.to_json()
     if metadata:
         config.update(metadata)
-    fd, tmp_weights = tempfile.mkstemp(dir=directory, suffix=".safetensors.tmp")
-    os.close(fd)
-    mx.save_safetensors(tmp_weights, weights, metadata={"format": "mlx"})
-    # mx.save_safetensors appends .safetensors when the name lacks it
-    if not os.path.exists(tmp_weights) and os.path.exists(tmp_weights + ".safetensors"):
-        tmp_weights += ".safetensors"
+    # A dot-name the loader skips; it must end in .safetensors or MLX appends that suffix.
+    tmp_weights = directory / f".model-{os.getpid()}-{uuid.uuid4().hex[:8]}.safetensors"
+    mx.save_safetensors(str(tmp_weights), weights, metadata={"format": "mlx"})
     write_json_atomic(directory / "config.json", config)
     os.replace(tmp_weights, directory / "model.safetensors")
     return directory
