@@ -1,0 +1,90 @@
+"""Breakpoints: conditions on a round record that stop a run on the stage that met them.
+
+Pure Python over plain records, so the engine thread (live runs), the replay player and the
+tests all use the very same check. A condition only fires on the stage that first makes it
+true, so resuming after a stop never trips again on the same evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from ..engine.records import RoundRecord
+
+DEFAULT_RANK_THRESHOLD = 20
+DEFAULT_POSITION = 256
+
+
+@dataclass(frozen=True)
+class Breakpoints:
+    nonfinite: bool = True  # a NaN / Inf in any buffer the stage just probed
+    zero_accepted: bool = False  # verify accepted none of the proposals
+    rank_above: bool = False  # the target's token ranks above rank_threshold in the drafter
+    rank_threshold: int = DEFAULT_RANK_THRESHOLD
+    off_argmax: bool = False  # the DFlash2 walk left the plain argmax path
+    position: bool = False  # the anchor reached position_at
+    position_at: int = DEFAULT_POSITION
+
+    def toggled(self, name: str) -> "Breakpoints":
+        return replace(self, **{name: not getattr(self, name)})
+
+    def describe(self) -> str:
+        """Short list of what is armed, for the status line."""
+        armed = []
+        if self.nonfinite:
+            armed.append("non-finite")
+        if self.zero_accepted:
+            armed.append("accepted=0")
+        if self.rank_above:
+            armed.append(f"rank>{self.rank_threshold}")
+        if self.off_argmax:
+            armed.append("off-argmax")
+        if self.position:
+            armed.append(f"pos≥{self.position_at}")
+        return ", ".join(armed) if armed else "none"
+
+
+# (field, menu label) in menu order; the numbers are edited beside their toggles.
+TOGGLES = (
+    ("nonfinite", "any non-finite probe (NaN / Inf)"),
+    ("zero_accepted", "accepted == 0"),
+    ("rank_above", "true-token rank above"),
+    ("off_argmax", "selector path leaves the argmax"),
+    ("position", "position reached"),
+)
+
+
+def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
+    """The armed conditions that the record's last stage made true, as short sentences."""
+    stage = record.stage
+    found = []
+    if armed.nonfinite:
+        bad = [p for p in record.probes if p.stage == stage and p.nonfinite]
+        if bad:
+            first = record.first_nonfinite or bad[0]
+            found.append(f"non-finite in {first.where} ({len(bad)} buffer{'s' * (len(bad) > 1)})")
+    if stage == "verify":
+        if armed.zero_accepted and record.accepted == 0:
+            found.append("accepted == 0")
+        if armed.rank_above:
+            worst = _worst_rank(record)
+            if worst is not None and worst.rank > armed.rank_threshold:
+                found.append(f"true-token rank {worst.rank} > {armed.rank_threshold} at slot {worst.slot}")
+    if stage == "select" and armed.off_argmax and record.selector is not None:
+        off = record.selector.off_argmax_slots
+        if off:
+            found.append(f"selector left the argmax at slot{'s' * (len(off) > 1)} "
+                         + ", ".join(str(s) for s in off))
+    if armed.position:
+        before = record.stages[-1].before.anchor_position if record.stages else record.position
+        after = record.state_after.anchor_position
+        if before < armed.position_at <= after:  # crossed by this stage (a commit)
+            found.append(f"position {after} reached (≥ {armed.position_at})")
+    return tuple(found)
+
+
+def _worst_rank(record: RoundRecord):
+    """The highest rank among slots that were judged on an accepted prefix (slots after the
+    first rejection are conditioned on a wrong prefix: their ranks say little)."""
+    judged = [r for r in record.ranks if not r.after_rejection]
+    return max(judged, key=lambda r: r.rank) if judged else None
+

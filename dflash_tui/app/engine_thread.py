@@ -1,0 +1,348 @@
+"""The engine thread: the one long-lived thread that owns every MLX object.
+
+MLX arrays belong to the thread that made them, so the target, the drafter and the session
+are created, stepped and closed here and nowhere else. The app talks to this thread with
+commands on a queue; the thread answers with plain-data events through `emit` (the app's
+thread-safe `post_message`). Nothing MLX ever crosses over: records are frozen dataclasses.
+
+The thread is a daemon: an MLX op cannot be interrupted, so quitting mid-stage must not wait
+for it. Between stages the thread drains its queue, so Pause lands after at most one stage.
+The engine modules are imported here, on first use, so the app's first frame never waits
+for MLX, mlx-lm or transformers to load.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections import deque
+import threading
+import traceback
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..engine.errors import InputError
+from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
+from .breakpoints import Breakpoints, hits
+
+
+# ---- what to open ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Launch:
+    model: Path
+    draft: Optional[Path] = None
+    prompt: str = ""
+    chat: Optional[bool] = None
+    dtype: str = "float32"
+    keep_quantized: bool = False
+    layer_offset: int = 0
+    gamma: Optional[int] = None
+    temperature: float = 0.0
+    seed: int = 0
+    max_tokens: int = 512
+    trace: Optional[Path] = None
+    keep_raw: bool = False
+    # SessionOptions.proposer: forced proposals for tests and what-if runs (see engine).
+    proposer: Optional[Callable[[list[int], int], list[int]]] = None
+
+
+# ---- commands (app -> engine) ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    unit: str  # "stage" | "round" | "run"
+
+
+@dataclass(frozen=True)
+class Pause:
+    pass
+
+
+@dataclass(frozen=True)
+class SetGamma:
+    gamma: int
+
+
+@dataclass(frozen=True)
+class SetKeepRaw:
+    on: bool
+
+
+@dataclass(frozen=True)
+class SetBreakpoints:
+    armed: Breakpoints
+
+
+@dataclass(frozen=True)
+class Restart:
+    prompt: Optional[str] = None  # None: the same prompt again
+
+
+@dataclass(frozen=True)
+class Quit:
+    pass
+
+
+# ---- events (engine -> app) ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Progress:
+    text: str
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A session is ready: prefill done. Also sent after a restart."""
+    info: SessionInfo
+    prefill: PrefillRecord
+    gamma: int
+    finished: Optional[str]
+
+
+@dataclass(frozen=True)
+class StageStarted:
+    round: int
+    stage: str
+    mode: str  # "stage" | "round" | "run"
+
+
+@dataclass(frozen=True)
+class StageDone:
+    record: RoundRecord
+    hits: tuple[str, ...]  # armed breakpoints this stage made true
+
+
+@dataclass(frozen=True)
+class Idle:
+    """The engine stopped working and waits for a command."""
+    reason: str  # "stage" | "round" | "paused" | "breakpoint" | "finished" | "error"
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class GammaChanged:
+    gamma: int
+
+
+@dataclass(frozen=True)
+class Notice:
+    text: str
+    severity: str = "information"  # "information" | "warning" | "error"
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str  # one line
+    detail: str = ""  # a traceback for unexpected errors; empty for InputError
+    fatal: bool = False  # no session: only quitting is left
+
+
+# ---- the thread --------------------------------------------------------------------------------
+
+class EngineThread(threading.Thread):
+    def __init__(self, launch: Launch, emit: Callable[[object], None],
+                 armed: Breakpoints = Breakpoints()):
+        super().__init__(name="dflash-engine", daemon=True)
+        self.launch = launch
+        self._emit = emit
+        self.armed = armed
+        self.commands: "queue.Queue[object]" = queue.Queue()
+        self.session = None
+        self._pair = None
+        self._trace = None
+        self._running: Optional[str] = None  # "round" | "run" while stepping on its own
+        self._deferred: deque = deque()  # steps asked for while a round or run was going
+        self.busy_stage: Optional[str] = None  # the stage being computed (tests, bench)
+
+    def send(self, command: object) -> None:
+        self.commands.put(command)
+
+    def emit(self, event: object) -> None:
+        try:
+            self._emit(event)
+        except RuntimeError:  # the app's loop is closed: it has quit
+            pass
+
+    # ---- main loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self._open(self.launch.prompt)
+        except InputError as error:
+            self.emit(Failed(str(error), fatal=True))
+            return
+        except Exception as error:  # noqa: BLE001 - shown in the app, never a raw traceback
+            self.emit(Failed(_one_line(error), traceback.format_exc(), fatal=True))
+            return
+        while True:
+            if self._running is None and self._deferred:
+                command = self._deferred.popleft()
+            else:
+                try:
+                    command = self.commands.get(block=self._running is None)
+                except queue.Empty:
+                    command = None
+            if isinstance(command, Quit):
+                self._close()
+                return
+            if command is not None:
+                self._handle(command)
+                continue  # drain every queued command before the next stage
+            self._advance()
+
+    def _handle(self, command: object) -> None:
+        session = self.session
+        if isinstance(command, Step):
+            if self._running is not None:
+                self._deferred.append(command)  # steps run in the order they were asked for
+            elif command.unit == "stage":
+                self._advance(single=True)
+            else:
+                self._running = command.unit
+        elif isinstance(command, Pause):
+            self._deferred.clear()
+            if self._running is not None:
+                self._running = None
+                self.emit(Idle("paused", self._where()))
+        elif isinstance(command, SetGamma):
+            try:
+                session.set_gamma(command.gamma)
+            except InputError as error:
+                self.emit(Notice(str(error), "warning"))
+            self.emit(GammaChanged(session.gamma))  # the app shows what the session took
+        elif isinstance(command, SetKeepRaw):
+            session.options.keep_raw = command.on
+        elif isinstance(command, SetBreakpoints):
+            self.armed = command.armed
+        elif isinstance(command, Restart):
+            self._running = None
+            self._deferred.clear()
+            prompt = command.prompt if command.prompt is not None else session.info.prompt
+            try:
+                self._open(prompt)
+            except InputError as error:
+                self.emit(Notice(f"restart refused: {error}", "error"))
+            except Exception as error:  # noqa: BLE001
+                self.emit(Failed(_one_line(error), traceback.format_exc()))
+
+    def _advance(self, single: bool = False) -> None:
+        """Run one stage; stop a round or run where it ends, trips a breakpoint or finishes."""
+        session = self.session
+        if session.finished is not None:
+            self._running = None
+            self.emit(Idle("finished", session.finished))
+            return
+        stage = session.next_stage.value
+        round_index = len(session.rounds)
+        self.busy_stage = stage
+        self.emit(StageStarted(round_index, stage, "stage" if single else self._running))
+        try:
+            record = session.step_stage()
+        except Exception as error:  # noqa: BLE001 - the session may be broken: say so, keep the app
+            self.busy_stage = None
+            self._running = None
+            self.emit(Failed(f"round {round_index} {stage}: {_one_line(error)}",
+                             traceback.format_exc()))
+            self.emit(Idle("error", _one_line(error)))
+            return
+        self.busy_stage = None
+        found = hits(record, self.armed)
+        if record.complete:
+            self._write_trace(record)
+        self.emit(StageDone(record, found))
+        if session.finished is not None:
+            self._running = None
+            self.emit(Idle("finished", session.finished))
+        elif found and not single:
+            self._running = None
+            self.emit(Idle("breakpoint", "; ".join(found)))
+        elif single:
+            self.emit(Idle("stage", self._where()))
+        elif self._running == "round" and record.complete:
+            self._running = None
+            self.emit(Idle("round", self._where()))
+
+    def _where(self) -> str:
+        record = self.session.current if self.session is not None else None
+        if record is None or record.stage is None:
+            return "after prefill"
+        return f"at round {record.round} {record.stage}"
+
+    # ---- sessions and the trace ----------------------------------------------------------
+
+    def _open(self, prompt: str) -> None:
+        if self._pair is None:
+            self.emit(Progress("importing MLX and mlx-lm"))
+        from ..engine.api import load_pair, open_session
+        from ..engine.session import SessionOptions
+
+        launch = self.launch
+        progress = lambda text: self.emit(Progress(text))  # noqa: E731
+        if self._pair is None:
+            self._pair = load_pair(launch.model, launch.draft, dtype=launch.dtype,
+                                   keep_quantized=launch.keep_quantized, progress=progress)
+        keep_raw = self.session.options.keep_raw if self.session is not None else launch.keep_raw
+        options = SessionOptions(
+            gamma=self.session.gamma if self.session is not None else launch.gamma,
+            temperature=launch.temperature, seed=launch.seed, max_tokens=launch.max_tokens,
+            keep_raw=keep_raw, layer_offset=launch.layer_offset, proposer=launch.proposer,
+        )
+        target, drafter, draft_dir = self._pair
+        new = open_session(target, drafter, draft_dir, prompt, chat=launch.chat,
+                           dtype=launch.dtype, options=options, progress=progress, prefill=False)
+        if self.session is not None:
+            self.session.close()
+        self.session = new
+        self.emit(Progress(f"prefill: {len(new.prompt_ids)} prompt tokens"))
+        prefill = new.prefill()
+        self._open_trace(new.info, prefill)
+        self.emit(Loaded(new.info, prefill, new.gamma, new.finished))
+        if new.finished is not None:
+            self.emit(Idle("finished", new.finished))
+
+    def _open_trace(self, info: SessionInfo, prefill: PrefillRecord) -> None:
+        if self.launch.trace is None:
+            return
+        from ..snapshot import TraceWriter
+
+        self._close_trace()
+        try:
+            self._trace = TraceWriter(self.launch.trace, info, prefill)
+        except OSError as error:
+            self._trace = None
+            self.emit(Notice(f"trace off: cannot write {self.launch.trace}: {error.strerror or error}",
+                             "error"))
+
+    def _write_trace(self, record: RoundRecord) -> None:
+        if self._trace is None:
+            return
+        try:
+            self._trace.write(record)
+        except (OSError, ValueError) as error:
+            self._close_trace()
+            self.emit(Notice(f"trace stopped at round {record.round}: "
+                             f"{getattr(error, 'strerror', None) or error}", "error"))
+
+    def _close_trace(self) -> None:
+        if self._trace is not None:
+            try:
+                self._trace.close()
+            except OSError:
+                pass
+            self._trace = None
+
+    def _close(self) -> None:
+        self._close_trace()
+        if self.session is not None:
+            self.session.close()
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or error.__class__.__name__
+    return f"{error.__class__.__name__}: {text}" if not isinstance(error, InputError) else text
+
+
+def strip_raw(record: RoundRecord) -> RoundRecord:
+    """The record without its raw buffers (history keeps many rounds; raw is for export)."""
+    return record if record.raw is None else replace(record, raw=None)

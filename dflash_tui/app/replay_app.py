@@ -1,0 +1,196 @@
+"""Replay: the same screen over a recording, with no model and no MLX.
+
+The position is (round, stage) over every round of every session in the recording. A round
+part-way through is rebuilt from its complete record (rounds.record_at_stage), so stepping a
+replay stage by stage shows what the live app showed. `c` plays forward and stops at the
+armed breakpoints, as a live run does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from textual import events
+from textual.binding import Binding
+
+from ..engine.records import RoundRecord
+from ..panels.format import short_path
+from .breakpoints import Breakpoints, hits
+from .debugger import DebuggerApp
+from .replay import Loaded, Recording
+from .rounds import record_at_stage, text_before
+
+PLAY_INTERVAL = 0.08  # seconds per stage while playing
+PAUSE_KEYS = frozenset({"c", "space", "s", "n", "escape"})
+
+
+class ReplayApp(DebuggerApp):
+    BINDINGS = [
+        Binding("left,h", "round(-1)", "◀ round", priority=True),
+        Binding("right,l", "round(1)", "round ▶", priority=True),
+        Binding("s", "stage(1)", "stage ▶"),
+        Binding("backspace", "stage(-1)", "◀ stage", show=False),
+        Binding("n,space", "finish_round", "to commit", show=False),
+        Binding("home,g", "goto_first", "first", show=False, priority=True),
+        Binding("end,G", "goto_last", "last", show=False, priority=True),
+        Binding("c", "play", "play/pause"),
+    ]
+    HELP_KEYS = [
+        ("replay", [
+            ("← →  h l", "previous / next round (complete)"),
+            ("s  backspace", "one stage forward / back"),
+            ("n  space", "to the end of this round, else the next round"),
+            ("home end  g G", "first / last round"),
+            ("c", "play forward, stopping at the armed breakpoints"),
+        ]),
+    ]
+
+    def __init__(self, recording: Loaded, *, export_dir: Path = Path("dflash-snapshots"),
+                 show_timings: bool = True, armed: Breakpoints = Breakpoints()) -> None:
+        super().__init__(export_dir=export_dir, show_timings=show_timings, armed=armed)
+        self.recording = recording
+        self.mode = "replay"
+        # every round of every session, in order: (session index, round index)
+        self.positions = [(s, r) for s, session in enumerate(recording.sessions)
+                          for r in range(len(session.rounds))]
+        self.index = 0
+        self.stage = len(self._full().stages) - 1  # start on round 0, complete
+        self.playing = False
+        self._play_timer = None
+
+    def screen_ready(self) -> None:
+        super().screen_ready()
+        self.show_position()
+        if self.recording.skipped:
+            self.notify(f"skipped {self.recording.skipped} unreadable line(s) of the trace",
+                        severity="warning")
+
+    # ---- position ------------------------------------------------------------------------
+
+    def _session(self) -> Recording:
+        return self.recording.sessions[self.positions[self.index][0]]
+
+    def _full(self, index: Optional[int] = None) -> RoundRecord:
+        s, r = self.positions[self.index if index is None else index]
+        return self.recording.sessions[s].rounds[r]
+
+    def _text_before(self) -> str:
+        s, r = self.positions[self.index]
+        session = self.recording.sessions[s]
+        if r > 0:
+            return session.rounds[r - 1].committed_text
+        if session.prefill is not None:
+            return session.prefill.first_text
+        return text_before(session.rounds[r], None)
+
+    def show_position(self) -> None:
+        session = self._session()
+        s, r = self.positions[self.index]
+        full = self._full()
+        before = self._text_before()
+        record = record_at_stage(full, self.stage, before)
+        self.info, self.prefill = session.info, session.prefill
+        self.record = record
+        self.text_before = before
+        self.history = session.rounds[: r + (1 if record.complete else 0)]
+        self.gamma_next = None
+        last = session.rounds[-1].round
+        self.round_label = f"{record.round}/{last}"
+        sessions = len(self.recording.sessions)
+        where = f"session {s + 1}/{sessions} · " if sessions > 1 else ""
+        if not self.playing:
+            self.set_status("paused", f"replay {short_path(str(self.recording.path))} · {where}"
+                            f"round {record.round} of {last} · {record.stage} "
+                            f"({self.stage + 1}/{len(full.stages)} stages)")
+        self.render_now()
+
+    def _move(self, index: int, stage: int) -> bool:
+        if not 0 <= index < len(self.positions):
+            return False
+        self.index = index
+        self.stage = max(0, min(stage, len(self._full().stages) - 1))
+        self.show_position()
+        return True
+
+    def _edge(self, text: str) -> None:
+        self.set_status("paused", text)
+        self.bell()
+
+    def action_round(self, step: int) -> None:
+        if not self._move(self.index + step, 10**6):
+            self._edge("start of the recording" if step < 0 else "end of the recording")
+
+    def action_stage(self, step: int) -> bool:
+        last = len(self._full().stages) - 1
+        stage = self.stage + step
+        if 0 <= stage <= last:
+            return self._move(self.index, stage)
+        moved = self._move(self.index + step, 0 if step > 0 else 10**6)
+        if not moved:
+            self._edge("start of the recording" if step < 0 else "end of the recording")
+        return moved
+
+    def action_finish_round(self) -> None:
+        if self.stage < len(self._full().stages) - 1:
+            self._move(self.index, 10**6)
+        else:
+            self.action_round(1)
+
+    def action_goto_first(self) -> None:
+        self._move(0, 10**6)
+
+    def action_goto_last(self) -> None:
+        self._move(len(self.positions) - 1, 10**6)
+
+    # ---- playing -------------------------------------------------------------------------
+
+    def action_play(self) -> None:
+        if self.playing:
+            self.stop_playing("paused")
+            return
+        self.playing = True
+        self.set_status("running", "playing…")
+        self._play_timer = self.set_interval(PLAY_INTERVAL, self._play_step)
+
+    def stop_playing(self, reason: str, kind: str = "paused") -> None:
+        self.playing = False
+        if self._play_timer is not None:
+            self._play_timer.stop()
+            self._play_timer = None
+        self.show_position()
+        if reason != "paused":
+            self.set_status(kind, reason)
+
+    def _play_step(self) -> None:
+        if not self.action_stage(1):
+            self.stop_playing("end of the recording", "finished")
+            return
+        found = hits(self.record, self.armed)
+        if found:
+            self.stop_playing(f"breakpoint at round {self.record.round} {self.record.stage}: "
+                              + "; ".join(found), "breakpoint")
+
+    async def on_event(self, event: events.Event) -> None:
+        if (isinstance(event, events.Key) and self.playing and self.screen is self.main
+                and event.key in PAUSE_KEYS):
+            self.stop_playing("paused")
+            event.prevent_default()
+            event.stop()
+            return
+        await super().on_event(event)
+
+    def status_right(self) -> list[str]:
+        return super().status_right()
+
+    def palette_commands(self):
+        return [
+            ("Next round", "→", lambda: self.action_round(1)),
+            ("Previous round", "←", lambda: self.action_round(-1)),
+            ("Next stage", "s", lambda: self.action_stage(1)),
+            ("Previous stage", "backspace", lambda: self.action_stage(-1)),
+            ("First round", "home", self.action_goto_first),
+            ("Last round", "end", self.action_goto_last),
+            ("Play / pause", "c", self.action_play),
+            *super().palette_commands(),
+        ]

@@ -1,0 +1,1 @@
+"""Screens of the app: the main debugger screen and the prompt dialog."""

@@ -1,0 +1,74 @@
+"""Formatting shared by the panels: numbers that fit a narrow cell, tokens made visible.
+
+Token text comes from the model and may contain anything, including Rich markup: it is
+always wrapped in a `Text`, never interpolated into markup.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from rich.text import Text
+
+DASH = "—"
+# Whitespace and control characters a token may carry, shown as visible glyphs.
+_VISIBLE = str.maketrans({"\n": "↵", "\t": "⇥", "\r": "␍", " ": "␣", "\x00": "␀"})
+
+
+def num(x: Optional[float], digits: int = 4) -> str:
+    """A float in at most ~9 characters: fixed point when readable, else scientific."""
+    if x is None:
+        return DASH
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    a = abs(x)
+    if a == 0:
+        return "0"
+    if 1e-3 <= a < 1e5:
+        text = f"{x:.{digits}g}"
+        return text
+    return f"{x:.{max(digits - 2, 1)}e}"
+
+
+def count(n: int) -> str:
+    return "0" if n == 0 else f"{n:,}"
+
+
+def percent(part: int, whole: int) -> str:
+    return DASH if whole == 0 else f"{100 * part / whole:.0f}%"
+
+
+def token_cell(text: str, width: int = 12) -> str:
+    """One token as it is, whitespace made visible, cut to `width` characters."""
+    shown = text.translate(_VISIBLE)
+    shown = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in shown)
+    if not shown:
+        return "∅"
+    return shown if len(shown) <= width else shown[: width - 1] + "…"
+
+
+def token_text(text: str, style: str = "", width: int = 12) -> Text:
+    return Text(token_cell(text, width), style=style, no_wrap=True, overflow="ellipsis")
+
+
+def inline_token(text: str) -> str:
+    """A token placed inside running text: newlines kept (with a visible mark), other
+    control characters escaped."""
+    out = []
+    for ch in text:
+        if ch == "\n":
+            out.append("↵\n")
+        elif ch == "\t" or ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(f"\\x{ord(ch):02x}")
+    return "".join(out) or "∅"
+
+
+def short_path(path: str) -> str:
+    """The last component of a path (a model's name), or the path when it has none."""
+    path = str(path).rstrip("/")
+    return path.rsplit("/", 1)[-1] or path

@@ -1,0 +1,140 @@
+"""Ranks: per slot the proposal, the target's own token, and how the drafter rated it.
+
+rank      drafter logits strictly above the target token's (0: the drafter's argmax)
+p(tgt)    the drafter's probability of the target token
+in K      DFlash2: the target token is among the selector's K candidates
+Below the table: the drafter's and the target's top-5 for the selected slot. Slots after
+the first rejection were drafted on a wrong prefix; they are shown dimmed.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.table import Table
+from rich.text import Text
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from dflash_tui.engine.records import RoundRecord, SlotRank
+
+from .format import DASH, num, token_text
+from .frame import Frame
+
+COLUMNS = ("slot", "proposal", "target", "rank", "p(tgt)", "in K", "fate")
+
+
+def rank_style(rank: int) -> str:
+    return "bold green" if rank == 0 else "yellow" if rank < 5 else "bold red"
+
+
+class RanksPanel(Vertical):
+    DEFAULT_CSS = """
+    RanksPanel { height: 1fr; }
+    RanksPanel > DataTable { height: auto; max-height: 65%; }
+    RanksPanel > Horizontal { height: auto; margin-top: 1; }
+    RanksPanel > Horizontal > Static { width: 1fr; padding: 0 1 0 0; }
+    """
+
+    class SlotSelected(Message):
+        def __init__(self, slot: int) -> None:
+            super().__init__()
+            self.slot = slot
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._shown = False
+        self._record: Optional[RoundRecord] = None
+        self._slot = 0
+
+    def compose(self):
+        table = DataTable(id="ranks-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*COLUMNS)
+        yield table
+        with Horizontal():
+            yield Static(id="ranks-drafter-top")
+            yield Static(id="ranks-target-top")
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#ranks-table", DataTable)
+
+    def show(self, frame: Frame) -> None:
+        record = frame.record
+        if self._shown and record is self._record and frame.slot == self._slot:
+            return
+        if not self._shown or record is not self._record:
+            self._fill(record)
+        self._shown, self._record, self._slot = True, record, frame.slot
+        if record is not None and record.gamma:
+            slot = min(frame.slot, record.gamma - 1)
+            if self.table.cursor_row != slot:
+                self.table.move_cursor(row=slot, animate=False)
+        self._show_tops(record, frame.slot)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self.post_message(self.SlotSelected(event.cursor_row))
+
+    def _fill(self, record: Optional[RoundRecord]) -> None:
+        table = self.table
+        table.clear()
+        if record is None or record.proposals is None:
+            return
+        ranks = {r.slot: r for r in record.ranks}
+        rows = []
+        for slot, proposal in enumerate(record.proposals):
+            rows.append(_row(record, slot, proposal, ranks.get(slot)))
+        table.add_rows(rows)
+
+    def _show_tops(self, record: Optional[RoundRecord], slot: int) -> None:
+        drafter = self.query_one("#ranks-drafter-top", Static)
+        target = self.query_one("#ranks-target-top", Static)
+        rank = None
+        if record is not None:
+            rank = next((r for r in record.ranks if r.slot == slot), None)
+        if rank is None:
+            waiting = "top-5 after verify" if record is not None and record.proposals else ""
+            drafter.update(Text(waiting, style="dim"))
+            target.update("")
+            return
+        drafter.update(_top_table(f"drafter, slot {slot}", record, rank.drafter_top,
+                                  mark=rank.target, mark_label="◎"))
+        target.update(_top_table(f"target, row {slot}", record, rank.target_top,
+                                 mark=rank.proposal, mark_label="●"))
+
+
+def _row(record: RoundRecord, slot: int, proposal: int, rank: Optional[SlotRank]) -> list:
+    dim = "dim" if rank is not None and rank.after_rejection else ""
+    cells = [Text(str(slot), style=dim), token_text(record.text(proposal), dim)]
+    if rank is None:
+        return cells + [Text("…", style="dim")] * 4 + [Text("pending", style="yellow")]
+    if rank.accepted:
+        fate = Text("✓ accepted", style="green")
+    elif rank.after_rejection:
+        fate = Text("· after reject", style="dim")
+    else:
+        fate = Text("✗ rejected", style="bold red")
+    in_k = DASH if rank.in_candidates is None else ("yes" if rank.in_candidates else "no")
+    return cells + [
+        token_text(record.text(rank.target), dim),
+        Text(str(rank.rank), style=dim or rank_style(rank.rank), justify="right"),
+        Text(f"{rank.p_target:.3f}", style=dim, justify="right"),
+        Text(in_k, style=dim or ("" if rank.in_candidates in (None, True) else "red")),
+        fate,
+    ]
+
+
+def _top_table(title: str, record: RoundRecord, top, mark: int, mark_label: str) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold", box=None,
+                  padding=(0, 1, 0, 0), expand=False, show_edge=False)
+    table.add_column("token")
+    table.add_column("logit", justify="right")
+    table.add_column("p", justify="right")
+    table.add_column("")
+    for t in top:
+        marked = t.token == mark
+        table.add_row(token_text(record.text(t.token), "bold" if marked else "", width=10),
+                      num(t.logit), f"{t.prob:.3f}", mark_label if marked else "")
+    return table

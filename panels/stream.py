@@ -1,0 +1,109 @@
+"""Token stream: the committed text, then the round on screen's proposals coloured by fate.
+
+    pending   proposed by select, not verified yet
+    accepted  matched the target's own next token
+    rejected  the first mismatch and every proposal after it
+    bonus     the target's token at the first mismatch (or after the last proposal)
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from .format import inline_token
+from .frame import Frame
+
+STYLES = {
+    "prompt": "dim italic",
+    "pending": "black on yellow",
+    "accepted": "black on green",
+    "rejected": "red strike",
+    "bonus": "bold black on cyan",
+}
+PROMPT_TAIL = 400  # characters of the prompt kept on screen
+
+
+class TokenStream(VerticalScroll):
+    DEFAULT_CSS = """
+    TokenStream {
+        border: round $primary 50%;
+        border-title-color: $text-primary;
+        padding: 0 1;
+    }
+    TokenStream > Static { width: 1fr; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.border_title = "tokens"
+        self._shown: Optional[tuple] = None
+
+    def compose(self):
+        yield Static(id="stream-text")
+
+    def show(self, frame: Frame) -> None:
+        record = frame.record
+        key = (frame.info, record, frame.text_before, frame.prefill)
+        if self._shown is not None and all(a is b for a, b in zip(key, self._shown)):
+            return
+        self._shown = key
+        self.query_one("#stream-text", Static).update(render_stream(frame))
+        self.border_subtitle = _subtitle(frame)
+        self.call_after_refresh(self.scroll_end, animate=False)
+
+
+def render_stream(frame: Frame) -> Text:
+    text = Text()
+    if frame.info is not None and frame.info.prompt:
+        prompt = frame.info.prompt
+        if len(prompt) > PROMPT_TAIL:
+            prompt = "…" + prompt[-PROMPT_TAIL:]
+        text.append(prompt.rstrip("\n") + "\n", style=STYLES["prompt"])
+        text.append("─" * 8 + "\n", style="dim")
+    record = frame.record
+    if record is None:
+        if frame.prefill is not None:
+            text.append(frame.prefill.first_text)
+        elif frame.info is None:
+            text.append("loading…", style="dim italic")
+        return text
+    text.append(frame.text_before)
+    for token, fate in round_tokens(record):
+        text.append(inline_token(record.text(token)), style=STYLES[fate])
+    if record.finish_reason:
+        text.append(f"  ⏹ {record.finish_reason}", style="bold")
+    return text
+
+
+def round_tokens(record) -> list[tuple[int, str]]:
+    """The round's tokens in order with their fate (see the module docstring)."""
+    if record.proposals is None:
+        return []
+    if record.accepted is None:
+        return [(t, "pending") for t in record.proposals]
+    k = record.accepted
+    kept = k
+    bonus = record.bonus is not None
+    if record.complete:  # EOS or the token budget may have cut the round short
+        kept = min(k, len(record.committed_tokens))
+        bonus = bonus and len(record.committed_tokens) > k
+    out = [(t, "accepted") for t in record.proposals[:kept]]
+    out += [(t, "rejected") for t in record.proposals[kept:]]
+    if bonus:  # read as: the rejected proposals are struck out and the bonus replaces them
+        out.append((record.bonus, "bonus"))
+    return out
+
+def _subtitle(frame: Frame) -> str:
+    record = frame.record
+    if record is None:
+        return ""
+    parts = [f"round {record.round}"]
+    if record.accepted is not None:
+        parts.append(f"{record.accepted}/{record.gamma} accepted")
+    if record.complete:
+        parts.append(f"+{len(record.committed_tokens)} tokens")
+    return " · ".join(parts)
