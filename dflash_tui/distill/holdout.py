@@ -1,0 +1,78 @@
+"""sample_prompts/ is held out: the drafter is judged on it, so it is never trained on.
+
+A held-out "unit" is each prompt file's whole text and each of its non-blank lines of at
+least MIN_CHARS characters (whatever the bench cuts a file into, every piece is covered).
+A training prompt clashes with a unit when, after lower-casing and collapsing whitespace,
+one contains the other. Short units are only compared for equality, so a one-word line
+does not rule out every prompt that uses the word.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable, Optional
+
+from ..engine.errors import InputError
+
+MIN_CHARS = 20
+SUFFIXES = {".txt", ".md", ".prompt", ""}
+
+
+def normalize(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+class Holdout:
+    def __init__(self, units: Iterable[str], source: str = ""):
+        self.source = source
+        self.units = sorted({normalize(u) for u in units if normalize(u)})
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    def clashes(self, text: str) -> Optional[str]:
+        """The held-out unit `text` clashes with, or None."""
+        norm = normalize(text)
+        if not norm:
+            return None
+        for unit in self.units:
+            if unit == norm:
+                return unit
+            if len(unit) >= MIN_CHARS and len(norm) >= MIN_CHARS and (unit in norm or norm in unit):
+                return unit
+        return None
+
+
+def read_holdout(directory: Optional[str | Path]) -> Holdout:
+    """Every prompt under `directory` (default: the repository's sample_prompts/)."""
+    if directory is None:
+        from ..sample import PROMPTS_DIR
+
+        directory = PROMPTS_DIR
+        if not directory.is_dir():
+            return Holdout([], str(directory))  # an installed copy without the prompts
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"--holdout {directory}: no such directory (expected a folder of prompt files)")
+    units = []
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or path.suffix not in SUFFIXES or path.name.startswith("."):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError(f"{path}: unreadable held-out prompt ({error})") from None
+        units.append(text)
+        units.extend(line for line in text.splitlines() if len(line.strip()) >= MIN_CHARS)
+    return Holdout(units, str(directory))
+
+
+def refuse_clashes(texts: Iterable[tuple[str, str]], holdout: Holdout) -> None:
+    """Raise if any (where, text) clashes with the held-out prompts."""
+    for where, text in texts:
+        unit = holdout.clashes(text)
+        if unit is not None:
+            raise InputError(
+                f"{where}: training prompt {text[:60]!r} matches the held-out prompt "
+                f"{unit[:60]!r} from {holdout.source} (held-out prompts are never trained on)")

@@ -1,0 +1,376 @@
+"""A broad prompt set made here, from word lists and procedures: no hub data.
+
+Four kinds, matching the workloads the drafter is judged on (sample_prompts/ has prose,
+code and math) plus the target's own voice:
+
+    math   procedurally generated arithmetic, algebra, percentages, unit conversions and
+           word problems with varied names, objects and numbers
+    code   tasks from a list of functions x languages x phrasings, plus small generated
+           snippets to explain, fix, test or translate
+    prose  topics x templates (explain, compare, list, story, letter, ...)
+    self   seeds asking the target to write a question about a topic; the target's answer
+           (generated in the data phase) becomes the prompt, so some prompts are in the
+           target's own words
+
+Every generator is deterministic given its random.Random; duplicates are dropped by the
+caller.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Prompt:
+    kind: str  # math | code | prose | self
+    text: str
+
+
+TOPICS = [
+    "photosynthesis", "black holes", "the water cycle", "volcanoes", "plate tectonics",
+    "the immune system", "vaccines", "DNA", "evolution", "climate change", "renewable energy",
+    "solar panels", "wind turbines", "electric cars", "batteries", "the internet", "encryption",
+    "machine learning", "neural networks", "databases", "operating systems", "compilers",
+    "the Roman Empire", "ancient Egypt", "the printing press", "the industrial revolution",
+    "the French Revolution", "the Silk Road", "the Renaissance", "the Cold War",
+    "the moon landing", "the history of writing", "democracy", "inflation", "supply and demand",
+    "interest rates", "the stock market", "budgeting", "saving for retirement",
+    "healthy sleep", "nutrition", "exercise", "meditation", "stress", "learning a language",
+    "public speaking", "time management", "teamwork", "leadership", "negotiation",
+    "gardening", "composting", "bees", "coral reefs", "rainforests", "deserts", "glaciers",
+    "ocean currents", "earthquakes", "hurricanes", "lightning", "rainbows", "the seasons",
+    "the solar system", "Mars", "comets", "telescopes", "gravity", "magnetism", "electricity",
+    "light", "sound", "heat", "friction", "simple machines", "bridges", "skyscrapers",
+    "airplanes", "trains", "ships", "bicycles", "cooking pasta", "baking bread", "coffee",
+    "tea", "chocolate", "cheese", "spices", "recycling", "plastic pollution", "clean water",
+    "cities", "public transport", "libraries", "museums", "music theory", "jazz",
+    "classical music", "painting", "photography", "film making", "poetry", "novels",
+    "mythology", "chess", "football", "the Olympics", "marathons", "mountains", "rivers",
+    "islands", "maps", "time zones", "calendars", "money", "banks", "taxes", "insurance",
+    "friendship", "kindness", "curiosity", "honesty", "memory", "dreams", "habits",
+    "robots", "3D printing", "smartphones", "social media", "video games", "open source",
+]
+
+PROSE_TEMPLATES = [
+    "Explain {topic} in simple terms.",
+    "Explain {topic} to a ten-year-old.",
+    "Write a short paragraph about {topic}.",
+    "What are the most important facts about {topic}?",
+    "Give me three interesting facts about {topic}.",
+    "Why does {topic} matter?",
+    "Write a short story that involves {topic}.",
+    "Describe the history of {topic} in a few sentences.",
+    "What are the advantages and disadvantages of {topic}?",
+    "Summarize what a beginner should know about {topic}.",
+    "Write a friendly email to a colleague about {topic}.",
+    "Write a short poem about {topic}.",
+    "What is a common misconception about {topic}?",
+    "How would you teach {topic} to a group of students?",
+    "Compare {topic} and {other}.",
+    "What is the connection between {topic} and {other}?",
+    "List five questions people often ask about {topic}, with short answers.",
+    "Write an introduction for an essay about {topic}.",
+    "Give some practical tips related to {topic}.",
+    "Describe a day in the life of someone who works with {topic}.",
+    "What might {topic} look like in fifty years?",
+    "Write a product description for a book about {topic}.",
+    "Tell me about {topic}.",
+    "Write a blog post outline about {topic}.",
+    "Explain the difference between {topic} and {other} in two paragraphs.",
+]
+
+NAMES = [
+    "Alice", "Ben", "Carla", "David", "Emma", "Farid", "Grace", "Hiro", "Ines", "Jamal",
+    "Kate", "Liam", "Maya", "Noah", "Olga", "Pedro", "Quinn", "Rosa", "Sam", "Tara",
+    "Umar", "Vera", "Will", "Xena", "Yusuf", "Zoe", "Anna", "Omar", "Lena", "Marco",
+]
+OBJECTS = [
+    ("apple", "apples"), ("book", "books"), ("marble", "marbles"), ("pencil", "pencils"),
+    ("cookie", "cookies"), ("sticker", "stickers"), ("card", "cards"), ("shell", "shells"),
+    ("stamp", "stamps"), ("coin", "coins"), ("orange", "oranges"), ("cupcake", "cupcakes"),
+    ("toy car", "toy cars"), ("flower", "flowers"), ("balloon", "balloons"), ("egg", "eggs"),
+]
+ITEMS_PRICED = ["notebook", "sandwich", "ticket", "shirt", "lamp", "pen", "mug", "game", "plant"]
+UNITS = [
+    ("kilometers", "meters", 1000), ("meters", "centimeters", 100), ("hours", "minutes", 60),
+    ("minutes", "seconds", 60), ("kilograms", "grams", 1000), ("liters", "milliliters", 1000),
+    ("days", "hours", 24), ("weeks", "days", 7), ("feet", "inches", 12), ("yards", "feet", 3),
+]
+
+
+def _arithmetic(r: random.Random) -> str:
+    op = r.choice(["+", "-", "*", "/", "mixed", "mixed", "power", "mod"])
+    if op == "+":
+        a, b = r.randint(2, 9999), r.randint(2, 9999)
+        return r.choice(["What is {a} + {b}?", "Calculate {a} plus {b}.", "Add {a} and {b}."]).format(a=a, b=b)
+    if op == "-":
+        a, b = r.randint(50, 9999), r.randint(2, 999)
+        return r.choice(["What is {a} - {b}?", "Subtract {b} from {a}.", "Compute {a} minus {b}."]).format(a=a, b=b)
+    if op == "*":
+        a, b = r.randint(2, 999), r.randint(2, 99)
+        return r.choice(["What is {a} times {b}?", "Multiply {a} by {b}.", "Compute {a} * {b}."]).format(a=a, b=b)
+    if op == "/":
+        b = r.randint(2, 50)
+        a = b * r.randint(2, 400)
+        return r.choice(["What is {a} divided by {b}?", "Compute {a} / {b}.", "Divide {a} by {b}."]).format(a=a, b=b)
+    if op == "power":
+        a, b = r.randint(2, 15), r.randint(2, 4)
+        return f"What is {a} to the power of {b}?"
+    if op == "mod":
+        a, b = r.randint(20, 999), r.randint(3, 19)
+        return f"What is the remainder when {a} is divided by {b}?"
+    a, b, c = r.randint(2, 99), r.randint(2, 99), r.randint(2, 20)
+    expr = r.choice([f"{a} + {b} * {c}", f"({a} + {b}) * {c}", f"{a} * {c} - {b}", f"{a} - {b} + {c}"])
+    return r.choice([f"Evaluate {expr}. Show your steps.", f"What is {expr}?", f"Compute {expr} step by step."])
+
+
+def _algebra(r: random.Random) -> str:
+    a, x, b = r.randint(2, 12), r.randint(-20, 30), r.randint(1, 50)
+    c = a * x + b
+    kind = r.randint(0, 4)
+    if kind == 0:
+        return f"Solve for x: {a}x + {b} = {c}."
+    if kind == 1:
+        return f"If {a} times a number plus {b} equals {c}, what is the number?"
+    if kind == 2:
+        w, h = r.randint(2, 40), r.randint(2, 40)
+        return f"A rectangle is {w} cm wide and {h} cm long. What are its area and perimeter?"
+    if kind == 3:
+        n = r.randint(3, 8)
+        start, step = r.randint(1, 20), r.randint(2, 9)
+        seq = ", ".join(str(start + step * i) for i in range(n))
+        return f"What is the next number in the sequence {seq}?"
+    p, q = r.randint(1, 9), r.randint(2, 12)
+    s, t = r.randint(1, 9), r.randint(2, 12)
+    return f"What is {p}/{q} + {s}/{t}? Give the answer as a simplified fraction."
+
+
+def _percent_units(r: random.Random) -> str:
+    kind = r.randint(0, 3)
+    if kind == 0:
+        p, n = r.choice([5, 10, 12, 15, 20, 25, 30, 40, 50, 75]), r.randint(20, 2000)
+        return f"What is {p}% of {n}?"
+    if kind == 1:
+        price, off = r.randint(10, 500), r.choice([10, 15, 20, 25, 30, 40, 50])
+        item = r.choice(ITEMS_PRICED)
+        return f"A {item} costs ${price}. It is on sale for {off}% off. What is the sale price?"
+    if kind == 2:
+        big, small, factor = r.choice(UNITS)
+        n = r.randint(2, 90)
+        return f"How many {small} are in {n} {big}?"
+    speed, hours = r.randint(20, 120), r.randint(2, 9)
+    return f"A car travels at {speed} km per hour for {hours} hours. How far does it go?"
+
+
+WORD_PROBLEMS = [
+    "{n1} has {a} {objs}. {n2} gives {n1} {b} more. How many {objs} does {n1} have now?",
+    "{n1} had {a} {objs} and gave {b} of them to {n2}. How many {objs} does {n1} have left?",
+    "{n1} buys {a} boxes with {b} {objs} in each box. How many {objs} does {n1} have in total?",
+    "{n1} shares {ab} {objs} equally among {b} friends. How many {objs} does each friend get?",
+    "{n1} has {a} {objs} and {n2} has {b} {objs}. How many more {objs} does {n1} have than {n2}?",
+    "{n1} reads {a} pages a day. How many pages does {n1} read in {b} days?",
+    "A {item} costs ${a}. {n1} buys {b} of them and pays with ${c}. How much change does {n1} get?",
+    "{n1} saves ${a} every week. How many weeks will it take to save ${ab}?",
+    "There are {a} students in a class and {b} of them are absent. What fraction of the class is present?",
+    "{n1} walks {a} km on Monday and {b} km on Tuesday. How far did {n1} walk in total, and what was the average per day?",
+    "A train leaves at {h}:00 and the trip takes {b} hours. At what time does it arrive?",
+    "{n1} is {a} years old. {n2} is {b} years older. How old will {n2} be in {c} years?",
+    "A farmer has {a} chickens and {b} cows. How many legs do the animals have altogether?",
+    "A recipe needs {b} eggs for {a} cookies. How many eggs are needed for {ac} cookies?",
+    "{n1} and {n2} together have {ab2} {objs}. {n1} has {a} more than {n2}. How many does each have?",
+    "A tank holds {ab} liters. It is filled at {b} liters per minute. How long does it take to fill?",
+]
+
+
+def _word_problem(r: random.Random) -> str:
+    n1, n2 = r.sample(NAMES, 2)
+    obj, objs = r.choice(OBJECTS)
+    a, b = r.randint(3, 60), r.randint(2, 12)
+    template = r.choice(WORD_PROBLEMS)
+    text = template.format(
+        n1=n1, n2=n2, obj=obj, objs=objs, a=a, b=b, c=r.randint(a * b + 1, a * b + 100),
+        ab=a * b, ac=a * r.randint(2, 5), ab2=2 * b + a, item=r.choice(ITEMS_PRICED),
+        h=r.randint(5, 14),
+    )
+    if r.random() < 0.3:
+        text += r.choice([" Explain your reasoning.", " Show your work.", " Think step by step."])
+    return text
+
+
+def math_prompt(r: random.Random) -> Prompt:
+    maker = r.choice([_arithmetic, _arithmetic, _algebra, _percent_units, _word_problem,
+                      _word_problem, _word_problem])
+    return Prompt("math", maker(r))
+
+
+LANGUAGES = ["Python", "Python", "Python", "JavaScript", "TypeScript", "C", "C++", "Java",
+             "Rust", "Go", "Bash", "SQL", "Ruby"]
+CODE_TASKS = [
+    "reverses a string", "checks whether a number is prime", "returns the nth Fibonacci number",
+    "computes the factorial of a number", "finds the largest element in a list",
+    "removes duplicates from a list", "counts the vowels in a string",
+    "checks whether a string is a palindrome", "sorts a list of numbers with bubble sort",
+    "implements binary search", "merges two sorted lists", "computes the greatest common divisor",
+    "converts Celsius to Fahrenheit", "counts the words in a sentence",
+    "returns the sum of the digits of a number", "flattens a nested list",
+    "checks whether two strings are anagrams", "finds the second largest number in a list",
+    "computes the average of a list of numbers", "reads a file and counts its lines",
+    "validates an email address", "converts a decimal number to binary",
+    "returns the common elements of two lists", "capitalizes the first letter of every word",
+    "computes the median of a list", "rotates a list by k positions",
+    "checks whether a year is a leap year", "generates all subsets of a set",
+    "computes the power of a number recursively", "finds the longest word in a sentence",
+    "implements a stack with push and pop", "implements a queue using two stacks",
+    "counts the frequency of each character in a string", "transposes a matrix",
+    "multiplies two matrices", "checks whether parentheses are balanced",
+    "returns the first non-repeating character in a string", "implements quicksort",
+    "implements merge sort", "finds all prime numbers below n with a sieve",
+    "converts a Roman numeral to an integer", "returns the n largest items of a list",
+    "groups a list of words by their first letter", "computes a running total of a list",
+    "parses a date string like 2024-03-15", "truncates a string to n characters with an ellipsis",
+    "computes the distance between two points", "shuffles a list", "chunks a list into pieces of size n",
+    "finds the index of the minimum value", "checks whether a list is sorted",
+    "computes simple interest", "returns the unique words of a text in sorted order",
+    "converts a string to title case", "implements a linked list with insert and delete",
+    "computes the Levenshtein distance between two strings", "finds the mode of a list",
+    "counts how many times a substring occurs", "checks whether a number is a perfect square",
+    "returns the prime factors of a number", "implements a simple LRU cache",
+]
+CODE_TEMPLATES = [
+    "Write a {lang} function that {task}.",
+    "Write a {lang} function that {task}. Include a short docstring or comment.",
+    "How do I write a function in {lang} that {task}?",
+    "Show me {lang} code that {task}, and explain how it works.",
+    "Write a {lang} program that {task} and prints the result for an example input.",
+    "Implement a function in {lang} that {task}. Then write two test cases for it.",
+    "Write an efficient {lang} function that {task} and give its time complexity.",
+]
+SQL_TASKS = [
+    "select all customers from the city of {city}", "count the orders per customer",
+    "find the five most expensive products", "compute the average salary per department",
+    "list employees hired after {year}", "find customers who have never placed an order",
+    "join the orders and customers tables and show the customer name with each order total",
+    "delete rows with a NULL email from the users table",
+]
+CITIES = ["Paris", "Lagos", "Tokyo", "Lima", "Oslo", "Cairo", "Toronto", "Sydney", "Mumbai"]
+VAR_NAMES = ["items", "values", "numbers", "data", "scores", "prices", "words", "nums"]
+FUNC_NAMES = ["process", "compute", "helper", "transform", "solve", "calc", "run", "check"]
+
+
+def _snippet(r: random.Random) -> str:
+    """A small, valid Python function built from pieces."""
+    name, var = r.choice(FUNC_NAMES), r.choice(VAR_NAMES)
+    k = r.randint(2, 9)
+    body = r.choice([
+        [f"    result = []", f"    for x in {var}:", f"        if x % {k} == 0:",
+         f"            result.append(x * x)", f"    return result"],
+        [f"    total = 0", f"    for i, x in enumerate({var}):", f"        total += x * i",
+         f"    return total / max(len({var}), 1)"],
+        [f"    seen = set()", f"    out = []", f"    for x in {var}:", f"        if x not in seen:",
+         f"            seen.add(x)", f"            out.append(x)", f"    return out[:{k}]"],
+        [f"    counts = {{}}", f"    for x in {var}:", f"        counts[x] = counts.get(x, 0) + 1",
+         f"    return max(counts, key=counts.get)"],
+        [f"    if not {var}:", f"        return None", f"    best = {var}[0]",
+         f"    for x in {var}[1:]:", f"        if x > best:", f"            best = x",
+         f"    return best + {k}"],
+        [f"    return sorted({var}, key=lambda x: (x % {k}, -x))"],
+        [f"    left, right = 0, len({var}) - 1", f"    while left < right:",
+         f"        {var}[left], {var}[right] = {var}[right], {var}[left]",
+         f"        left += 1", f"        right -= 1", f"    return {var}"],
+    ])
+    return "\n".join([f"def {name}({var}):", *body])
+
+
+def code_prompt(r: random.Random) -> Prompt:
+    roll = r.random()
+    if roll < 0.7:
+        lang = r.choice(LANGUAGES)
+        if lang == "SQL":
+            task = r.choice(SQL_TASKS).format(city=r.choice(CITIES), year=r.randint(2005, 2023))
+            return Prompt("code", f"Write an SQL query to {task}.")
+        return Prompt("code", r.choice(CODE_TEMPLATES).format(lang=lang, task=r.choice(CODE_TASKS)))
+    code = _snippet(r)
+    ask = r.choice([
+        "Explain what this Python function does:",
+        "What does this code return for the input [3, 6, 9, 12, 5]?",
+        "Add type hints and a docstring to this function:",
+        "Rewrite this Python function in {lang}:".format(lang=r.choice(["JavaScript", "C++", "Rust", "Go", "Java"])),
+        "Write unit tests for this function:",
+        "Can this function be simplified? Show a shorter version:",
+        "Find any bugs or edge cases in this function:",
+    ])
+    return Prompt("code", f"{ask}\n\n```python\n{code}\n```")
+
+
+def prose_prompt(r: random.Random) -> Prompt:
+    topic, other = r.sample(TOPICS, 2)
+    return Prompt("prose", r.choice(PROSE_TEMPLATES).format(topic=topic, other=other))
+
+
+WHO = ["a curious student", "a teacher", "a software engineer", "a parent", "a traveler",
+       "a scientist", "a small business owner", "a retired nurse", "a child", "a journalist"]
+SELF_SEEDS = [
+    "Write one question that {who} might ask about {topic}. Reply with the question only.",
+    "Write a short request that {who} might send to an AI assistant about {topic}. Reply with the request only.",
+    "Ask a question about {topic} that has a clear answer. Reply with the question only.",
+    "Write a homework question about {topic}. Reply with the question only.",
+    "Write a task about {topic} that {who} would give to an assistant. Reply with the task only.",
+    "Write an instruction asking for a short essay about {topic}. Reply with the instruction only.",
+]
+
+
+def self_seed(r: random.Random) -> Prompt:
+    """A seed for the target to write a prompt from; the prompt is its greedy answer."""
+    return Prompt("self", r.choice(SELF_SEEDS).format(topic=r.choice(TOPICS), who=r.choice(WHO)))
+
+
+def clean_self_prompt(text: str) -> str | None:
+    """The first line of what the target wrote for a self seed, or None if unusable."""
+    line = ""
+    for candidate in text.strip().splitlines():
+        if candidate.strip():
+            line = candidate.strip()
+            break
+    line = line.strip().strip('"').strip("*").strip()
+    for prefix in ("Question:", "Request:", "Instruction:", "Q:"):
+        if line.lower().startswith(prefix.lower()):
+            line = line[len(prefix):].strip()
+    if len(line) < 12 or len(line) > 400:
+        return None
+    return line
+
+
+MAKERS = {"math": math_prompt, "code": code_prompt, "prose": prose_prompt, "self": self_seed}
+
+
+def make_prompts(counts: dict[str, int], seed: int, reject=lambda text: False) -> list[Prompt]:
+    """`counts[kind]` distinct prompts of each kind (fewer if the generator runs dry).
+
+    `reject(text)` drops a prompt (the held-out check); the generator keeps drawing.
+    """
+    out: list[Prompt] = []
+    for kind in sorted(counts):
+        r = random.Random(f"{seed}:{kind}")
+        seen: set[str] = set()
+        misses = 0  # consecutive draws that gave nothing new: the generator has run dry
+        while len(seen) < counts[kind] and misses < 2000:
+            prompt = MAKERS[kind](r)
+            if prompt.text in seen or reject(prompt.text):
+                misses += 1
+                continue
+            misses = 0
+            seen.add(prompt.text)
+            out.append(prompt)
+    return out
+
+
+def split_counts(total: int, mix: dict[str, float]) -> dict[str, int]:
+    """Integer counts per kind that add up to `total` (largest remainders)."""
+    raw = {k: total * w for k, w in mix.items() if w > 0}
+    counts = {k: int(v) for k, v in raw.items()}
+    left = total - sum(counts.values())
+    for k in sorted(raw, key=lambda k: raw[k] - counts[k], reverse=True)[:left]:
+        counts[k] += 1
+    return counts
