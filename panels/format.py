@@ -68,7 +68,10 @@ def inline_token(text: str) -> str:
     return "".join(out) or "∅"
 
 
-def short_path(path: str) -> str:
+def short_path(path: str, strip_suffix: bool = False) -> str:
     """The last component of a path (a model's name), or the path when it has none."""
     path = str(path).rstrip("/")
-    return path.rsplit("/", 1)[-1] or path
+    name = path.rsplit("/", 1)[-1] or path
+    if strip_suffix and "." in name.strip("."):
+        name = name.rsplit(".", 1)[0]
+    return name

@@ -24,7 +24,8 @@ class HeaderPanel(Static):
         super().__init__(Text("dflash-tui", style="bold"), **kwargs)
 
     def show(self, frame: Frame) -> None:
-        self.update(Text("\n").join([self._identity(frame), self._numbers(frame)]))
+        lines = [self._identity(frame), self._numbers(frame)]
+        self.update(Text("\n", no_wrap=True, overflow="ellipsis").join(lines))
 
     def _identity(self, frame: Frame) -> Text:
         text = Text()
@@ -36,7 +37,8 @@ class HeaderPanel(Static):
             text.append("  loading…", style="italic")
             return text
         text.append("  ")
-        text.append(short_path(info.target_path), style="bold cyan")
+        text.append(short_path(info.target_path, strip_suffix=info.target_path.endswith(".gguf")),
+                    style="bold cyan")
         text.append(f" {info.target_kind} {info.target_layers}L H{info.target_hidden} "
                     f"V{info.vocab_size}", style="cyan")
         text.append("  ◂ ")

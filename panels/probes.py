@@ -146,24 +146,29 @@ class ProbesPanel(Vertical):
 
     def _summarise(self) -> None:
         bad = [r for r in self._rows if r.nonfinite]
-        text = Text()
-        text.append("layer ", style="dim")
-        text.append(self.layer_filter, style="bold")
-        text.append(" ([ ])  ", style="dim")
-        text.append(f"{len(self._shown)}/{len(self._rows)} buffers  ")
+        text = Text(no_wrap=True, overflow="ellipsis")
         if bad:
+            first = self._first or bad[0]
             text.append(f"{len(bad)} non-finite", style="bold red")
-            text.append("  first: ", style="dim")
-            text.append(self._first.where if self._first else bad[0].where, style="red")
-            text.append(" (f)", style="dim")
+            text.append(", first ", style="dim")
+            text.append(compact_where(first), style="bold red")
+            text.append(" (f)  ", style="dim")
         elif self._rows:
-            text.append("all finite", style="green")
+            text.append("all finite  ", style="green")
         low = sum(1 for r in self._rows if r.fp16_headroom_bits is not None
                   and r.fp16_headroom_bits < LOW_HEADROOM_BITS)
         if low:
-            text.append(f"  {low} low fp16 headroom", style="yellow")
+            text.append(f"{low} low fp16 headroom  ", style="yellow")
+        text.append("layer ", style="dim")
+        text.append(self.layer_filter, style="bold")
+        text.append(" ([ ])  ", style="dim")
+        text.append(f"{len(self._shown)}/{len(self._rows)} buffers", style="dim")
         self.query_one("#probes-summary", Static).update(text)
 
+
+def compact_where(row: ProbeRow) -> str:
+    layer = "" if row.layer is None else f" L{row.layer}"
+    return f"{row.stage}{layer} {row.name}"
 
 def _count(n: int) -> Text:
     return Text(count(n), style="bold white on red" if n else "dim", justify="right")

@@ -24,6 +24,13 @@ STYLES = {
     "rejected": "red strike",
     "bonus": "bold black on cyan",
 }
+# Every other token of a run gets the second shade, so token boundaries stay visible.
+SHADES = {
+    "pending": "black on dark_goldenrod",
+    "accepted": "black on dark_sea_green4",
+    "rejected": "bright_red strike",
+    "bonus": STYLES["bonus"],
+}
 PROMPT_TAIL = 400  # characters of the prompt kept on screen
 
 
@@ -72,8 +79,9 @@ def render_stream(frame: Frame) -> Text:
             text.append("loading…", style="dim italic")
         return text
     text.append(frame.text_before)
-    for token, fate in round_tokens(record):
-        text.append(inline_token(record.text(token)), style=STYLES[fate])
+    for i, (token, fate) in enumerate(round_tokens(record)):
+        style = SHADES[fate] if i % 2 else STYLES[fate]
+        text.append(inline_token(record.text(token)), style=style)
     if record.finish_reason:
         text.append(f"  ⏹ {record.finish_reason}", style="bold")
     return text

@@ -82,7 +82,8 @@ def _load_trace(path: Path, text: str) -> Loaded:
             else:
                 skipped += 1
         except (KeyError, TypeError, ValueError) as error:
-            raise InputError(f"{path}:{number}: not a dflash-tui trace line ({error!r})") from None
+            raise InputError(f"{path}:{number}: damaged trace line "
+                             f"({type(error).__name__}: {_short(error)})") from None
     if info is not None or rounds:
         sessions.append(Recording(info, prefill, tuple(rounds)))
     if not seen_any:
@@ -111,8 +112,13 @@ def _snapshot_session(objs: list[dict], path: Path) -> Recording:
         info = next((session_from_json(o["session"]) for o in objs if o.get("session")), None)
         rounds = tuple(sorted((round_from_json(o) for o in objs), key=lambda r: r.round))
     except (KeyError, TypeError, ValueError) as error:
-        raise InputError(f"{path}: damaged snapshot ({error!r})") from None
+        raise InputError(f"{path}: damaged snapshot ({type(error).__name__}: {_short(error)})") from None
     return Recording(info, None, rounds)
+
+
+def _short(error: Exception, limit: int = 80) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _build(cls, data: dict):

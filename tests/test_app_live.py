@@ -1,0 +1,315 @@
+"""Pilot tests of the live app: the real engine on tiny fixture checkpoints, stepped by keys,
+checked by what the panels show."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, TabbedContent
+
+from dflash_tui.app.breakpoints import Breakpoints
+from dflash_tui.app.live import LiveApp
+from dflash_tui.engine.records import STAGE_ORDER
+
+from test_app_helpers import launch, press_and_settle, table_rows, wait_for, wait_idle, \
+    wait_loaded, widget_text
+
+SIZE = (120, 35)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture(scope="module")
+def pair(make_pair):
+    return make_pair("llama", "DFlash2DraftModel")
+
+
+@pytest.fixture(scope="module")
+def nan_pair(make_pair, fixture_root):
+    """The llama fixture target with a drafter whose layer-1 down projection is all NaN."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fixtures import drafter_tensors, write_drafter
+
+    target, draft = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft / "config.json").read_text())
+    tensors = drafter_tensors(config, seed=1)
+    tensors["layers.1.mlp.down_proj.weight"][:] = float("nan")
+    return target, write_drafter(fixture_root / "nan-drafter", config, tensors=tensors)
+
+
+def test_stage_by_stage_every_panel_follows(pair):
+    async def scenario():
+        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            header = widget_text(app, app.main.query_one("#header"))
+            assert "llama-target" in header and "DFlash2 2L H64 K8" in header
+            assert "float32 · cpu" in header
+            prompt_tokens = app.info.prompt_tokens
+            ranks_table = app.main.query_one("#ranks-table", DataTable)
+            for stage in STAGE_ORDER:
+                await press_and_settle(pilot, "s")
+                record = app.record
+                assert record.stage == stage and record.round == 0
+                state = widget_text(app, app.main.query_one("#state"))
+                assert f"after {stage}" in state
+                last = record.stages[-1]
+                cursor_line = next(line for line in state.splitlines() if "cursor" in line)
+                cells = [c for c in cursor_line.split() if c != "│"]
+                assert cells[-2:] == [str(last.before.cursor), str(last.after.cursor)]
+                if stage == "context":  # the context write brings the cursor to the anchor
+                    assert last.after.cursor == prompt_tokens == record.position
+                probes = app.main.query_one("#probes-table", DataTable)
+                assert probes.row_count == len(record.probes)
+                if stage == "select":
+                    rows = table_rows(ranks_table)
+                    assert len(rows) == record.gamma
+                    assert all(row[-1] == "pending" for row in rows)
+                    path = table_rows(app.main.query_one("#selector-path", DataTable))
+                    assert [r[0] for r in path] == [str(s) for s in range(record.gamma)]
+                if stage == "verify":
+                    rows = table_rows(ranks_table)
+                    assert [int(r[3]) for r in rows] == [r.rank for r in record.ranks]
+                    accepted = [r[-1] for r in rows].count("✓ accepted")
+                    assert accepted == record.accepted
+            stream = widget_text(app, app.main.query_one("#stream"))
+            assert "The quick brown fox" in stream
+            assert f"{record.accepted}/{record.gamma} accepted" in stream
+            history = widget_text(app, app.main.query_one("#history"))
+            assert "over 1 rounds" in history
+            assert f"round 0" in widget_text(app, app.main.query_one("#header"))
+
+    run(scenario())
+
+
+def test_round_then_run_to_the_token_budget(pair):
+    async def scenario():
+        app = LiveApp(launch(pair, max_tokens=12), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            assert app.record.complete and len(app.rounds) == 1
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.finished is not None, what="the budget")
+            await wait_idle(pilot)
+            app.render_now()
+            await pilot.pause()
+            generated = sum(len(r.committed_tokens) for r in app.rounds) + 1
+            assert generated == 12 and app.finished == "length"
+            assert app.status.kind == "finished" and "finished (length)" in app.status.message
+            assert f"over {len(app.rounds)} rounds" in widget_text(app, app.main.query_one("#history"))
+            header = widget_text(app, app.main.query_one("#header"))
+            assert f"tokens 12" in header
+            # a finished session refuses more steps and says how to go on
+            rounds = len(app.rounds)
+            await pilot.press("n")
+            await pilot.pause()
+            assert len(app.rounds) == rounds
+
+    run(scenario())
+
+
+def test_gamma_keys_take_effect_next_round(pair):
+    async def scenario():
+        app = LiveApp(launch(pair, gamma=2), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "s", "s")  # mid-round: context, draft
+            await press_and_settle(pilot, "plus")
+            assert "γ 2→3" in widget_text(app, app.main.query_one("#header"))
+            await press_and_settle(pilot, "n")
+            assert app.record.gamma == 2 and app.record.complete  # this round keeps its gamma
+            await press_and_settle(pilot, "n")
+            assert app.record.gamma == 3
+            assert app.main.query_one("#ranks-table", DataTable).row_count == 3
+            await press_and_settle(pilot, "minus", "minus", "minus")
+            assert app.gamma_next == 1  # and not 0: refused with a warning
+
+    run(scenario())
+
+
+def test_nonfinite_breakpoint_stops_the_run_and_f_finds_it(nan_pair):
+    async def scenario():
+        app = LiveApp(launch(nan_pair), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.status.kind == "breakpoint", what="the breakpoint")
+            await wait_idle(pilot)
+            record = app.record
+            assert (record.round, record.stage) == (0, "draft")
+            first = record.first_nonfinite
+            assert (first.stage, first.layer) == ("draft", 1)
+            assert f"non-finite in {first.where}" in app.status.message
+            await pilot.press("f")
+            await pilot.pause()
+            assert app.main.query_one("#inspector", TabbedContent).active == "tab-probes"
+            table = app.main.query_one("#probes-table", DataTable)
+            row = table_rows(table)[table.cursor_row]
+            assert row[:3] == ["draft", "1", f"{first.name} ◀ first"]
+            assert int(row[3]) == first.nan > 0
+            summary = widget_text(app, app.main.query_one("#probes-summary"))
+            assert "5 non-finite, first draft L1 ffn_out (f)" in summary
+            # resuming runs past the stage that tripped, to the next bad one: round 1's draft
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.record.round == 1 and app.status.kind == "breakpoint",
+                           what="the next round's breakpoint")
+            await wait_idle(pilot)
+            assert app.record.stage == "draft" and len(app.rounds) == 1
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("armed, stage", [
+    (Breakpoints(nonfinite=False, zero_accepted=True), "verify"),
+    (Breakpoints(nonfinite=False, rank_above=True, rank_threshold=0), "verify"),
+])
+def test_verify_breakpoints_stop_on_verify(pair, armed, stage):
+    async def scenario():
+        app = LiveApp(launch(pair, max_tokens=60), show_timings=False, armed=armed,
+                      export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.status.kind in ("breakpoint", "finished"),
+                           what="a stop")
+            await wait_idle(pilot)
+            assert app.status.kind == "breakpoint"
+            assert app.record.stage == stage
+            if armed.zero_accepted:
+                assert app.record.accepted == 0 and "accepted == 0" in app.status.message
+            else:
+                assert any(r.rank > 0 for r in app.record.ranks if not r.after_rejection)
+                assert "true-token rank" in app.status.message
+
+    run(scenario())
+
+
+def test_breakpoints_menu_arms_position_and_the_run_stops_there(pair):
+    async def scenario():
+        app = LiveApp(launch(pair, max_tokens=60), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            target = app.prefill.state.anchor_position + 3
+            await pilot.press("b")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the menu")
+            await pilot.press("5")  # arm "position reached"
+            position = app.screen.query_one("#bp-position_at")
+            position.value = str(target)
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: app.screen is app.main, what="the menu to close")
+            assert app.armed.position and app.armed.position_at == target
+            assert f"pos≥{target}" in app.status.right
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.status.kind in ("breakpoint", "finished"), what="a stop")
+            await wait_idle(pilot)
+            record = app.record
+            assert record.stage == "commit"
+            assert record.state_before.anchor_position < target <= record.state_after.anchor_position
+            assert f"position {record.state_after.anchor_position} reached" in app.status.message
+
+    run(scenario())
+
+
+def test_pause_stops_a_run_after_the_stage_in_flight(pair):
+    async def scenario():
+        app = LiveApp(launch(pair, max_tokens=10_000), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: len(app.rounds) >= 3, what="three rounds")
+            await pilot.press("space")
+            await wait_idle(pilot)
+            assert app.status.kind == "paused"
+            stopped = (len(app.rounds), app.record.stage)
+            await pilot.pause(0.2)  # the engine stays put (no stage runs after a pause)
+            assert (len(app.rounds), app.record.stage) == stopped
+            assert app.engine.busy_stage is None
+
+    run(scenario())
+
+
+def test_new_prompt_and_restart_open_fresh_sessions(pair):
+    async def scenario():
+        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n")
+            assert len(app.rounds) == 2
+            await pilot.press("p")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the prompt dialog")
+            await pilot.press("ctrl+n")
+            await pilot.press(*"def add")
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: app.info is not None and app.info.prompt == "def add",
+                           what="the new session")
+            assert app.rounds == [] and app.record is None
+            assert "def add" in widget_text(app, app.main.query_one("#stream"))
+            await press_and_settle(pilot, "n")
+            first = app.record
+            await press_and_settle(pilot, "r")
+            await wait_for(pilot, lambda: not app.loading, what="the restart")
+            assert app.rounds == [] and app.info.prompt == "def add"
+            await press_and_settle(pilot, "n")
+            assert app.record.committed_tokens == first.committed_tokens  # greedy: same again
+
+    run(scenario())
+
+
+def test_export_failure_is_reported_and_the_session_goes_on(pair, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the export directory should be")
+
+    async def scenario():
+        app = LiveApp(launch(pair), show_timings=False, export_dir=blocker / "snapshots")
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            await pilot.press("x")
+            await wait_for(pilot, lambda: app.status.kind == "error", what="the export error")
+            assert "export failed" in app.status.message and "not-a-dir" in app.status.message
+            await press_and_settle(pilot, "n")
+            assert len(app.rounds) == 2
+
+    run(scenario())
+
+
+def test_quit_mid_stage_returns_at_once(pair):
+    """An MLX op cannot be interrupted: quitting must not wait for the stage in flight. The
+    engine's own forced-proposal hook holds the select stage open until the test lets go."""
+    inside, release = threading.Event(), threading.Event()
+
+    def proposer(tokens, gamma):
+        inside.set()
+        release.wait(30)
+        return [tokens[-1]] * gamma
+
+    async def scenario():
+        app = LiveApp(launch(pair, proposer=proposer), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("c")
+            await wait_for(pilot, inside.is_set, what="the engine to enter select")
+            assert app.engine.busy_stage == "select"
+            t0 = time.monotonic()
+            await pilot.press("q")
+        return app, time.monotonic() - t0
+
+    try:
+        app, seconds = run(scenario())
+        assert seconds < 1.0, f"quit took {seconds:.2f} s"
+        assert app.return_code == 0
+        assert app.engine.is_alive()  # still inside the stage: nobody waited for it
+    finally:
+        release.set()
+    app.engine.join(10)
+    assert not app.engine.is_alive()  # it finished the stage, saw Quit and closed
