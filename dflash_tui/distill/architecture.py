@@ -28,6 +28,7 @@ from mlx.utils import tree_flatten
 from ..engine.draft_config import DFLASH, DFLASH2, DraftConfig
 from ..engine.drafter import DraftModel
 from ..engine.errors import InputError
+from .generate import stop_token_ids
 from .settings import TrainSettings
 
 
@@ -45,9 +46,16 @@ def zlab_layer_ids(num_target_layers: int, count: int) -> list[int]:
     return sorted({round(i * (t - 1) / (count - 1)) for i in range(count)})
 
 
+def _hf(tokenizer):
+    """The Hugging Face tokenizer inside mlx-lm's TokenizerWrapper (or the one given)."""
+    from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+    return tokenizer._tokenizer if isinstance(tokenizer, TokenizerWrapper) else tokenizer
+
+
 def _special_ids(tokenizer) -> dict[int, str]:
     """id -> text of every special / added control token the tokenizer knows."""
-    inner = getattr(tokenizer, "_tokenizer", tokenizer)
+    inner = _hf(tokenizer)
     out: dict[int, str] = {}
     for token_id in getattr(inner, "all_special_ids", []) or []:
         out[int(token_id)] = inner.convert_ids_to_tokens(int(token_id))
@@ -60,7 +68,7 @@ def _special_ids(tokenizer) -> dict[int, str]:
 
 def choose_mask_token(tokenizer, vocab_size: int, used: Iterable[int] = ()) -> int:
     """`used`: token ids that occur in the training data (avoided when there is a choice)."""
-    inner = getattr(tokenizer, "_tokenizer", tokenizer)
+    inner = _hf(tokenizer)
     mask_id = getattr(inner, "mask_token_id", None)
     if mask_id is not None and 0 <= int(mask_id) < vocab_size:
         return int(mask_id)
@@ -71,7 +79,7 @@ def choose_mask_token(tokenizer, vocab_size: int, used: Iterable[int] = ()) -> i
         value = getattr(inner, attr, None)
         if value is not None:
             taken.add(int(value))
-    taken.update(int(i) for i in getattr(tokenizer, "eos_token_ids", ()) or ())
+    taken.update(stop_token_ids(tokenizer))
     if getattr(inner, "chat_template", None):
         try:
             text = inner.apply_chat_template(

@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--data", metavar="DIR", help="where the generated data lives (default: OUT/data)")
     g.add_argument("--time-limit", type=float, metavar="SECONDS",
                    help="stop in time to save before this many seconds from the start of the command")
+    g.add_argument("--stop-at", type=int, metavar="STEP",
+                   help="end this command's training at STEP (saved; run again without it to go on)")
     g.add_argument("--resume", action="store_true",
                    help="require a saved training state in OUT (it is resumed automatically anyway)")
     g.add_argument("--seed", type=int, metavar="S", help="seed for prompts, splits, init and batches (default 0)")
@@ -100,7 +102,8 @@ def settings_from_args(args) -> tuple[RunSettings, dict, dict]:
     """RunSettings, and the data/train flags as given (None = not given)."""
     run = RunSettings(
         phase=args.phase, out=args.out, data=args.data, target=args.model,
-        holdout=args.holdout, time_limit=args.time_limit, resume=args.resume,
+        holdout=args.holdout, time_limit=args.time_limit, stop_at=args.stop_at,
+        resume=args.resume,
         gen_batch=args.gen_batch, save_every=args.save_every, eval_every=args.eval_every,
         eval_blocks=args.eval_blocks,
         eval_gammas=tuple(parse_int_list(args.eval_gammas, "--eval-gammas")),

@@ -116,7 +116,8 @@ def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Hol
         manifest["kinds"] = _count(items, "kind")
         manifest["eval_prompts"] = sum(1 for i in items if i["split"] == "eval")
         dataset.write_manifest(directory, manifest)
-    refuse_clashes(((f"{directory / dataset.PROMPTS} line {i['i'] + 1}", i["text"]) for i in items), holdout)
+    refuse_clashes(((f"{directory / dataset.PROMPTS} line {i['i'] + 1}", i["text"])
+                    for i in items if i["split"] == "train"), holdout)
 
     done = dataset.done_prompt_indices(directory, manifest)
     todo = [i for i in items if i["i"] not in done]

@@ -59,7 +59,9 @@ def greedy_continuations(model, prompts: list[list[int]], max_new_tokens: int,
 
 
 def stop_token_ids(tokenizer) -> list[int]:
-    ids = set(int(t) for t in getattr(tokenizer, "eos_token_ids", ()) or ())
+    """EOS ids of an mlx-lm TokenizerWrapper (a set) or a plain tokenizer (an int)."""
+    many = getattr(tokenizer, "eos_token_ids", None)
+    ids = {int(many)} if isinstance(many, int) else set(int(t) for t in many or ())
     eos = getattr(tokenizer, "eos_token_id", None)
     if eos is not None:
         ids.add(int(eos))

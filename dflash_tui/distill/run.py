@@ -8,7 +8,7 @@ from typing import Callable
 from ..engine.errors import InputError
 from . import dataset, state as state_lib
 from .data_phase import run_data_phase
-from .holdout import read_holdout
+from .holdout import read_holdout, refuse_clashes
 from .settings import (DataSettings, RunSettings, TrainSettings, check_data, check_train, merge)
 from .target_setup import load_for_distill, resolve_dtype, retype, target_dtype_name
 from .trainer import Deadline
@@ -40,7 +40,16 @@ class Distill:
         self.train = merge(TrainSettings, train_given, saved_train, where)
         check_train(self.train)
         self.holdout = read_holdout(run.holdout)
+        self._refuse_held_out_data()
         self.target = None
+
+    def _refuse_held_out_data(self) -> None:
+        """Before anything loads: data that holds a held-out prompt is never used."""
+        prompts = dataset.read_prompts(self.data_dir)
+        if prompts:
+            where = self.data_dir / dataset.PROMPTS
+            refuse_clashes(((f"{where} line {p['i'] + 1}", p["text"]) for p in prompts
+                            if p["split"] == "train"), self.holdout)
 
     @staticmethod
     def _target_path(given) -> Path:

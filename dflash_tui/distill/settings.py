@@ -87,6 +87,7 @@ class RunSettings:
     target: Optional[str] = None
     holdout: Optional[str] = None
     time_limit: Optional[float] = None
+    stop_at: Optional[int] = None  # stop this command at this step (saved; rerun to go on)
     resume: bool = False
     gen_batch: int = 64
     save_every: int = 200
@@ -182,6 +183,8 @@ def check_run(s: RunSettings) -> None:
         raise InputError(f"--phase {s.phase!r}: expected data, train, eval or all")
     if s.time_limit is not None and s.time_limit <= 0:
         raise InputError(f"--time-limit {s.time_limit}: expected a positive number of seconds")
+    if s.stop_at is not None and s.stop_at < 1:
+        raise InputError(f"--stop-at {s.stop_at}: expected a step >= 1")
     for flag, value in (("--gen-batch", s.gen_batch), ("--save-every", s.save_every),
                         ("--log-every", s.log_every), ("--eval-blocks", s.eval_blocks)):
         if value < 1:

@@ -63,6 +63,7 @@ class TrainPhase:
         self.manifest = dataset.read_manifest(data_dir)
         if self.manifest is None:
             raise InputError(f"--data {data_dir}: no generated data here (run --phase data first)")
+        out.mkdir(parents=True, exist_ok=True)
 
     def setup(self, saved: Optional[dict]) -> None:
         """Build everything; from `saved` (latest_state) when resuming."""
@@ -170,7 +171,8 @@ class TrainPhase:
         stopped_early = False
         seq_tokens = train.batch * train.seq_len
         try:
-            while self.trainer.step < train.steps:
+            end = min(train.steps, run.stop_at or train.steps)
+            while self.trainer.step < end:
                 need = (step_seconds or 0.0) * 1.5 + save_seconds + 1.0
                 if not self.deadline.allows(need):
                     stopped_early = True
@@ -206,6 +208,8 @@ class TrainPhase:
         if self.trainer.step != saved_at or not (self.out / "config.json").is_file():
             self.save(last_eval)
         done = self.trainer.step >= train.steps
+        if not done and not stopped_early:
+            self.say(f"train: stopped at step {self.trainer.step} (--stop-at); saved")
         if stopped_early:
             self.say(f"train: stopped at step {self.trainer.step}/{train.steps} before the time "
                      f"limit; saved (run the same command again to continue)")

@@ -75,8 +75,9 @@ class Trainer:
     def restore(self, params, optimizer_state) -> None:
         """Continue from saved master weights and optimizer state."""
         self.params = tree_map(lambda p: p.astype(mx.float32), params)
-        # In place: the compiled step holds this very dict as its state.
-        self.optimizer.state.update(optimizer_state)
+        # In place: the compiled step holds this very dict as its state. Fresh containers:
+        # the optimizer updates its per-parameter dicts in place.
+        self.optimizer.state.update(tree_map(lambda x: x, optimizer_state))
         mx.eval(self.params, self.optimizer.state)
 
     @property

@@ -1,0 +1,171 @@
+"""`dflash-tui distill` end to end on a tiny real target, on the CPU, in seconds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from dflash_tui.cli import main
+from dflash_tui.distill.settings import TrainSettings
+from dflash_tui.engine.checkpoint import expected_shapes, load_drafter
+from dflash_tui.engine.draft_config import DFLASH2, DraftConfig
+from dflash_tui.engine.session import Session, SessionOptions
+from dflash_tui.engine.target import encode_prompt, load_target
+
+DATA_FLAGS = ["--num-prompts", "24", "--max-new-tokens", "40", "--seed", "1"]
+TRAIN_FLAGS = ["--layers", "2", "--block", "7", "--rank", "8", "--top-k", "8", "--batch", "3",
+               "--seq-len", "96", "--anchors", "6", "--eval-blocks", "24", "--log-every", "1",
+               "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def data_dir(make_pair, tmp_path_factory):
+    """Self-distillation data from the llama fixture, generated once for this file."""
+    target_dir, _ = make_pair("llama")
+    data = tmp_path_factory.mktemp("distill") / "data"
+    out = data.parent / "unused"
+    assert main(["distill", str(target_dir), "--out", str(out), "--data", str(data),
+                 "--phase", "data", *DATA_FLAGS]) == 0
+    return target_dir, data
+
+
+def distill(target_dir, out, data, *flags) -> int:
+    return main(["distill", str(target_dir), "--out", str(out), "--data", str(data),
+                 *DATA_FLAGS, *TRAIN_FLAGS, *flags])
+
+
+def test_data_phase_stores_prompt_and_greedy_continuation(data_dir):
+    target_dir, data = data_dir
+    manifest = json.loads((data / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["shards"]
+    assert manifest["sequences"]["eval"] >= 1 and manifest["sequences"]["train"] >= 10
+    prompts = [json.loads(line) for line in (data / "prompts.jsonl").read_text().splitlines()]
+    assert {p["split"] for p in prompts} == {"train", "eval"}
+    target = load_target(target_dir)
+    with np.load(data / manifest["shards"][0]) as shard:
+        first_len, first_plen = int(shard["lengths"][0]), int(shard["prompt_lens"][0])
+        tokens = shard["tokens"][:first_len]
+        index = int(shard["prompt_index"][0])
+    assert tokens[:first_plen].tolist() == encode_prompt(target.tokenizer, prompts[index]["text"], None)
+    assert first_len > first_plen
+
+
+def test_distill_end_to_end_gives_a_checkpoint_the_engine_runs(data_dir, tmp_path):
+    target_dir, data = data_dir
+    out = tmp_path / "drafter"
+    assert distill(target_dir, out, data, "--steps", "8", "--eval-every", "4", "--save-every", "4",
+                   "--session-tokens", "8") == 0
+    drafter = load_drafter(out)
+    config = drafter.config
+    assert config.is_dflash2 and config.block_size == 8 and config.num_hidden_layers == 2
+    record = config.extra["dflash_tui_training"]
+    assert record["step"] == 8 and record["train"]["steps"] == 8 and record["train"]["seed"] == 1
+    assert record["data"]["settings"]["num_prompts"] == 24
+    assert "held_out_final" in record
+    curve = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
+    assert [c["step"] for c in curve] == [4, 8] and curve[-1]["final"]
+    assert set(curve[-1]["gamma"]) == {"2", "4", "7"}
+    # The checkpoint is bfloat16 on disk and runs a real round in the engine.
+    stored = mx.load(str(out / "model.safetensors"))
+    assert all(v.dtype == mx.bfloat16 for v in stored.values())
+    target = load_target(target_dir)
+    ids = encode_prompt(target.tokenizer, "What is 12 plus 30?", None)
+    session = Session(target, drafter, ids, options=SessionOptions(gamma=4, max_tokens=16))
+    session.prefill()
+    record = session.step_round()
+    assert record.complete and 0 <= record.accepted <= 4 and len(record.proposals) == 4
+    session.close()
+
+
+def test_resume_continues_exactly(data_dir, tmp_path):
+    target_dir, data = data_dir
+    flags = ["--phase", "train", "--steps", "6", "--eval-every", "0", "--save-every", "2"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert distill(target_dir, straight, data, *flags) == 0
+    assert distill(target_dir, split, data, *flags, "--stop-at", "3") == 0
+    assert json.loads((split / "training" / "latest.json").read_text())["step"] == 3
+    assert distill(target_dir, split, data, *flags, "--resume") == 0
+    # The same batches and the same losses, step for step (the log has each step once) ...
+    logs = [[json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]
+            for run in (straight, split)]
+    assert [r["step"] for r in logs[1]] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(*logs):
+        assert a["block_ce"] == b["block_ce"] and a["selector_ce"] == b["selector_ce"], a["step"]
+    # ... and the same weights, up to float summation order inside MLX (about 1e-7).
+    a = mx.load(str(straight / "training" / "step-0000006" / "params.safetensors"))
+    b = mx.load(str(split / "training" / "step-0000006" / "params.safetensors"))
+    assert a.keys() == b.keys()
+    for name in a:
+        assert mx.allclose(a[name], b[name], rtol=1e-5, atol=1e-6).item(), name
+
+
+
+def test_resume_refuses_different_settings(data_dir, tmp_path, capsys):
+    target_dir, data = data_dir
+    out = tmp_path / "run"
+    assert distill(target_dir, out, data, "--phase", "train", "--steps", "2", "--eval-every", "0") == 0
+    capsys.readouterr()
+    assert distill(target_dir, out, data, "--phase", "train", "--steps", "2", "--layers", "3") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--layers" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--steps", "0"], "--steps 0"),
+    (["--mix", "poetry=1"], "--mix"),
+    (["--block", "0"], "--block 0"),
+    (["--eval-gammas", "two"], "--eval-gammas"),
+    (["--short-block-fraction", "1.5"], "--short-block-fraction"),
+    (["--phase", "nonsense"], "--phase"),
+    (["--time-limit", "-5"], "--time-limit"),
+    (["--resume"], "no saved training state"),
+    (["--phase", "eval"], "no drafter checkpoint"),
+])
+def test_bad_flags_are_one_line_errors(data_dir, tmp_path, capsys, flags, expected):
+    target_dir, data = data_dir
+    code = main(["distill", str(target_dir), "--out", str(tmp_path / "o"), "--data", str(data), *flags])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and expected in err and "Traceback" not in err
+
+
+def test_missing_target_and_missing_data_are_one_line_errors(tmp_path, capsys):
+    assert main(["distill", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert "no such target" in capsys.readouterr().err
+
+
+def test_train_without_data_is_a_one_line_error(make_pair, tmp_path, capsys):
+    target_dir, _ = make_pair("llama")
+    assert main(["distill", str(target_dir), "--out", str(tmp_path / "o"), "--phase", "train"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "run --phase data first" in err
+
+
+def test_data_that_contains_a_held_out_prompt_is_refused(data_dir, tmp_path, capsys):
+    target_dir, data = data_dir
+    prompts = [json.loads(line) for line in (data / "prompts.jsonl").read_text().splitlines()]
+    first = next(p["text"] for p in prompts if p["split"] == "train")
+    held = tmp_path / "held" / "math"
+    held.mkdir(parents=True)
+    (held / "p.txt").write_text(first)
+    code = main(["distill", str(target_dir), "--out", str(tmp_path / "o"), "--data", str(data),
+                 "--phase", "data", "--holdout", str(held.parent)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "held-out" in err and len(err.splitlines()) == 1
+
+
+def test_default_sample_drafter_fits_in_40_mb():
+    s = TrainSettings()
+    config = DraftConfig(  # SmolLM2-135M's shape with distill's defaults
+        kind=DFLASH2, hidden_size=576, num_hidden_layers=s.layers, num_attention_heads=9,
+        num_key_value_heads=3, head_dim=64, intermediate_size=1536, vocab_size=49152,
+        rms_norm_eps=1e-5, rope_theta=100000.0, max_position_embeddings=8192,
+        num_target_layers=30, block_size=s.block_size, target_layer_ids=(1, 8, 14, 20, 27),
+        mask_token_id=16, layer_types=("full_attention",) * s.layers, conv_kernel_size=s.conv_kernel,
+        conv_group_size=16, selector_rank=s.rank, selector_top_k=s.top_k)
+    values = sum(int(np.prod(shape)) for shape in expected_shapes(config).values())
+    assert values * 2 < 40e6

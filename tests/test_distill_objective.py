@@ -1,0 +1,184 @@
+"""The training forward is the engine's forward: packed blocks, masks, losses, the walk."""
+
+from __future__ import annotations
+
+import math
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx.utils import tree_map
+
+from dflash_tui.distill.architecture import build_config, init_drafter, zlab_layer_ids
+from dflash_tui.distill.evaluate import accepted_lengths, walk_proposals
+from dflash_tui.distill.objective import (draft_hidden, losses, selector_loss, slot_weights,
+                                          target_features, target_parts)
+from dflash_tui.distill.settings import TrainSettings
+from dflash_tui.engine.drafter import block_masks
+from dflash_tui.engine.selector import lattice_arrays, to_lattice, walk
+from dflash_tui.engine.target import load_target
+
+GAMMA = 5
+ANCHORS = np.array([[5, 17, 30], [9, 22, 33]])
+
+
+@pytest.fixture(scope="module")
+def setup(make_pair):
+    target_dir, _ = make_pair("llama")
+    target = load_target(target_dir)
+    config = build_config(target, TrainSettings(gamma=GAMMA, layers=2, rank=8, top_k=8), 3)
+    drafter = init_drafter(config, 0)
+    # Move every weight off its neat initial value so convs, codebooks and norms all matter.
+    mx.random.seed(1)
+    drafter.update(tree_map(lambda p: p + 0.05 * mx.random.normal(p.shape), drafter.parameters()))
+    target.hook(config.target_layer_ids)
+    ids = mx.array(np.random.default_rng(0).integers(4, 300, size=(2, 40)).astype(np.int32))
+    capture = target_features(target, ids)
+    mx.eval(capture)
+    yield target, config, drafter, ids, capture
+    target.unhook()
+
+
+def blocks_for(ids, config, gamma=GAMMA):
+    block = np.full((*ANCHORS.shape, gamma + 1), config.mask_token_id, dtype=np.int32)
+    block[:, :, 0] = np.take_along_axis(np.array(ids), ANCHORS, axis=1)
+    return mx.array(ANCHORS.reshape(-1).astype(np.int32)), mx.array(block.reshape(-1, gamma + 1))
+
+
+def packed_logits(drafter, target, config, capture, anchors, block, lengths):
+    parts = target_parts(target, config)
+    hidden = draft_hidden(drafter, parts, capture, anchors, block, lengths)
+    return drafter.logits(hidden, parts.lm_head)
+
+
+def test_packed_blocks_equal_the_engine_inference_forward(setup):
+    target, config, drafter, ids, capture = setup
+    anchors, block = blocks_for(ids, config)
+    logits = packed_logits(drafter, target, config, capture, anchors, block, mx.array([GAMMA] * 6))
+    parts = target_parts(target, config)
+    for n, a in enumerate(ANCHORS.reshape(-1)):
+        b = n // ANCHORS.shape[1]
+        # Inference: context K/V of rows 0..a-1 only, one block, the engine's own masks.
+        kv = drafter.context_kv(drafter.project_context(capture[b:b + 1, :a]), 0)
+        x = target.embed_tokens(block[n:n + 1]) * parts.embed_scale
+        masks = block_masks(config, [int(a)] * len(drafter.layers), GAMMA + 1)
+        reference = drafter.logits(drafter.block_hidden(x, kv, int(a), masks)[0, 1:], parts.lm_head)
+        assert mx.allclose(reference, logits[n], atol=1e-4).item(), f"block {n} at anchor {a}"
+
+
+def test_a_block_sees_only_the_context_before_its_anchor(setup):
+    target, config, drafter, ids, capture = setup
+    anchors, block = blocks_for(ids, config)
+    lengths = mx.array([GAMMA] * 6)
+    base = packed_logits(drafter, target, config, capture, anchors, block, lengths)
+    # Change sequence 0's capture at row 17: the anchor of block 1 (never visible to it),
+    # after block 0's anchor (5), before block 2's (30).
+    changed = packed_logits(drafter, target, config, capture.at[0, 17].add(3.0), anchors, block, lengths)
+    diff = mx.abs(changed - base).max(axis=(1, 2))
+    assert diff[0].item() == 0.0 and diff[1].item() == 0.0, "a block saw its anchor's row or later"
+    assert diff[2].item() > 1e-3, "a block did not see an earlier context row"
+    assert (diff[3:] == 0).all().item(), "blocks of another sequence changed"
+
+
+def test_a_short_block_computes_what_an_inference_block_of_that_length_computes(setup):
+    target, config, drafter, ids, capture = setup
+    g = 2
+    anchors, block = blocks_for(ids, config)
+    long = packed_logits(drafter, target, config, capture, anchors, block, mx.array([g] * 6))
+    _, short_block = blocks_for(ids, config, gamma=g)
+    short = packed_logits(drafter, target, config, capture, anchors, short_block, mx.array([g] * 6))
+    assert mx.allclose(long[:, :g], short, atol=1e-4).item()
+    full = packed_logits(drafter, target, config, capture, anchors, block, mx.array([GAMMA] * 6))
+    assert not mx.allclose(full[:, :g], short, atol=1e-4).item(), "hidden rows made no difference"
+
+
+def test_slot_weights_decay_as_exp_minus_k_minus_1_over_7():
+    w = np.array(slot_weights(15, 7.0))
+    assert w[0] == 1.0
+    assert np.allclose(w, [math.exp(-(k - 1) / 7) for k in range(1, 16)])
+    assert np.isclose(w[7], math.exp(-1.0))
+
+
+def test_block_loss_is_the_weighted_mean_of_slot_cross_entropies(setup):
+    target, config, drafter, ids, capture = setup
+    anchors, block = blocks_for(ids, config)
+    offsets = ANCHORS[:, :, None] + np.arange(1, GAMMA + 1)
+    labels = mx.array(np.take_along_axis(np.array(ids)[:, None, :], offsets, axis=2).reshape(6, GAMMA))
+    lengths = mx.array([GAMMA, GAMMA, 2, 0, GAMMA, 1])
+    weights = slot_weights(GAMMA, 7.0)
+    _, metrics = losses(drafter, target_parts(target, config), capture, anchors, block, labels,
+                        lengths, weights, selector_weight=0.5)
+    logits = np.array(packed_logits(drafter, target, config, capture, anchors, block, lengths), dtype=np.float64)
+    logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
+    ce = -np.take_along_axis(logp, np.array(labels)[..., None], axis=-1)[..., 0]
+    w = np.array(weights)[None] * (np.arange(GAMMA)[None] < np.array(lengths)[:, None])
+    assert np.isclose(metrics["block_ce"].item(), (ce * w).sum() / w.sum(), rtol=1e-4)
+    assert np.isclose(metrics["loss"].item(),
+                      metrics["block_ce"].item() + 0.5 * metrics["selector_ce"].item(), rtol=1e-5)
+
+
+def test_selector_loss_swaps_a_missing_label_in_for_the_lowest_candidate():
+    from dflash_tui.engine.draft_config import parse_config
+    from dflash_tui.engine.drafter import CandidateSelector
+    import sys, pathlib
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    from fixtures import zlab_config
+
+    config = parse_config(zlab_config("DFlash2DraftModel", vocab=10, target_layers=4,
+                                      layer_ids=[1], mask_token_id=3))
+    selector = CandidateSelector(config)
+    selector.predecessor_codebook = mx.zeros((10, config.selector_rank))  # edges all 0
+    logits = mx.array([[[9.0, 8, 7, 6, 5, 4, 3, 2, 1, 0]]])  # one block, one slot
+    hidden = mx.zeros((1, 1, config.hidden_size))
+    # K = 3: candidates 0, 1, 2. Label 1 is in; label 7 is not and replaces candidate 2.
+    ce_in, in_top, _ = selector_loss(selector, hidden, logits, mx.array([0]), mx.array([[1]]), 3)
+    ce_out, out_top, _ = selector_loss(selector, hidden, logits, mx.array([0]), mx.array([[7]]), 3)
+    assert in_top.item() and not out_top.item()
+    assert np.isclose(ce_in.item(), np.log(np.exp([9, 8, 7]).sum()) - 8, rtol=1e-5)
+    assert np.isclose(ce_out.item(), np.log(np.exp([9, 8, 2]).sum()) - 2, rtol=1e-5)
+
+
+def test_batched_walk_is_the_engine_selector_walk(setup):
+    target, config, drafter, ids, capture = setup
+    selector = drafter.candidate_selector
+    saved = (selector.predecessor_codebook, selector.successor_codebook)
+    # Large codebooks: edges big enough that the walk leaves the argmax path.
+    selector.predecessor_codebook = saved[0] * 40
+    selector.successor_codebook = saved[1] * 40
+    try:
+        _check_walk(target, config, drafter, ids, capture)
+    finally:
+        selector.predecessor_codebook, selector.successor_codebook = saved
+
+
+def _check_walk(target, config, drafter, ids, capture):
+    anchors, block = blocks_for(ids, config)
+    parts = target_parts(target, config)
+    hidden = draft_hidden(drafter, parts, capture, anchors, block, mx.array([GAMMA] * 6))
+    logits = drafter.logits(hidden, parts.lm_head).astype(mx.float32)
+    batched = np.array(walk_proposals(drafter.candidate_selector, hidden, logits, block[:, 0],
+                                      config.selector_top_k))
+    leaves = 0
+    for n in range(6):
+        hproj = drafter.candidate_selector.hidden_projection(hidden[n])
+        arrays = lattice_arrays(drafter.candidate_selector, hproj, logits[n], int(block[n, 0]),
+                                config.selector_top_k)
+        lattice = to_lattice(*(np.array(a) for a in arrays))
+        picks, _ = walk(lattice, 0.0, None)
+        engine = [int(lattice.candidates[s, i]) for s, i in enumerate(picks)]
+        assert batched[n].tolist() == engine
+        leaves += sum(int(i) != 0 for i in picks)
+    assert leaves > 0, "the walk never left the argmax path: the test cannot tell the two apart"
+
+
+def test_accepted_length_is_the_longest_matching_prefix():
+    proposals = np.array([[1, 2, 3], [1, 9, 3], [0, 2, 3], [1, 2, 3]])
+    labels = np.array([[1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 4]])
+    assert accepted_lengths(proposals, labels).tolist() == [3, 1, 0, 2]
+
+
+def test_target_layer_ids_follow_zlab():
+    assert zlab_layer_ids(30, 5) == [1, 8, 14, 20, 27]  # SmolLM2-135M
+    assert zlab_layer_ids(36, 5) == [1, 9, 17, 25, 33]
+    assert zlab_layer_ids(30, 1) == [15]
+    assert zlab_layer_ids(4, 5) == [0, 1, 2, 3]  # too shallow for the rule: distinct layers
