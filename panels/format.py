@@ -33,6 +33,23 @@ def num(x: Optional[float], digits: int = 4) -> str:
     return f"{x:.{max(digits - 2, 1)}e}"
 
 
+NONFINITE = "n/f"
+
+
+def score(x: Optional[float], digits: int = 4) -> str:
+    """A value the engine always computes (a logit, a probability, a score): None there
+    means it was NaN or Inf (JSON has neither), so live and replay both show n/f."""
+    if x is None or not math.isfinite(x):
+        return NONFINITE
+    return num(x, digits)
+
+
+def prob(x: Optional[float]) -> str:
+    if x is None or not math.isfinite(x):
+        return NONFINITE
+    return f"{x:.3f}"
+
+
 def count(n: int) -> str:
     return "0" if n == 0 else f"{n:,}"
 

@@ -8,6 +8,7 @@ predecessor row is marked ▶ and its pick ●; column marks: ★ plain argmax, 
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 from rich.color import Color
@@ -34,7 +35,7 @@ def ramp(t: float) -> Color:
 def render_lattice(lattice: Sequence[Sequence[float]], predecessors: Sequence[str],
                    pred_index: int, pick: int, argmax: int, target: Optional[int]) -> Text:
     """target: the column of the target's token, or None when it is not a candidate."""
-    values = [v for row in lattice for v in row]
+    values = [v for row in lattice for v in row if v is not None and math.isfinite(v)]
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
     span = hi - lo or 1.0
     k = len(lattice[0]) if lattice else 0
@@ -50,6 +51,9 @@ def render_lattice(lattice: Sequence[Sequence[float]], predecessors: Sequence[st
         text.append(("▶" if chosen_row else " ") + f"{label:<{LABEL - 1}} ",
                     style="bold" if chosen_row else "dim")
         for c, value in enumerate(row):
+            if value is None or not math.isfinite(value):  # NaN / Inf (None once in JSON)
+                text.append(" × ", style="bold white on red")
+                continue
             t = (value - lo) / span
             fg = "black" if t > 0.55 else "white"
             glyph = " ● " if chosen_row and c == pick else "   "

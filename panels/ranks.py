@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Static
 
 from dflash_tui.engine.records import RoundRecord, SlotRank
 
-from .format import DASH, num, token_text
+from .format import DASH, prob, score, token_text
 from .frame import Frame
 
 COLUMNS = ("slot", "proposal", "target", "rank", "p(tgt)", "in K", "fate")
@@ -120,7 +120,7 @@ def _row(record: RoundRecord, slot: int, proposal: int, rank: Optional[SlotRank]
     return cells + [
         token_text(record.text(rank.target), dim),
         Text(str(rank.rank), style=dim or rank_style(rank.rank), justify="right"),
-        Text(f"{rank.p_target:.3f}", style=dim, justify="right"),
+        Text(prob(rank.p_target), style=dim, justify="right"),
         Text(in_k, style=dim or ("" if rank.in_candidates in (None, True) else "red")),
         fate,
     ]
@@ -136,5 +136,5 @@ def _top_table(title: str, record: RoundRecord, top, mark: int, mark_label: str)
     for t in top:
         marked = t.token == mark
         table.add_row(token_text(record.text(t.token), "bold" if marked else "", width=10),
-                      num(t.logit), f"{t.prob:.3f}", mark_label if marked else "")
+                      score(t.logit), prob(t.prob), mark_label if marked else "")
     return table

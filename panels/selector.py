@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Static
 
 from dflash_tui.engine.records import RoundRecord, SelectorSlot
 
-from .format import DASH, num, token_text
+from .format import score, token_text
 from .frame import Frame
 from .lattice import LatticeHeatmap
 from .ranks import RanksPanel
@@ -32,6 +32,13 @@ class SelectorPanel(Vertical):
     SelectorPanel > DataTable { height: auto; max-height: 45%; }
     SelectorPanel > Horizontal { height: auto; margin-top: 1; }
     SelectorPanel #selector-candidates { width: auto; padding-right: 2; }
+    """
+
+    # On a narrow screen (the screen's -narrow breakpoint class) the lattice goes below the
+    # candidates: this needs the class on an ancestor, so it is not scoped to the widget.
+    NARROW_CSS = """
+    .-narrow SelectorPanel > Horizontal { layout: vertical; }
+    .-narrow SelectorPanel #selector-lattice { margin-top: 1; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -102,7 +109,7 @@ class SelectorPanel(Vertical):
                 token_text(record.text(s.chosen), "bold magenta" if s.off_argmax else "bold"),
                 token_text(record.text(s.argmax)),
                 token_text(record.text(target)) if target is not None else Text("…", style="dim"),
-                Text(num(s.score[s.chosen_index]), justify="right"),
+                Text(score(s.score[s.chosen_index]), justify="right"),
                 Text("⚑ off argmax", style="bold magenta") if s.off_argmax
                 else Text("argmax", style="dim"),
             ])
@@ -125,7 +132,7 @@ class SelectorPanel(Vertical):
             style = "bold magenta" if i == slot.chosen_index and slot.off_argmax else \
                 "bold" if i == slot.chosen_index else ""
             table.add_row(str(i), token_text(record.text(token), style, width=10),
-                          num(slot.unary[i]), num(slot.edge[i]), num(slot.score[i]), marks)
+                          score(slot.unary[i]), score(slot.edge[i]), score(slot.score[i]), marks)
         self.query_one("#selector-candidates", Static).update(table)
         previous = record.selector.slots[slot.slot - 1] if slot.slot > 0 else None
         if previous is None:

@@ -175,3 +175,24 @@ def test_trace_lines_are_json_objects(recorded):
     path, _ = recorded
     objs = [json.loads(line) for line in Path(path).read_text().splitlines()]
     assert objs[0]["schema"] == "dflash-tui/trace@1" and len(objs) == 4
+
+
+def oracle_proposer(pair, prompt: str, tokens: int, good: int):
+    """Forced proposals (the engine's SessionOptions.proposer) that agree with the target's
+    own greedy decode for the first `good` slots of each round and disagree after: the real
+    verify then accepts exactly min(good, gamma) and commits the target's token as bonus."""
+    from dflash_tui.engine.api import load_pair, open_session
+    from dflash_tui.engine.session import SessionOptions
+
+    session = open_session(*load_pair(*pair), prompt, options=SessionOptions(gamma=4, max_tokens=tokens))
+    list(session.run())
+    greedy, prompt_length = list(session.generated), len(session.prompt_ids)
+    vocab = session.info.vocab_size
+    session.close()
+
+    def propose(committed: list[int], gamma: int) -> list[int]:
+        done = len(committed) - prompt_length  # tokens generated so far, anchor included
+        ahead = greedy[done: done + gamma] + [0] * gamma
+        return [t if i < good else (t + 1) % vocab for i, t in enumerate(ahead[:gamma])]
+
+    return propose

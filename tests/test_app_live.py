@@ -16,7 +16,9 @@ from dflash_tui.app.breakpoints import Breakpoints
 from dflash_tui.app.live import LiveApp
 from dflash_tui.engine.records import STAGE_ORDER
 
-from test_app_helpers import launch, press_and_settle, table_rows, wait_for, wait_idle, \
+from dflash_tui.panels.stream import round_tokens
+
+from test_app_helpers import launch, oracle_proposer, press_and_settle, table_rows, wait_for, wait_idle, \
     wait_loaded, widget_text
 
 SIZE = (120, 35)
@@ -91,6 +93,37 @@ def test_stage_by_stage_every_panel_follows(pair):
     run(scenario())
 
 
+def test_accepted_rejected_and_bonus_tokens_are_shown(pair):
+    """With proposals that match the target for two slots, verify accepts two, the stream
+    colours them, the ranks say so and the history counts acceptance by slot."""
+    proposer = oracle_proposer(pair, "The quick brown fox", 40, good=2)
+
+    async def scenario():
+        app = LiveApp(launch(pair, proposer=proposer), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "s", "s", "s", "s")  # round 2 at verify
+            record = app.record
+            assert record.stage == "verify" and record.accepted == 2
+            fates = [fate for _, fate in round_tokens(record)]
+            assert fates == ["accepted", "accepted", "rejected", "rejected", "bonus"]
+            assert record.bonus == record.target_tokens[2]
+            rows = table_rows(app.main.query_one("#ranks-table", DataTable))
+            assert [r[-1] for r in rows] == ["✓ accepted", "✓ accepted", "✗ rejected", "· after reject"]
+            stream = widget_text(app, app.main.query_one("#stream"))
+            shown = "".join(record.text(t) for t in record.proposals[:2])
+            assert shown.strip() in stream.replace("\n", "")
+            history = widget_text(app, app.main.query_one("#history"))
+            assert "mean 2.00 over 2 rounds" in history
+            assert "s0 100% (2/2)" in history
+            await press_and_settle(pilot, "full_stop", "full_stop")
+            assert "s2 0% (0/2)" in widget_text(app, app.main.query_one("#history"))
+            header = widget_text(app, app.main.query_one("#header"))
+            assert "mean acc 2.00" in header and "tokens 7" in header
+
+    run(scenario())
+
+
 def test_round_then_run_to_the_token_budget(pair):
     async def scenario():
         app = LiveApp(launch(pair, max_tokens=12), show_timings=False, export_dir=Path("unused"))
@@ -149,7 +182,7 @@ def test_nonfinite_breakpoint_stops_the_run_and_f_finds_it(nan_pair):
             assert (record.round, record.stage) == (0, "draft")
             first = record.first_nonfinite
             assert (first.stage, first.layer) == ("draft", 1)
-            assert f"non-finite in {first.where}" in app.status.message
+            assert "non-finite in draft L1 ffn_out (5 buffers)" in app.status.message
             await pilot.press("f")
             await pilot.pause()
             assert app.main.query_one("#inspector", TabbedContent).active == "tab-probes"

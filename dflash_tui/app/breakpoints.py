@@ -61,7 +61,9 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
         bad = [p for p in record.probes if p.stage == stage and p.nonfinite]
         if bad:
             first = record.first_nonfinite or bad[0]
-            found.append(f"non-finite in {first.where} ({len(bad)} buffer{'s' * (len(bad) > 1)})")
+            layer = "" if first.layer is None else f" L{first.layer}"
+            found.append(f"non-finite in {first.stage}{layer} {first.name} "
+                         f"({len(bad)} buffer{'s' * (len(bad) > 1)})")
     if stage == "verify":
         if armed.zero_accepted and record.accepted == 0:
             found.append("accepted == 0")

@@ -24,6 +24,7 @@ from ..panels.frame import Frame
 from ..panels.help import HelpScreen
 from ..panels.probes import ProbesPanel
 from ..panels.ranks import RanksPanel
+from ..panels.selector import SelectorPanel
 from ..panels.status import StatusLine
 from .breakpoints import TOGGLES, Breakpoints
 from .screens.main import MainScreen
@@ -41,6 +42,7 @@ class ExportDone(Message):
 class DebuggerApp(App[int]):
     TITLE = "dflash-tui"
     ENABLE_COMMAND_PALETTE = True
+    CSS = SelectorPanel.NARROW_CSS
     BINDINGS = [
         Binding("q", "quit", "quit"),
         Binding("question_mark", "help", "help"),

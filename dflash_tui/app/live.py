@@ -268,7 +268,7 @@ class LiveApp(DebuggerApp):
         record = self.record
         where = f"round {record.round} {record.stage}" if record is not None else "prefill"
         if event.reason == "breakpoint":
-            self.set_status("breakpoint", f"breakpoint at {where}: {event.message}")
+            self.set_status("breakpoint", f"stopped at {where}: {event.message}")
         elif event.reason == "finished":
             tokens = sum(len(r.committed_tokens) for r in self.rounds) + 1
             self.finished = event.message

@@ -32,6 +32,9 @@ class MainScreen(Screen):
     MainScreen #inspector TabPane { padding: 0; }
     """
     AUTO_FOCUS = "#ranks-table"
+    # Narrow screens stack what sits side by side on wide ones (the selector's candidates
+    # and lattice need ~75 columns of inspector).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (130, "-wide")]
 
     def compose(self):
         yield HeaderPanel(id="header")

@@ -1,0 +1,218 @@
+"""Traces and exports reopen in replay with the same numbers; replay steps stage by stage;
+bad arguments end with one line and exit code 2 before any app opens."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from textual.widgets import DataTable
+
+from dflash_tui import cli
+from dflash_tui.app.live import LiveApp
+from dflash_tui.app.replay import load
+from dflash_tui.app.replay_app import ReplayApp
+
+from test_app_helpers import launch, press_and_settle, table_rows, wait_for, wait_loaded, widget_text
+
+SIZE = (120, 35)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture(scope="module")
+def pair(make_pair):
+    return make_pair("llama", "DFlash2DraftModel")
+
+
+def panel_view(app) -> dict:
+    """What the panels show, as text: the tables cell by cell, the rest as on screen."""
+    main = app.main
+    app.render_now()
+    view = {name: table_rows(main.query_one(f"#{name}", DataTable))
+            for name in ("ranks-table", "selector-path", "probes-table")}
+    for name in ("state", "ranks-drafter-top", "ranks-target-top", "selector-candidates",
+                 "selector-lattice"):
+        view[name] = widget_text(app, main.query_one(f"#{name}"))
+    return view
+
+
+def numbers_line(app) -> list[str]:
+    """The header's numbers, without the round label (live says "2", replay "2/2")."""
+    line = widget_text(app, app.main.query_one("#header")).splitlines()[1].split()
+    return [word for i, word in enumerate(line) if i == 0 or line[i - 1] != "round"]
+
+
+@pytest.fixture(scope="module")
+def live_session(pair, tmp_path_factory):
+    """Three rounds in the live app with --trace, round 2 exported with NPZ on."""
+    root = tmp_path_factory.mktemp("live")
+    trace, exports = root / "session.jsonl", root / "snapshots"
+    views = {}
+
+    async def scenario():
+        app = LiveApp(launch(pair, trace=trace), show_timings=False, export_dir=exports)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "X", "n", "n", "n")
+            await pilot.press("x")
+            await wait_for(pilot, lambda: "exported" in app.status.message, what="the export")
+            views["panels"], views["numbers"] = panel_view(app), numbers_line(app)
+            views["history"] = widget_text(app, app.main.query_one("#history"))
+            views["stream"] = widget_text(app, app.main.query_one("#stream"))
+            views["record"] = app.record
+            views["status"] = app.status.message
+            await pilot.press("q")
+
+    run(scenario())
+    return trace, exports, views
+
+
+def test_export_writes_json_and_npz_atomically(live_session):
+    _, exports, views = live_session
+    record = views["record"]
+    assert sorted(p.name for p in exports.iterdir()) == ["round-0002.json", "round-0002.npz"]
+    assert f"{exports}/round-0002.json + round-0002.npz" in views["status"]
+    snapshot = json.loads((exports / "round-0002.json").read_text())
+    assert snapshot["round"] == 2 and snapshot["stage"] == "commit"
+    assert snapshot["accepted"] == record.accepted and snapshot["proposals"] == list(record.proposals)
+    assert snapshot["session"]["drafter_kind"] == "DFlash2"
+    with np.load(exports / "round-0002.npz") as raw:
+        assert set(raw.files) == {k.replace("/", "__") for k in record.raw}
+        logits = raw["draft__logits"]
+        assert logits.shape[0] == record.gamma and np.isfinite(logits).all()
+
+
+def test_trace_records_every_round_and_replays_the_same_panels(live_session):
+    trace, _, views = live_session
+    lines = trace.read_text().splitlines()
+    assert len(lines) == 4  # header + three rounds, one line each
+    recording = load(trace)
+    assert [r.round for r in recording.sessions[0].rounds] == [0, 1, 2]
+
+    async def scenario():
+        app = ReplayApp(recording, show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await press_and_settle_replay(pilot, "end")
+            assert app.record.round == 2 and app.record.complete
+            assert panel_view(app) == views["panels"]
+            assert numbers_line(app) == views["numbers"]
+            assert widget_text(app, app.main.query_one("#history")) == views["history"]
+            assert widget_text(app, app.main.query_one("#stream")) == views["stream"]
+            assert "2/2" in widget_text(app, app.main.query_one("#header"))
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("which", ["directory", "file"])
+def test_exported_snapshot_replays_the_same_round(live_session, which):
+    _, exports, views = live_session
+    path = exports if which == "directory" else exports / "round-0002.json"
+
+    async def scenario():
+        app = ReplayApp(load(path), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert app.record.round == 2
+            assert panel_view(app) == views["panels"]
+
+    run(scenario())
+
+
+async def press_and_settle_replay(pilot, *keys):
+    for key in keys:
+        await pilot.press(key)
+    pilot.app.render_now()
+    await pilot.pause()
+
+
+def test_replay_steps_stages_back_and_forth(live_session):
+    trace, _, _ = live_session
+
+    async def scenario():
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert (app.record.round, app.record.stage) == (0, "commit")
+            assert "over 1 rounds" in widget_text(app, app.main.query_one("#history"))
+            await press_and_settle_replay(pilot, "backspace")
+            record = app.record
+            assert record.stage == "verify" and record.accepted is not None
+            assert record.committed_tokens == () and record.rollback.kind == "none"
+            assert "no rounds yet" in widget_text(app, app.main.query_one("#history"))
+            ranks = table_rows(app.main.query_one("#ranks-table", DataTable))
+            assert [int(r[3]) for r in ranks] == [r.rank for r in record.ranks]
+            await press_and_settle_replay(pilot, "backspace", "backspace")
+            assert app.record.stage == "draft" and app.record.proposals is None
+            assert table_rows(app.main.query_one("#ranks-table", DataTable)) == []
+            await press_and_settle_replay(pilot, "backspace", "backspace")  # before round 0
+            assert app.record.stage == "context" and "start of the recording" in app.status.message
+            await press_and_settle_replay(pilot, "right")
+            assert (app.record.round, app.record.stage) == (1, "commit")
+            await press_and_settle_replay(pilot, "s")
+            assert (app.record.round, app.record.stage) == (2, "context")
+            await press_and_settle_replay(pilot, "n")
+            assert (app.record.round, app.record.stage) == (2, "commit")
+            await press_and_settle_replay(pilot, "n")
+            assert app.record.round == 2 and "end of the recording" in app.status.message
+            await press_and_settle_replay(pilot, "home")
+            assert app.record.round == 0
+
+    run(scenario())
+
+
+def test_replay_play_stops_at_a_nonfinite_breakpoint(make_pair, tmp_path):
+    """A trace of the NaN drafter, recorded headless; replay plays into it and stops."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fixtures import drafter_tensors, write_drafter
+
+    from dflash_tui.engine.api import load_pair, open_session
+    from dflash_tui.engine.session import SessionOptions
+    from dflash_tui.snapshot import TraceWriter
+
+    target, draft = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft / "config.json").read_text())
+    tensors = drafter_tensors(config, seed=1)
+    tensors["layers.1.mlp.down_proj.weight"][:] = float("nan")
+    bad = write_drafter(tmp_path / "nan-drafter", config, tensors=tensors)
+    session = open_session(*load_pair(target, bad), "hi", options=SessionOptions(gamma=3))
+    writer = TraceWriter(tmp_path / "nan.jsonl", session.info, session.prefill_record)
+    for record in session.run(2):
+        writer.write(record)
+    writer.close()
+    session.close()
+
+    async def scenario():
+        app = ReplayApp(load(tmp_path / "nan.jsonl"), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await pilot.press("c")
+            await wait_for(pilot, lambda: not app.playing, what="play to stop")
+            assert (app.record.round, app.record.stage) == (1, "draft")
+            assert app.status.kind == "breakpoint"
+            assert "non-finite in draft L1 ffn_out" in app.status.message
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["replay", "{tmp}/missing.jsonl"], "no such trace"),
+    (["{tmp}/no-model"], "no such model directory"),
+    (["{target}", "--draft", "{tmp}/no-drafter"], "no such drafter directory"),
+    (["{target}", "--block", "0"], "--block 0"),
+    (["{target}", "--max-tokens", "0"], "--max-tokens 0"),
+    (["{target}", "--prompt", "  "], "the prompt is empty"),
+    (["{target}", "--prompt-file", "{tmp}/none.txt"], "no such prompt file"),
+])
+def test_bad_arguments_end_with_one_line_and_exit_2(pair, tmp_path, capsys, argv, message):
+    argv = [a.format(tmp=tmp_path, target=pair[0]) for a in argv]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dflash-tui: error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err

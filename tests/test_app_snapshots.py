@@ -1,0 +1,96 @@
+"""SVG snapshots of the app (pytest-textual-snapshot; textual is pinned in pyproject.toml).
+
+Deterministic by construction: greedy decoding of fixed fixture checkpoints, clocks frozen
+(show_timings=False hides tokens/s and stage times), fixed terminal sizes, no paths that
+vary between runs on screen. Update after an intended change with
+`python -m pytest tests/test_app_snapshots.py --snapshot-update` and look at the SVGs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from dflash_tui.app.live import LiveApp
+from dflash_tui.app.replay import load
+from dflash_tui.app.replay_app import ReplayApp
+
+from test_app_helpers import launch, oracle_proposer, press_and_settle, wait_for, wait_idle, \
+    wait_loaded
+
+
+@pytest.fixture(scope="module")
+def pair(make_pair):
+    return make_pair("llama", "DFlash2DraftModel")
+
+
+@pytest.fixture(scope="module")
+def nan_pair(make_pair, fixture_root):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fixtures import drafter_tensors, write_drafter
+
+    target, draft = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft / "config.json").read_text())
+    tensors = drafter_tensors(config, seed=1)
+    tensors["layers.1.mlp.down_proj.weight"][:] = float("nan")
+    return target, write_drafter(fixture_root / "nan-drafter-snap", config, tensors=tensors)
+
+
+def live(pair, **kwargs) -> LiveApp:
+    return LiveApp(launch(pair, **kwargs), show_timings=False, export_dir=Path("snapshots"))
+
+
+def test_main_screen_after_three_rounds(snap_compare, pair):
+    """Proposals forced to match the target on two slots: accepted, rejected and bonus
+    tokens all show, and the history has something to say."""
+    proposer = oracle_proposer(pair, "The quick brown fox", 40, good=2)
+
+    async def steps(pilot):
+        await wait_loaded(pilot)
+        await press_and_settle(pilot, "n", "n", "n", "s", "s", "s", "s")  # round 3 at verify
+
+    assert snap_compare(live(pair, proposer=proposer), terminal_size=(120, 35), run_before=steps)
+
+
+def test_selector_tab_at_100x30(snap_compare, pair):
+    async def steps(pilot):
+        await wait_loaded(pilot)
+        await press_and_settle(pilot, "n", "n", "s", "s", "s", "s", "2", "full_stop")
+
+    assert snap_compare(live(pair), terminal_size=(100, 30), run_before=steps)
+
+
+def test_nonfinite_breakpoint_hit(snap_compare, nan_pair):
+    async def steps(pilot):
+        app = pilot.app
+        await wait_loaded(pilot)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.status.kind == "breakpoint", what="the breakpoint")
+        await wait_idle(pilot)
+        await press_and_settle(pilot, "f")
+
+    assert snap_compare(live(nan_pair), terminal_size=(120, 35), run_before=steps)
+
+
+def test_replay_of_a_trace(snap_compare, pair, tmp_path):
+    from dflash_tui.engine.api import load_pair, open_session
+    from dflash_tui.engine.session import SessionOptions
+    from dflash_tui.snapshot import TraceWriter
+
+    session = open_session(*load_pair(*pair), "The quick brown fox", options=SessionOptions(gamma=4))
+    writer = TraceWriter(tmp_path / "session.jsonl", session.info, session.prefill_record)
+    for record in session.run(4):
+        writer.write(record)
+    writer.close()
+    session.close()
+    app = ReplayApp(load(tmp_path / "session.jsonl"), show_timings=False, export_dir=Path("snapshots"))
+
+    async def steps(pilot):
+        await pilot.press("right", "right", "backspace", "backspace")  # round 2 at select
+        pilot.app.render_now()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 35), run_before=steps)
