@@ -1,7 +1,8 @@
 """sample_prompts/ is held out: the drafter is judged on it, so it is never trained on.
 
-A held-out "unit" is each prompt file's whole text and each of its non-blank lines of at
-least MIN_CHARS characters (whatever the bench cuts a file into, every piece is covered).
+Prompt files are laid out as sample_prompts/README.md says: one prompt per *.txt file in a
+workload folder; hidden files and folders are not prompts. A held-out "unit" is each
+file's whole text and each of its non-blank lines of at least MIN_CHARS characters (whatever the bench cuts a file into, every piece is covered).
 A training prompt clashes with a unit when, after lower-casing and collapsing whitespace,
 one contains the other. Short units are only compared for equality, so a one-word line
 does not rule out every prompt that uses the word.
@@ -16,7 +17,6 @@ from typing import Iterable, Optional
 from ..engine.errors import InputError
 
 MIN_CHARS = 20
-SUFFIXES = {".txt", ".md", ".prompt", ""}
 
 
 def normalize(text: str) -> str:
@@ -56,8 +56,9 @@ def read_holdout(directory: Optional[str | Path]) -> Holdout:
     if not directory.is_dir():
         raise InputError(f"--holdout {directory}: no such directory (expected a folder of prompt files)")
     units = []
-    for path in sorted(directory.rglob("*")):
-        if not path.is_file() or path.suffix not in SUFFIXES or path.name.startswith("."):
+    for path in sorted(directory.rglob("*.txt")):
+        hidden = any(part.startswith(".") for part in path.relative_to(directory).parts)
+        if hidden or not path.is_file():
             continue
         try:
             text = path.read_text(encoding="utf-8")

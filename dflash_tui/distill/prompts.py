@@ -79,6 +79,15 @@ PROSE_TEMPLATES = [
     "Tell me about {topic}.",
     "Write a blog post outline about {topic}.",
     "Explain the difference between {topic} and {other} in two paragraphs.",
+    "Write a polite letter to a local council about {topic}.",
+    "Write a complaint email to a company about a problem related to {topic}.",
+    "Write the opening paragraph of a story set in a world shaped by {topic}.",
+    "Summarize the main arguments for and against {topic}.",
+    "Write a short speech for a school assembly about {topic}.",
+    "Write a thank-you note to a teacher who taught you about {topic}.",
+    "Write a short news report about a new discovery in {topic}.",
+    "Why do people find {topic} interesting? Answer in a short paragraph.",
+    "Write a resignation email to a manager at a company that works on {topic}.",
 ]
 
 NAMES = [
@@ -194,15 +203,90 @@ def _word_problem(r: random.Random) -> str:
         ab=a * b, ac=a * r.randint(2, 5), ab2=2 * b + a, item=r.choice(ITEMS_PRICED),
         h=r.randint(5, 14),
     )
-    if r.random() < 0.3:
-        text += r.choice([" Explain your reasoning.", " Show your work.", " Think step by step."])
     return text
 
 
+FUNCTIONS = ["x^{a}", "{a}x^{b}", "sin(x)", "cos(x)", "e^x", "ln(x)", "x^{a} + {b}x", "sqrt(x)"]
+WORKING = [" Show your working.", " Show each step.", " Explain each step.", " Think step by step.",
+           " Show your working step by step.", " Explain your reasoning.", ""]
+
+
+def _calculus(r: random.Random) -> str:
+    a, b = r.randint(2, 6), r.randint(2, 9)
+    f = r.choice(FUNCTIONS).format(a=a, b=b)
+    g = r.choice(FUNCTIONS).format(a=r.randint(2, 5), b=r.randint(2, 9))
+    kind = r.randint(0, 4)
+    if kind == 0:
+        return f"Find the derivative of f(x) = {f} * {g}."
+    if kind == 1:
+        return f"Differentiate f(x) = {f} + {r.randint(2, 9)}*{g} and evaluate it at x = {r.randint(0, 3)}."
+    if kind == 2:
+        return f"Compute the integral of {a}x^{b} from 0 to {r.randint(1, 5)}."
+    if kind == 3:
+        return f"Use the chain rule to differentiate ({a}x + {b})^{r.randint(2, 6)}."
+    return f"Find the minimum of f(x) = x^2 - {2 * a}x + {b}."
+
+
+def _probability(r: random.Random) -> str:
+    kind = r.randint(0, 4)
+    if kind == 0:
+        n, k = r.randint(3, 8), r.randint(1, 3)
+        return f"If I flip a fair coin {n} times, what is the probability of getting exactly {k} heads?"
+    if kind == 1:
+        s = r.randint(3, 11)
+        return f"Two fair dice are rolled. What is the probability that the sum is {s}?"
+    if kind == 2:
+        red, blue = r.randint(2, 9), r.randint(2, 9)
+        return (f"A bag has {red} red and {blue} blue marbles. Two are drawn without replacement. "
+                "What is the probability that both are red?")
+    if kind == 3:
+        n = r.randint(4, 9)
+        return f"In how many ways can {n} people stand in a line? And how many ways to choose 3 of them?"
+    return f"A card is drawn from a standard deck. What is the probability that it is a {r.choice(['heart', 'king', 'red card', 'face card', 'number below 5'])}?"
+
+
+def _equations(r: random.Random) -> str:
+    p, q = r.randint(-9, 9), r.randint(-9, 9)
+    a = r.randint(1, 4)
+    b, c = -a * (p + q), a * p * q
+    kind = r.randint(0, 3)
+    if kind == 0:
+        return f"Solve the quadratic equation {a}x^2 + {b}x + {c} = 0."
+    if kind == 1:
+        x, y = r.randint(-5, 9), r.randint(-5, 9)
+        a1, b1, a2, b2 = r.randint(1, 5), r.randint(1, 5), r.randint(1, 5), -r.randint(1, 5)
+        return (f"Solve the system of equations: {a1}x + {b1}y = {a1 * x + b1 * y} and "
+                f"{a2}x {b2:+d}y = {a2 * x + b2 * y}.")
+    if kind == 2:
+        first, step, n = r.randint(1, 20), r.randint(2, 9), r.randint(10, 100)
+        return f"What is the sum of the first {n} terms of the arithmetic sequence that starts {first}, {first + step}, {first + 2 * step}, ...?"
+    ratio, first, n = r.randint(2, 4), r.randint(1, 5), r.randint(4, 10)
+    return f"Find the sum of the first {n} terms of the geometric series {first} + {first * ratio} + {first * ratio ** 2} + ..."
+
+
+def _money(r: random.Random) -> str:
+    kind = r.randint(0, 3)
+    principal, rate, years = r.randint(5, 200) * 100, r.choice([2, 3, 4, 5, 6, 8]), r.randint(2, 10)
+    if kind == 0:
+        return f"If you invest ${principal} at {rate}% interest compounded yearly, how much do you have after {years} years?"
+    if kind == 1:
+        price, off, tax = r.randint(20, 400), r.choice([10, 15, 20, 30]), r.choice([5, 7, 8, 10])
+        return f"A {r.choice(ITEMS_PRICED)} costs ${price}. It is {off}% off, and then {tax}% tax is added. What do you pay?"
+    if kind == 2:
+        d, v1, v2 = r.randint(100, 600), r.randint(40, 90), r.randint(40, 90)
+        return (f"Two cyclists start {d} km apart and ride towards each other at {v1} km/h and {v2} km/h. "
+                "When do they meet?")
+    hours, rate = r.randint(10, 45), r.randint(12, 40)
+    return f"Someone earns ${rate} per hour and works {hours} hours a week. How much do they earn in a year of 50 working weeks?"
+
+
 def math_prompt(r: random.Random) -> Prompt:
-    maker = r.choice([_arithmetic, _arithmetic, _algebra, _percent_units, _word_problem,
-                      _word_problem, _word_problem])
-    return Prompt("math", maker(r))
+    maker = r.choice([_arithmetic, _algebra, _percent_units, _word_problem, _word_problem,
+                      _calculus, _probability, _equations, _money])
+    text = maker(r)
+    if r.random() < 0.5 and not text.endswith(("step.", "steps.", "work.", "reasoning.")):
+        text += r.choice(WORKING)
+    return Prompt("math", text)
 
 
 LANGUAGES = ["Python", "Python", "Python", "JavaScript", "TypeScript", "C", "C++", "Java",
@@ -254,6 +338,23 @@ SQL_TASKS = [
     "join the orders and customers tables and show the customer name with each order total",
     "delete rows with a NULL email from the users table",
 ]
+SHELL_TASKS = [
+    "backs up a directory into a dated tar.gz archive", "renames all .jpeg files in a folder to .jpg",
+    "counts the lines in every .py file under a directory", "deletes log files older than 7 days",
+    "checks whether a website responds and prints the status code", "finds the 10 largest files in a directory",
+    "prints the disk usage of each subdirectory", "monitors a log file and prints lines containing ERROR",
+]
+JS_TASKS = [
+    "debounces a function call", "throttles a function", "deep-clones an object", "fetches JSON from a URL and handles errors",
+    "groups an array of objects by a key", "formats a number as a currency string", "validates a form field",
+    "flattens a nested array", "memoizes a function", "parses query parameters from a URL",
+]
+CONFIG_TASKS = [
+    "holds the settings of a web server (host, port, debug flag) with defaults",
+    "loads settings from environment variables with type conversion",
+    "validates a configuration dictionary and reports missing keys",
+    "reads a JSON config file and merges it with defaults",
+]
 CITIES = ["Paris", "Lagos", "Tokyo", "Lima", "Oslo", "Cairo", "Toronto", "Sydney", "Mumbai"]
 VAR_NAMES = ["items", "values", "numbers", "data", "scores", "prices", "words", "nums"]
 FUNC_NAMES = ["process", "compute", "helper", "transform", "solve", "calc", "run", "check"]
@@ -283,9 +384,35 @@ def _snippet(r: random.Random) -> str:
     return "\n".join([f"def {name}({var}):", *body])
 
 
+def _buggy_snippet(r: random.Random) -> str:
+    """A small Python function with one planted bug."""
+    var, k = r.choice(VAR_NAMES), r.randint(2, 9)
+    return r.choice([
+        f"def last_items({var}, n):\n    return {var}[len({var}) - n - 1:]",
+        f"def average({var}):\n    total = 0\n    for x in {var}:\n        total += x\n    return total / len({var}) - 1",
+        f"def count_up_to(n):\n    result = []\n    for i in range(1, n):\n        result.append(i)\n    return result",
+        f"def find_index({var}, target):\n    for i in range(len({var}) + 1):\n        if {var}[i] == target:\n            return i\n    return -1",
+        f"def is_even(n):\n    return n % 2 == 1",
+        f"def multiples(n):\n    return [i * {k} for i in range(n) if i % {k} == 0]",
+    ])
+
+
 def code_prompt(r: random.Random) -> Prompt:
     roll = r.random()
-    if roll < 0.7:
+    if roll < 0.15:
+        kind = r.randint(0, 2)
+        if kind == 0:
+            return Prompt("code", f"Write a bash script that {r.choice(SHELL_TASKS)}.")
+        if kind == 1:
+            return Prompt("code", f"Write a JavaScript function that {r.choice(JS_TASKS)}. Explain how it works.")
+        return Prompt("code", f"Write a Python dataclass that {r.choice(CONFIG_TASKS)}.")
+    if roll < 0.25:
+        code = _buggy_snippet(r)
+        ask = r.choice(["This function has a bug. Find it and fix it:",
+                        "Why does this function give the wrong result? Fix it:",
+                        "Find the off-by-one or logic error in this code and correct it:"])
+        return Prompt("code", f"{ask}\n\n```python\n{code}\n```")
+    if roll < 0.75:
         lang = r.choice(LANGUAGES)
         if lang == "SQL":
             task = r.choice(SQL_TASKS).format(city=r.choice(CITIES), year=r.randint(2005, 2023))

@@ -208,6 +208,8 @@ class TrainPhase:
         if self.trainer.step != saved_at or not (self.out / "config.json").is_file():
             self.save(last_eval)
         done = self.trainer.step >= train.steps
+        if done:
+            self.say(f"train: done: step {self.trainer.step}/{train.steps}, saved in {self.out}")
         if not done and not stopped_early:
             self.say(f"train: stopped at step {self.trainer.step} (--stop-at); saved")
         if stopped_early:

