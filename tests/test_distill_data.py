@@ -47,6 +47,12 @@ def test_batched_continuations_are_exactly_greedy(make_pair, kind):
     assert sorted(got) == list(range(len(prompts)))
     for i, prompt in enumerate(prompts):
         assert got[i].tokens == greedy_one(target.model, prompt, 24, set(stops)), texts[i]
+    # A stop token ends a continuation (and is kept), whatever the rest of its batch does.
+    reference = greedy_one(target.model, prompts[0], 24, set())
+    stop = reference[4]
+    cut = reference[:reference.index(stop) + 1]
+    got = {c.index: c for c in greedy_continuations(target.model, prompts, 24, [stop], batch_size=3)}
+    assert got[0].tokens == cut and got[0].stopped
 
 
 def test_holdout_clash_rules():

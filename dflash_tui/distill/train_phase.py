@@ -230,6 +230,7 @@ class TrainPhase:
         record["label_tokens_per_s"] = round(sum(w[2] for w in window) / max(seconds, 1e-9), 1)
         record["step_seconds"] = round(seconds / len(window), 4)
         record["tokens_seen"] = self.tokens_seen
+        record["peak_memory_gb"] = round(mx.get_peak_memory() / 1e9, 2)
         state_lib.append_jsonl(self.out / "train.jsonl", record)
 
 
