@@ -20,7 +20,8 @@ NUMBERS = {"rank_above": "rank_threshold", "position": "position_at"}
 
 class BreakpointsScreen(ModalScreen[Breakpoints | None]):
     DEFAULT_CSS = """
-    BreakpointsScreen { align: center middle; }
+    /* opaque: a see-through modal blends every cell of the screen below (slow) */
+    BreakpointsScreen { align: center middle; background: $background; }
     BreakpointsScreen > Vertical {
         width: 64; height: auto; border: thick $primary; background: $surface; padding: 0 1;
     }

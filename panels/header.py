@@ -25,7 +25,8 @@ class HeaderPanel(Static):
 
     def show(self, frame: Frame) -> None:
         lines = [self._identity(frame), self._numbers(frame)]
-        self.update(Text("\n", no_wrap=True, overflow="ellipsis").join(lines))
+        # fixed height: no layout pass (which would repaint every panel) for new numbers
+        self.update(Text("\n", no_wrap=True, overflow="ellipsis").join(lines), layout=False)
 
     def _identity(self, frame: Frame) -> Text:
         text = Text()

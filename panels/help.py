@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rich.table import Table
+import textwrap
+
 from rich.text import Text
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -22,9 +23,13 @@ LEGEND = (
 )
 
 
+KEY, DESCRIPTION = 12, 66  # column widths of the keys list
+
+
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
+    /* opaque: a see-through modal blends every cell of the screen below (slow) */
+    HelpScreen { align: center middle; background: $background; }
     HelpScreen > VerticalScroll {
         width: 84; max-width: 95%; height: auto; max-height: 90%;
         border: thick $primary; background: $surface; padding: 0 1;
@@ -47,25 +52,25 @@ class HelpScreen(ModalScreen[None]):
             yield Static(self._legend(), id="help-legend")
             yield Static(Text("escape closes · ctrl+p opens the command palette", style="dim"))
 
-    def _keys_table(self) -> Table:
-        table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), expand=True)
-        table.add_column(style="bold cyan", no_wrap=True)
-        table.add_column()
+    def _keys_table(self) -> Text:
+        out = Text()
         for section, rows in self.keys:
-            table.add_row(Text(section, style="bold underline"), "")
+            out.append(f"{section}\n", style="bold underline")
             for key, description in rows:
-                table.add_row(key, description)
-        return table
+                lines = textwrap.wrap(description, DESCRIPTION) or [""]
+                out.append(f"{key:<{KEY}}", style="bold cyan")
+                out.append(lines[0] + "\n")
+                for more in lines[1:]:
+                    out.append(" " * KEY + more + "\n")
+        return out
 
-    def _legend(self) -> Table:
-        table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), title="colours",
-                      title_justify="left", title_style="bold underline")
-        table.add_column(style="dim", no_wrap=True)
-        table.add_column(no_wrap=True)
-        table.add_column()
+    def _legend(self) -> Text:
+        out = Text("colours\n", style="bold underline")
         for panel, style, meaning in LEGEND:
-            table.add_row(panel, Text(" sample " if style else "", style=style), meaning)
-        return table
+            out.append(f"{panel:<10}", style="dim")
+            out.append(" sample " if style else "        ", style=style)
+            out.append(f"  {meaning}\n")
+        return out
 
     def action_dismiss(self) -> None:
-        self.dismiss(None)
+        self.app.pop_screen()  # not dismiss(): the app keeps this screen installed for reuse

@@ -47,7 +47,7 @@ class HistoryPanel(Static):
         mean = stats.mean_accepted(frame.rounds)
         self.border_subtitle = (f"mean {mean:.2f} over {len(frame.rounds)} rounds"
                                 if mean is not None else "no rounds yet")
-        self.update(render_history(frame.rounds, frame.slot, width))
+        self.update(render_history(frame.rounds, frame.slot, width), layout=False)  # fixed height
 
     def on_resize(self) -> None:
         if self._frame is not None:

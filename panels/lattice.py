@@ -72,8 +72,10 @@ class LatticeHeatmap(Static):
     LatticeHeatmap { width: auto; height: auto; }
     """
 
-    def show_slot(self, lattice, predecessors, pred_index, pick, argmax, target) -> None:
-        self.update(render_lattice(lattice, predecessors, pred_index, pick, argmax, target))
+    def show_slot(self, lattice, predecessors, pred_index, pick, argmax, target,
+                  layout: bool = True) -> None:
+        self.update(render_lattice(lattice, predecessors, pred_index, pick, argmax, target),
+                    layout=layout)
 
     def clear(self, message: str = "") -> None:
         self.update(Text(message, style="dim"))

@@ -14,12 +14,13 @@ from typing import Optional
 
 from rich.text import Text
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from dflash_tui.engine.records import ProbeRow
 
 from .format import DASH, count, num
 from .frame import Frame
+from .table import FastTable
 
 LOW_HEADROOM_BITS = 4.0  # absmax above 4096: a few more doublings overflow float16
 ALL, NO_LAYER = "all", "—"
@@ -32,7 +33,7 @@ class ProbesPanel(Vertical):
     DEFAULT_CSS = """
     ProbesPanel { height: 1fr; }
     ProbesPanel > #probes-summary { height: 1; padding: 0 1; background: $boost; }
-    ProbesPanel > DataTable { height: 1fr; }
+    ProbesPanel > FastTable { height: 1fr; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -44,13 +45,13 @@ class ProbesPanel(Vertical):
 
     def compose(self):
         yield Static(id="probes-summary")
-        table = DataTable(id="probes-table", cursor_type="row", zebra_stripes=True)
+        table = FastTable(id="probes-table")
         table.add_columns(*COLUMNS)
         yield table
 
     @property
-    def table(self) -> DataTable:
-        return self.query_one("#probes-table", DataTable)
+    def table(self) -> FastTable:
+        return self.query_one("#probes-table", FastTable)
 
     # ---- input -----------------------------------------------------------------------------
 
@@ -113,15 +114,9 @@ class ProbesPanel(Vertical):
         return row.layer is not None and str(row.layer) == self.layer_filter
 
     def _rebuild(self) -> None:
-        table = self.table
-        cursor = table.cursor_row
-        scroll = table.scroll_y
-        table.clear()
-        self._shown = []
-        self._append([r for r in self._rows if self._visible(r)])
-        if self._shown:
-            table.move_cursor(row=min(cursor, len(self._shown) - 1), animate=False)
-            table.scroll_y = min(scroll, table.max_scroll_y)
+        # set_rows keeps the cursor and the scroll position: stepping rounds does not jump
+        self._shown = [r for r in self._rows if self._visible(r)]
+        self.table.set_rows(self._cells(r) for r in self._shown)
 
     def _append(self, rows: list[ProbeRow]) -> None:
         if rows:
@@ -163,7 +158,7 @@ class ProbesPanel(Vertical):
         text.append(self.layer_filter, style="bold")
         text.append(" ([ ])  ", style="dim")
         text.append(f"{len(self._shown)}/{len(self._rows)} buffers", style="dim")
-        self.query_one("#probes-summary", Static).update(text)
+        self.query_one("#probes-summary", Static).update(text, layout=False)  # one line
 
 
 def compact_where(row: ProbeRow) -> str:

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-from rich.table import Table
 from rich.text import Text
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from dflash_tui.engine.records import RoundRecord, SlotRank
 
-from .format import DASH, prob, score, token_text
+from .format import DASH, grid, prob, score, token_text
 from .frame import Frame
+from .table import FastTable
 
 COLUMNS = ("slot", "proposal", "target", "rank", "p(tgt)", "in K", "fate")
 
@@ -32,9 +32,9 @@ def rank_style(rank: int) -> str:
 class RanksPanel(Vertical):
     DEFAULT_CSS = """
     RanksPanel { height: 1fr; }
-    RanksPanel > DataTable { height: auto; max-height: 65%; }
-    RanksPanel > Horizontal { height: auto; margin-top: 1; }
-    RanksPanel > Horizontal > Static { width: 1fr; padding: 0 1 0 0; }
+    RanksPanel > FastTable { height: auto; max-height: 65%; }
+    RanksPanel > Horizontal { height: 7; margin-top: 1; }
+    RanksPanel > Horizontal > Static { width: 1fr; height: 7; padding: 0 1 0 0; }
     """
 
     class SlotSelected(Message):
@@ -49,7 +49,7 @@ class RanksPanel(Vertical):
         self._slot = 0
 
     def compose(self):
-        table = DataTable(id="ranks-table", cursor_type="row", zebra_stripes=True)
+        table = FastTable(id="ranks-table", grow_only=False)
         table.add_columns(*COLUMNS)
         yield table
         with Horizontal():
@@ -57,8 +57,8 @@ class RanksPanel(Vertical):
             yield Static(id="ranks-target-top")
 
     @property
-    def table(self) -> DataTable:
-        return self.query_one("#ranks-table", DataTable)
+    def table(self) -> FastTable:
+        return self.query_one("#ranks-table", FastTable)
 
     def show(self, frame: Frame) -> None:
         record = frame.record
@@ -73,20 +73,21 @@ class RanksPanel(Vertical):
                 self.table.move_cursor(row=slot, animate=False)
         self._show_tops(record, frame.slot)
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_fast_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         event.stop()
         self.post_message(self.SlotSelected(event.cursor_row))
 
     def _fill(self, record: Optional[RoundRecord]) -> None:
-        table = self.table
-        table.clear()
-        if record is None or record.proposals is None:
-            return
-        ranks = {r.slot: r for r in record.ranks}
-        rows = []
-        for slot, proposal in enumerate(record.proposals):
-            rows.append(_row(record, slot, proposal, ranks.get(slot)))
-        table.add_rows(rows)
+        if record is None:
+            self.table.set_rows([])
+        elif record.proposals is None:
+            # one placeholder row per slot: the table keeps its height through the round
+            waiting = Text("…", style="dim")
+            self.table.set_rows([[Text(str(s), style="dim")] + [waiting] * 6 for s in range(record.gamma)])
+        else:
+            ranks = {r.slot: r for r in record.ranks}
+            self.table.set_rows(_row(record, slot, proposal, ranks.get(slot))
+                                for slot, proposal in enumerate(record.proposals))
 
     def _show_tops(self, record: Optional[RoundRecord], slot: int) -> None:
         drafter = self.query_one("#ranks-drafter-top", Static)
@@ -94,15 +95,16 @@ class RanksPanel(Vertical):
         rank = None
         if record is not None:
             rank = next((r for r in record.ranks if r.slot == slot), None)
+        # the top-5 box has a fixed height: updating it needs no layout pass
         if rank is None:
-            waiting = "top-5 after verify" if record is not None and record.proposals else ""
-            drafter.update(Text(waiting, style="dim"))
-            target.update("")
+            waiting = "top-5 after verify" if record is not None else ""
+            drafter.update(Text(waiting, style="dim"), layout=False)
+            target.update("", layout=False)
             return
         drafter.update(_top_table(f"drafter, slot {slot}", record, rank.drafter_top,
-                                  mark=rank.target, mark_label="◎"))
+                                  mark=rank.target, mark_label="◎"), layout=False)
         target.update(_top_table(f"target, row {slot}", record, rank.target_top,
-                                 mark=rank.proposal, mark_label="●"))
+                                 mark=rank.proposal, mark_label="●"), layout=False)
 
 
 def _row(record: RoundRecord, slot: int, proposal: int, rank: Optional[SlotRank]) -> list:
@@ -126,15 +128,11 @@ def _row(record: RoundRecord, slot: int, proposal: int, rank: Optional[SlotRank]
     ]
 
 
-def _top_table(title: str, record: RoundRecord, top, mark: int, mark_label: str) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", box=None,
-                  padding=(0, 1, 0, 0), expand=False, show_edge=False)
-    table.add_column("token")
-    table.add_column("logit", justify="right")
-    table.add_column("p", justify="right")
-    table.add_column("")
+def _top_table(title: str, record: RoundRecord, top, mark: int, mark_label: str) -> Text:
+    rows = []
     for t in top:
         marked = t.token == mark
-        table.add_row(token_text(record.text(t.token), "bold" if marked else "", width=10),
-                      score(t.logit), prob(t.prob), mark_label if marked else "")
-    return table
+        rows.append([token_text(record.text(t.token), "bold" if marked else "", width=10),
+                     score(t.logit), prob(t.prob), mark_label if marked else ""])
+    table = grid(rows, [10, 7, 5, 1], "lrrl", header=["token", "logit", "p", ""])
+    return Text(title + "\n", style="bold") + table

@@ -10,26 +10,31 @@ from __future__ import annotations
 
 from typing import Optional
 
-from rich.table import Table
 from rich.text import Text
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from dflash_tui.engine.records import RoundRecord, SelectorSlot
 
-from .format import score, token_text
+from .format import grid, score, token_text
 from .frame import Frame
+from .table import FastTable
 from .lattice import LatticeHeatmap
 from .ranks import RanksPanel
 
 PATH_COLUMNS = ("slot", "pick", "argmax", "target", "total", "path")
 
 
+def pad_lines(text: Text, lines: int) -> Text:
+    """`text` followed by blank lines up to `lines` lines in all."""
+    return text + Text("\n" * max(lines - 1 - text.plain.count("\n"), 0))
+
+
 class SelectorPanel(Vertical):
     DEFAULT_CSS = """
     SelectorPanel { height: 1fr; overflow-y: auto; }
-    SelectorPanel > #selector-note { height: auto; padding: 0 1; color: $text-muted; }
-    SelectorPanel > DataTable { height: auto; max-height: 45%; }
+    SelectorPanel > #selector-note { height: 1; padding: 0 1; color: $text-muted; }
+    SelectorPanel > FastTable { height: auto; max-height: 45%; }
     SelectorPanel > Horizontal { height: auto; margin-top: 1; }
     SelectorPanel #selector-candidates { width: auto; padding-right: 2; }
     """
@@ -46,10 +51,12 @@ class SelectorPanel(Vertical):
         self._record: Optional[RoundRecord] = None
         self._slot = 0
         self._shown = False
+        self._noted = None
+        self._shape = None  # (candidates, lattice rows) on screen: their height
 
     def compose(self):
         yield Static(id="selector-note")
-        table = DataTable(id="selector-path", cursor_type="row", zebra_stripes=True)
+        table = FastTable(id="selector-path", grow_only=False)
         table.add_columns(*PATH_COLUMNS)
         yield table
         with Horizontal():
@@ -57,8 +64,8 @@ class SelectorPanel(Vertical):
             yield LatticeHeatmap(id="selector-lattice")
 
     @property
-    def table(self) -> DataTable:
-        return self.query_one("#selector-path", DataTable)
+    def table(self) -> FastTable:
+        return self.query_one("#selector-path", FastTable)
 
     def show(self, frame: Frame) -> None:
         record = frame.record
@@ -73,29 +80,36 @@ class SelectorPanel(Vertical):
             if self.table.cursor_row != slot:
                 self.table.move_cursor(row=slot, animate=False)
             self._show_slot(record, selector.slots[slot])
-        else:
-            self.query_one("#selector-candidates", Static).update("")
-            self.query_one(LatticeHeatmap).clear()
+        elif self._shape is not None:
+            # before select: placeholders of the same height (no layout pass each round)
+            candidates, lattice = self._shape
+            waiting = Text("candidates and lattice after the select stage", style="dim")
+            self.query_one("#selector-candidates", Static).update(
+                pad_lines(waiting, candidates), layout=False)
+            self.query_one(LatticeHeatmap).update(pad_lines(Text(""), lattice), layout=False)
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_fast_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         event.stop()
         self.post_message(RanksPanel.SlotSelected(event.cursor_row))
 
     def _fill(self, frame: Frame) -> None:
         record, info = frame.record, frame.info
-        note = self.query_one("#selector-note", Static)
         table = self.table
-        table.clear()
         if info is not None and info.top_k is None:
-            note.update(f"{info.drafter_kind} drafter: no candidate selector; each slot's "
-                        "proposal is the drafter's argmax (or a sample at T > 0).")
+            self._note(f"{info.drafter_kind} drafter: no candidate selector; each slot's "
+                       "proposal is the drafter's argmax (or a sample at T > 0).")
+            table.set_rows([])
             return
         if record is None or record.selector is None:
-            note.update("the selector runs at the select stage")
+            self._note("the selector runs at the select stage")
+            # one placeholder row per slot: the table keeps its height through the round
+            gamma = record.gamma if record is not None else 0
+            waiting = Text("…", style="dim")
+            table.set_rows([[Text(str(s), style="dim")] + [waiting] * 5 for s in range(gamma)])
             return
         selector = record.selector
         off = selector.off_argmax_slots
-        note.update(Text.assemble(
+        self._note(Text.assemble(
             (f"top-K {selector.top_k}  ", "dim"),
             (f"walk left the argmax at slot {', '.join(map(str, off))}", "bold magenta") if off
             else ("walk followed the argmax at every slot", "green"),
@@ -113,27 +127,34 @@ class SelectorPanel(Vertical):
                 Text("⚑ off argmax", style="bold magenta") if s.off_argmax
                 else Text("argmax", style="dim"),
             ])
-        table.add_rows(rows)
+        table.set_rows(rows)
+
+    def _note(self, content) -> None:
+        if content != self._noted:  # one line, fixed height: no layout pass
+            self._noted = content
+            text = content if isinstance(content, Text) else Text(content)
+            text.no_wrap, text.overflow = True, "ellipsis"
+            self.query_one("#selector-note", Static).update(text, layout=False)
 
     def _show_slot(self, record: RoundRecord, slot: SelectorSlot) -> None:
         target = None
         if record.target_tokens is not None and slot.slot < len(record.target_tokens):
             target = record.target_tokens[slot.slot]
         source = token_text(record.text(slot.predecessor), width=10)
-        table = Table(title=Text.assemble(f"slot {slot.slot} after ", source),
-                      title_justify="left", title_style="bold", box=None, padding=(0, 1, 0, 0),
-                      show_edge=False)
-        for name, justify in (("#", "right"), ("token", "left"), ("unary", "right"),
-                              ("edge", "right"), ("total", "right"), ("", "left")):
-            table.add_column(name, justify=justify)
+        rows = []
         for i, token in enumerate(slot.candidates):
             marks = ("●" if i == slot.chosen_index else "") + ("★" if i == slot.argmax_index else "") \
                 + ("◎" if token == target else "")
             style = "bold magenta" if i == slot.chosen_index and slot.off_argmax else \
                 "bold" if i == slot.chosen_index else ""
-            table.add_row(str(i), token_text(record.text(token), style, width=10),
-                          score(slot.unary[i]), score(slot.edge[i]), score(slot.score[i]), marks)
-        self.query_one("#selector-candidates", Static).update(table)
+            rows.append([str(i), token_text(record.text(token), style, width=10),
+                         score(slot.unary[i]), score(slot.edge[i]), score(slot.score[i]), marks])
+        table = Text.assemble((f"slot {slot.slot} after ", "bold"), source, "\n") + grid(
+            rows, [1, 10, 7, 8, 7, 3], "llrrrl", header=["#", "token", "unary", "edge", "total", ""])
+        shape = (len(slot.candidates) + 2, len(slot.lattice) + 2)  # lines of each
+        layout = shape != self._shape  # same shape, same height: no layout pass
+        self._shape = shape
+        self.query_one("#selector-candidates", Static).update(table, layout=layout)
         previous = record.selector.slots[slot.slot - 1] if slot.slot > 0 else None
         if previous is None:
             predecessors, pred_index = [record.text(slot.predecessor)], 0
@@ -142,4 +163,5 @@ class SelectorPanel(Vertical):
             pred_index = previous.chosen_index
         target_col = slot.candidates.index(target) if target in slot.candidates else None
         self.query_one(LatticeHeatmap).show_slot(
-            slot.lattice, predecessors, pred_index, slot.chosen_index, slot.argmax_index, target_col)
+            slot.lattice, predecessors, pred_index, slot.chosen_index, slot.argmax_index, target_col,
+            layout=layout)

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
 from dflash_tui.engine.records import EngineState
 
-from .format import DASH
+from .format import DASH, grid
 from .frame import Frame
 
 FIELDS = (
@@ -46,6 +45,7 @@ class StatePanel(Static):
         super().__init__(**kwargs)
         self.border_title = "state"
         self._key: Optional[tuple] = None
+        self._rows = -1
 
     def show(self, frame: Frame) -> None:
         record = frame.record
@@ -67,17 +67,21 @@ class StatePanel(Static):
             return
         self._key = key
         self.border_subtitle = title + (f" · {ms:.1f} ms" if ms is not None else "")
-        self.update(render_state(before, after, rollback))
+        text = render_state(before, after, rollback)
+        rows = text.plain.count("\n")
+        # a layout pass repaints every panel: only when the number of rows changes
+        self.update(text, layout=rows != self._rows)
+        self._rows = rows
 
 
-def render_state(before: Optional[EngineState], after: Optional[EngineState], rollback) -> Table:
-    table = Table(box=None, padding=(0, 1, 0, 0), show_edge=False, expand=True)
-    table.add_column("", style="dim", no_wrap=True)
-    table.add_column("before", justify="right", no_wrap=True)
-    table.add_column("after", justify="right", no_wrap=True)
+WIDTHS = [14, 9, 11]
+
+
+def render_state(before: Optional[EngineState], after: Optional[EngineState], rollback) -> Text:
+    rows = []
     if after is None:
-        table.add_row("waiting for prefill", "", "")
-        return table
+        return grid([[Text("waiting for prefill", style="dim"), "", ""]], WIDTHS, "lrr",
+                    header=["", "before", "after"])
     for label, get in FIELDS:
         new = get(after)
         old = get(before) if before is not None else None
@@ -87,13 +91,13 @@ def render_state(before: Optional[EngineState], after: Optional[EngineState], ro
         style = "bold yellow" if changed else ""
         if label == "lag" and new:
             style = "bold cyan"  # lag is expected after commit; it closes at context
-        table.add_row(label, DASH if old is None else str(old),
-                      Text(DASH if new is None else str(new), style=style))
+        rows.append([Text(label, style="dim"), DASH if old is None else str(old),
+                     Text(DASH if new is None else str(new), style=style)])
     if rollback == "pending":
-        table.add_row("rollback", "", Text("at commit", style="dim"))
+        rows.append([Text("rollback", style="dim"), "", Text("at commit", style="dim")])
     elif rollback is not None:
         kind = rollback.kind
         shown = "none" if kind == "none" else f"{kind} {rollback.rows} row{'s' * (rollback.rows != 1)}"
-        table.add_row("rollback", "", Text(shown, style="" if kind == "none" else "bold"))
-    return table
+        rows.append([Text("rollback", style="dim"), "", Text(shown, style="" if kind == "none" else "bold")])
+    return grid(rows, WIDTHS, "lrr", header=["", "before", "after"])
 

@@ -3,7 +3,6 @@ finished, failed) on the left; where exports and the trace go and what is armed,
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
@@ -40,10 +39,16 @@ class StatusLine(Static):
             self.right = text
             self._render_line()
 
+    def on_resize(self) -> None:
+        self._render_line()
+
     def _render_line(self) -> None:
-        grid = Table.grid(expand=True)
-        grid.add_column(ratio=3, no_wrap=True, overflow="ellipsis")
-        grid.add_column(ratio=2, justify="right", no_wrap=True, overflow="ellipsis")
+        width = self.content_size.width or 100
+        right = Text(self.right, style="dim")
+        right.truncate(max(width * 2 // 5, 0), overflow="ellipsis")
         left = Text(ICONS.get(self.kind, "") + self.message, style=STYLES.get(self.kind, ""))
-        grid.add_row(left, Text(self.right, style="dim"))
-        self.update(grid)
+        room = max(width - right.cell_len - 2, 1)
+        left.truncate(room, overflow="ellipsis")
+        line = Text.assemble(left, " " * (width - left.cell_len - right.cell_len), right)
+        line.no_wrap = True
+        self.update(line, layout=False)  # one line, always: no layout pass

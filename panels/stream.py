@@ -48,6 +48,8 @@ class TokenStream(VerticalScroll):
         super().__init__(**kwargs)
         self.border_title = "tokens"
         self._shown: Optional[tuple] = None
+        self._lines = -1
+        self._scrolled_at = -1
 
     def compose(self):
         yield Static(id="stream-text")
@@ -58,9 +60,17 @@ class TokenStream(VerticalScroll):
         if self._shown is not None and all(a is b for a, b in zip(key, self._shown)):
             return
         self._shown = key
-        self.query_one("#stream-text", Static).update(render_stream(frame))
+        text = render_stream(frame)
+        static = self.query_one("#stream-text", Static)
+        width = static.content_size.width
+        lines = len(text.wrap(self.app.console, width)) if width > 0 else -1
+        # a layout pass (which repaints every panel) only when the text's height changes
+        static.update(text, layout=lines != self._lines or lines < 0)
+        self._lines = lines
         self.border_subtitle = _subtitle(frame)
-        self.call_after_refresh(self.scroll_end, animate=False)
+        if lines != self._scrolled_at:
+            self._scrolled_at = lines
+            self.call_after_refresh(self.scroll_end, animate=False)
 
 
 def render_stream(frame: Frame) -> Text:

@@ -10,7 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.widgets import DataTable, TabbedContent
+from textual.widgets import TabbedContent
+
+from dflash_tui.panels.table import FastTable
 
 from dflash_tui.app.breakpoints import Breakpoints
 from dflash_tui.app.live import LiveApp
@@ -57,7 +59,7 @@ def test_stage_by_stage_every_panel_follows(pair):
             assert "llama-target" in header and "DFlash2 2L H64 K8" in header
             assert "float32 · cpu" in header
             prompt_tokens = app.info.prompt_tokens
-            ranks_table = app.main.query_one("#ranks-table", DataTable)
+            ranks_table = app.main.query_one("#ranks-table", FastTable)
             for stage in STAGE_ORDER:
                 await press_and_settle(pilot, "s")
                 record = app.record
@@ -70,13 +72,13 @@ def test_stage_by_stage_every_panel_follows(pair):
                 assert cells[-2:] == [str(last.before.cursor), str(last.after.cursor)]
                 if stage == "context":  # the context write brings the cursor to the anchor
                     assert last.after.cursor == prompt_tokens == record.position
-                probes = app.main.query_one("#probes-table", DataTable)
+                probes = app.main.query_one("#probes-table", FastTable)
                 assert probes.row_count == len(record.probes)
                 if stage == "select":
                     rows = table_rows(ranks_table)
                     assert len(rows) == record.gamma
                     assert all(row[-1] == "pending" for row in rows)
-                    path = table_rows(app.main.query_one("#selector-path", DataTable))
+                    path = table_rows(app.main.query_one("#selector-path", FastTable))
                     assert [r[0] for r in path] == [str(s) for s in range(record.gamma)]
                 if stage == "verify":
                     rows = table_rows(ranks_table)
@@ -108,7 +110,7 @@ def test_accepted_rejected_and_bonus_tokens_are_shown(pair):
             fates = [fate for _, fate in round_tokens(record)]
             assert fates == ["accepted", "accepted", "rejected", "rejected", "bonus"]
             assert record.bonus == record.target_tokens[2]
-            rows = table_rows(app.main.query_one("#ranks-table", DataTable))
+            rows = table_rows(app.main.query_one("#ranks-table", FastTable))
             assert [r[-1] for r in rows] == ["✓ accepted", "✓ accepted", "✗ rejected", "· after reject"]
             stream = widget_text(app, app.main.query_one("#stream"))
             shown = "".join(record.text(t) for t in record.proposals[:2])
@@ -163,7 +165,7 @@ def test_gamma_keys_take_effect_next_round(pair):
             assert app.record.gamma == 2 and app.record.complete  # this round keeps its gamma
             await press_and_settle(pilot, "n")
             assert app.record.gamma == 3
-            assert app.main.query_one("#ranks-table", DataTable).row_count == 3
+            assert app.main.query_one("#ranks-table", FastTable).row_count == 3
             await press_and_settle(pilot, "minus", "minus", "minus")
             assert app.gamma_next == 1  # and not 0: refused with a warning
 
@@ -186,7 +188,7 @@ def test_nonfinite_breakpoint_stops_the_run_and_f_finds_it(nan_pair):
             await pilot.press("f")
             await pilot.pause()
             assert app.main.query_one("#inspector", TabbedContent).active == "tab-probes"
-            table = app.main.query_one("#probes-table", DataTable)
+            table = app.main.query_one("#probes-table", FastTable)
             row = table_rows(table)[table.cursor_row]
             assert row[:3] == ["draft", "1", f"{first.name} ◀ first"]
             assert int(row[3]) == first.nan > 0

@@ -30,6 +30,7 @@ from .breakpoints import TOGGLES, Breakpoints
 from .screens.main import MainScreen
 
 RENDER_INTERVAL = 0.05  # seconds: at most 20 frames a second while records stream in
+RUN_RENDER_INTERVAL = 0.1  # during a run: leaves the UI thread idle enough to answer keys
 
 
 class ExportDone(Message):
@@ -37,6 +38,18 @@ class ExportDone(Message):
                  error: Optional[str] = None) -> None:
         super().__init__()
         self.paths, self.record, self.note, self.error = paths, record, note, error
+
+
+class _EarlyStatus:
+    """Keeps the status line's text until the screen is up (keys can arrive before)."""
+
+    kind, message, right = "idle", "", ""
+
+    def set_status(self, kind: str, message: str) -> None:
+        self.kind, self.message = kind, message
+
+    def set_right(self, text: str) -> None:
+        self.right = text
 
 
 class DebuggerApp(App[int]):
@@ -78,6 +91,9 @@ class DebuggerApp(App[int]):
     def __init__(self, *, export_dir: Path = Path("dflash-snapshots"), show_timings: bool = True,
                  armed: Breakpoints = Breakpoints()) -> None:
         super().__init__()
+        # No animations (tab underline slides, smooth scrolls): every frame they add is CPU
+        # taken from answering keys, and a debugger's screen should change at once.
+        self.animation_level = "none"
         self.export_dir = Path(export_dir)
         self.show_timings = show_timings
         self.armed = armed
@@ -93,6 +109,7 @@ class DebuggerApp(App[int]):
         self.round_label = ""
         self.gamma_next: Optional[int] = None
         self._panels: list = []
+        self._status = _EarlyStatus()
         self._last_render = 0.0
         self._render_pending = False
         self.frames_drawn = 0
@@ -109,11 +126,14 @@ class DebuggerApp(App[int]):
 
     @property
     def status(self) -> StatusLine:
-        return self.main.query_one("#status", StatusLine)
+        return self._status  # a StatusLine, or a stand-in holding the text until mount
 
     def screen_ready(self) -> None:
         """Called by MainScreen once its panels are mounted."""
         self._panels = self.main.panels()
+        early = self._status
+        self._status = self.main.query_one("#status", StatusLine)
+        self._status.set_status(early.kind, early.message)
         self.update_status_right()
         self.render_now()
 
@@ -132,18 +152,25 @@ class DebuggerApp(App[int]):
         """Draw soon: now if the last frame is old enough, else once the interval is up."""
         if self._render_pending:
             return
-        wait = RENDER_INTERVAL - (time.monotonic() - self._last_render)
+        interval = RUN_RENDER_INTERVAL if self.is_running() else RENDER_INTERVAL
+        wait = interval - (time.monotonic() - self._last_render)
         if wait <= 0:
             self.render_now()
         else:
             self._render_pending = True
             self.set_timer(wait, self._render_timer)
 
+    def is_running(self) -> bool:
+        """Records are streaming in on their own (a live run, replay playing)."""
+        return False
+
     def _render_timer(self) -> None:
         self._render_pending = False
         self.render_now()
 
     def render_now(self) -> None:
+        if self._closing or not self._panels or not self.main.is_attached:
+            return  # shutting down: the panels are going or gone
         self._last_render = time.monotonic()
         frame = self.frame()
         with self.batch_update():
@@ -167,9 +194,13 @@ class DebuggerApp(App[int]):
     # ---- view actions --------------------------------------------------------------------
 
     def action_tab(self, index: int) -> None:
+        if not self._panels:
+            return  # the screen is not up yet
         self.main.show_tab(index)
 
     def action_slot(self, step: int) -> None:
+        if not self._panels:
+            return  # the screen is not up yet
         gamma = self.record.gamma if self.record is not None else 0
         if gamma:
             self.slot = max(0, min(gamma - 1, min(self.slot, gamma - 1) + step))
@@ -181,16 +212,22 @@ class DebuggerApp(App[int]):
             self.render_now()
 
     def action_layer(self, step: int) -> None:
+        if not self._panels:
+            return  # the screen is not up yet
         self.main.show_tab(2)
         self.main.query_one(ProbesPanel).cycle_layer(step)
 
     def action_first_nonfinite(self) -> None:
+        if not self._panels:
+            return  # the screen is not up yet
         self.main.show_tab(2)
         row = self.main.query_one(ProbesPanel).jump_to_first_nonfinite()
         if row is None:
             self.notify("no non-finite buffer in the round on screen")
 
     def action_maximize(self) -> None:
+        if not self._panels:
+            return  # the screen is not up yet
         screen = self.screen
         if screen is not self.main:
             return
@@ -200,8 +237,12 @@ class DebuggerApp(App[int]):
             screen.maximize(screen.query_one("#inspector"))
 
     def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.HELP_KEYS + self.HELP_VIEW))
+        if isinstance(self.screen, HelpScreen):
+            return
+        # Built once and kept installed: later opens skip composing and styling it.
+        if not self.is_screen_installed("help"):
+            self.install_screen(HelpScreen(self.HELP_KEYS + self.HELP_VIEW), name="help")
+        self.push_screen("help")
 
     def action_breakpoints(self) -> None:
         if self.screen is self.main:

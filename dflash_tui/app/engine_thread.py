@@ -142,10 +142,13 @@ class Failed:
 
 class EngineThread(threading.Thread):
     def __init__(self, launch: Launch, emit: Callable[[object], None],
-                 armed: Breakpoints = Breakpoints()):
+                 armed: Breakpoints = Breakpoints(), pace: Callable[[], None] = lambda: None):
+        """pace: called before each stage of a round or run; the app blocks in it while it
+        is behind on the events already sent (backpressure)."""
         super().__init__(name="dflash-engine", daemon=True)
         self.launch = launch
         self._emit = emit
+        self._pace = pace
         self.armed = armed
         self.commands: "queue.Queue[object]" = queue.Queue()
         self.session = None
@@ -189,7 +192,9 @@ class EngineThread(threading.Thread):
             if command is not None:
                 self._handle(command)
                 continue  # drain every queued command before the next stage
-            self._advance()
+            self._pace()
+            if self.commands.empty():  # a Pause or Quit may have come in while waiting
+                self._advance()
 
     def _handle(self, command: object) -> None:
         session = self.session

@@ -2,12 +2,14 @@
 time.
 
 The app never touches MLX. Keys become commands on the engine thread's queue and return at
-once; the engine answers with records (EngineEvent messages) that update what is on screen.
+once; the engine answers with records (through the Inbox below) that update the screen.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Optional
 
@@ -24,7 +26,6 @@ from .engine_thread import (
     Restart, SetBreakpoints, SetGamma, SetKeepRaw, StageDone, StageStarted, Step, strip_raw,
 )
 from .rounds import text_before
-from .screens.main import MainScreen
 from .screens.prompt import PromptScreen
 
 # During a run these keys pause it (and do nothing else); view keys (tabs, slots, help,
@@ -33,14 +34,51 @@ from .screens.prompt import PromptScreen
 PAUSE_KEYS = {"run": frozenset({"c", "space", "s", "n", "escape"}),
               "round": frozenset({"c", "escape"})}
 SLOW_STAGE = 0.5  # seconds before the status line starts counting a stage's time
+BACKPRESSURE_TIMEOUT = 0.5  # seconds an engine run waits at most for the app to keep up
 
 
-class EngineEvent(Message):
-    """An event from the engine thread (engine_thread.Progress, StageDone, ...)."""
+class EngineWake(Message):
+    """The engine thread has put events in the app's inbox."""
 
-    def __init__(self, event: object) -> None:
-        super().__init__()
-        self.event = event
+
+class Inbox:
+    """Engine events on their way to the app, with at most one wake-up message queued.
+
+    A tiny model runs hundreds of stages a second; posting one message per event would
+    queue them ahead of the user's keys and the app would fall ever further behind. Instead
+    the engine appends here and posts a wake-up only when none is pending; the app takes
+    everything that arrived in one go and draws once.
+    """
+
+    def __init__(self, post) -> None:
+        self._post = post
+        self._events: deque = deque()
+        self._lock = threading.Lock()
+        self._drained = threading.Condition(self._lock)
+        self._wake_pending = False
+
+    def put(self, event: object) -> None:
+        with self._lock:
+            self._events.append(event)
+            if self._wake_pending:
+                return
+            self._wake_pending = True
+        self._post(EngineWake())
+
+    def take(self) -> list:
+        with self._lock:
+            self._wake_pending = False
+            events = list(self._events)
+            self._events.clear()
+            self._drained.notify_all()
+        return events
+
+    def wait_drained(self, timeout: float = BACKPRESSURE_TIMEOUT) -> None:
+        """Block (the engine thread, between stages of a run) while the app has not taken
+        the last events: a busy UI thread then gets the interpreter to itself instead of
+        sharing it with an engine racing ahead. An idle app takes events at once."""
+        with self._lock:
+            self._drained.wait_for(lambda: not self._wake_pending, timeout)
 
 
 class LiveApp(DebuggerApp):
@@ -75,7 +113,8 @@ class LiveApp(DebuggerApp):
         super().__init__(export_dir=export_dir, show_timings=show_timings, armed=armed)
         self.launch = launch
         self.prompts_dir = prompts_dir
-        self.engine = EngineThread(launch, lambda event: self.post_message(EngineEvent(event)), armed)
+        self.inbox = Inbox(self.post_message)
+        self.engine = EngineThread(launch, self.inbox.put, armed, pace=self.inbox.wait_drained)
         self.npz = launch.keep_raw
         self.loading = True
         self.running: Optional[str] = None  # "round" | "run": the engine steps on its own
@@ -104,10 +143,14 @@ class LiveApp(DebuggerApp):
             1 if self.failure is not None else 0
         self.exit(code)
 
+    def on_unmount(self) -> None:
+        # However the app ends (q, ctrl+c, a test harness), the engine stops after its stage.
+        self.engine.send(Quit())
+
     # ---- keys ----------------------------------------------------------------------------
 
     async def on_event(self, event: events.Event) -> None:
-        if (isinstance(event, events.Key) and self.running and not self.loading
+        if (isinstance(event, events.Key) and not event.is_forwarded and self.running and not self.loading
                 and self.screen is self.main and event.key in PAUSE_KEYS[self.running]):
             self.pause()
             event.prevent_default()
@@ -210,11 +253,26 @@ class LiveApp(DebuggerApp):
 
     # ---- engine events -------------------------------------------------------------------
 
-    def on_engine_event(self, message: EngineEvent) -> None:
-        self.events_seen += 1
-        event = message.event
-        handler = getattr(self, f"engine_{type(event).__name__.lower()}")
-        handler(event)
+    def on_engine_wake(self, message: EngineWake) -> None:
+        if self._closing or not self._panels or not self.main.is_attached:
+            return  # closing: nothing left to show events on
+        for event in self.inbox.take():
+            self.events_seen += 1
+            getattr(self, f"engine_{type(event).__name__.lower()}")(event)
+
+    def is_running(self) -> bool:
+        return self.running is not None
+
+    def render_now(self) -> None:
+        # During a run the status line follows the frames, not every stage: one repaint.
+        if self.running and self.record is not None and self.status.kind in ("running", "busy", "paused", "idle"):
+            self.set_status("running", f"running · round {self.record.round} {self.record.stage}")
+        super().render_now()
+
+    def frame(self):
+        if len(self.history) != len(self.rounds):  # built once per frame, not per round
+            self.history = tuple(self.rounds)
+        return super().frame()
 
     def engine_progress(self, event: Progress) -> None:
         self._progress, self._progress_since = event.text, time.monotonic()
@@ -240,7 +298,7 @@ class LiveApp(DebuggerApp):
         self.running = None if event.mode == "stage" else event.mode
         if not self.running:
             self.set_status("busy", f"computing round {event.round} {event.stage}…")
-        self.request_render()
+            self.request_render()
 
     def engine_stagedone(self, event: StageDone) -> None:
         record = event.record
@@ -250,14 +308,11 @@ class LiveApp(DebuggerApp):
             if self.record is None or self.record.round != record.round:
                 self.text_before = text_before(record, previous)
             self.rounds.append(strip_raw(record))
-            self.history = tuple(self.rounds)
             self.finished = record.finish_reason
         else:
             self.text_before = record.committed_text
         self.record = record
         self.round_label = str(record.round)
-        if self.running:
-            self.set_status("running", f"running · round {record.round} {record.stage}")
         if event.hits and not self.running:
             self.set_status("breakpoint", f"round {record.round} {record.stage}: " + "; ".join(event.hits))
         self.request_render()
@@ -319,4 +374,3 @@ class LiveApp(DebuggerApp):
                 self.set_status("busy", f"computing round {round_index} {stage}… {elapsed:.1f} s")
 
 
-__all__ = ["LiveApp", "EngineEvent", "MainScreen"]

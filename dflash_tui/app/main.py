@@ -17,6 +17,7 @@ from ..engine.errors import InputError
 from .engine_thread import Launch
 
 ENGINE_GRACE = 0.3  # seconds an idle engine thread gets to close its session on quit
+UI_SWITCH_INTERVAL = 0.001  # seconds (sys.setswitchinterval)
 
 
 def launch_from_args(args) -> Launch:
@@ -54,10 +55,17 @@ def launch_from_args(args) -> Launch:
 
 
 def run_app(args) -> int:
-    launch = launch_from_args(args)
+    return run_live(launch_from_args(args), export_dir=Path(args.export_dir).expanduser())
+
+
+def run_live(launch: Launch, **app_options) -> Optional[int]:
+    """Run the live app until it quits; leave without waiting for a stage in flight."""
     from .live import LiveApp
 
-    app = LiveApp(launch, export_dir=Path(args.export_dir).expanduser())
+    # The engine thread runs Python between MLX ops; a short switch interval hands the GIL
+    # to the UI thread within a millisecond when a key arrives (default: 5 ms).
+    sys.setswitchinterval(UI_SWITCH_INTERVAL)
+    app = LiveApp(launch, **app_options)
     code = app.run()
     failure = app.failure
     if failure is not None:
@@ -81,7 +89,7 @@ def _leave(engine, code: int) -> Optional[int]:
     """Return normally when the engine thread has closed; if it is still inside a stage (an
     MLX op cannot be interrupted), exit at once: the terminal is already restored, the trace
     is flushed per round, and tearing MLX down under a running op could crash noisily."""
-    if engine.is_alive():
+    if engine.is_alive() and engine.busy_stage is None:  # idle: it closes at once on Quit
         engine.join(ENGINE_GRACE)
     if engine.is_alive():
         sys.stdout.flush()

@@ -172,7 +172,8 @@ class ReplayApp(DebuggerApp):
                               + "; ".join(found), "breakpoint")
 
     async def on_event(self, event: events.Event) -> None:
-        if (isinstance(event, events.Key) and self.playing and self.screen is self.main
+        if (isinstance(event, events.Key) and not event.is_forwarded and self.playing
+                and self.screen is self.main
                 and event.key in PAUSE_KEYS):
             self.stop_playing("paused")
             event.prevent_default()
@@ -180,8 +181,8 @@ class ReplayApp(DebuggerApp):
             return
         await super().on_event(event)
 
-    def status_right(self) -> list[str]:
-        return super().status_right()
+    def is_running(self) -> bool:
+        return self.playing
 
     def palette_commands(self):
         return [

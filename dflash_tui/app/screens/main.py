@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
+from ...panels.footer import KeysFooter
 from ...panels.header import HeaderPanel
 from ...panels.history import HistoryPanel
 from ...panels.probes import ProbesPanel
@@ -51,10 +52,11 @@ class MainScreen(Screen):
                 with TabPane("3 Probes", id=TABS[2]):
                     yield ProbesPanel(id="probes")
         yield StatusLine(id="status")
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def on_mount(self) -> None:
-        self.app.screen_ready()
+        # after the first refresh every panel has composed its own children
+        self.call_after_refresh(self.app.screen_ready)
 
     def panels(self) -> list:
         """Every panel that renders a Frame, in screen order."""

@@ -27,7 +27,8 @@ def sample_prompts(root: Path) -> list[tuple[str, Path]]:
 
 class PromptScreen(ModalScreen[Optional[str]]):
     DEFAULT_CSS = """
-    PromptScreen { align: center middle; }
+    /* opaque: a see-through modal blends every cell of the screen below (slow) */
+    PromptScreen { align: center middle; background: $background; }
     PromptScreen > Vertical {
         width: 90%; max-width: 110; height: 80%; border: thick $primary;
         background: $surface; padding: 0 1;

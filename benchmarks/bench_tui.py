@@ -1,0 +1,193 @@
+"""How the TUI feels: time from launch to the first frame, and key-press-to-screen latency
+while the engine is computing rounds.
+
+    python benchmarks/bench_tui.py [MODEL] [--draft DIR] [--keys 20] [--launches 5] [--json F]
+
+Runs the real `dflash-tui` console script (OpenBLAS re-exec included) on a pseudo-terminal,
+so what is measured is what a person sees: bytes reaching the terminal.
+
+  launch -> first frame   spawn until the first full frame (header and footer) is written;
+                          model loading happens afterwards, on the engine thread
+  key -> screen           with a continuous run going (`c`, the engine computing round after
+                          round), the time from writing `?` to the help screen's text on the
+                          terminal, and from `3` to the probes tab's text
+
+Goals: first frame under 1 s, key -> screen under 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import fcntl
+import json
+import os
+import pty
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
+
+SIZE = (120, 35)
+FIRST_FRAME = ("dflash-tui", "palette")  # header and footer: the whole screen is drawn
+READY = "ready after prefill"
+RUNNING = "running ·"
+HELP = "dflash-tui help"
+PROBES = "buffers"  # the probes tab's summary line
+RANKS = "p(tgt)"  # the ranks table's header: hidden under the help, and on other tabs
+
+
+class Terminal:
+    """The app on a pseudo-terminal; a reader thread timestamps every chunk of output."""
+
+    def __init__(self, argv: list[str], size=SIZE):
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+        env = {**os.environ, "TERM": "xterm-256color"}
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                                        close_fds=True, start_new_session=True)
+        os.close(slave)
+        self.master = master
+        self.output = bytearray()
+        self.ends: list[int] = []  # output length after each read ...
+        self.times: list[float] = []  # ... and when that read returned
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                chunk = b""
+            now = time.perf_counter()
+            with self.changed:
+                if chunk:
+                    self.output += chunk
+                    self.ends.append(len(self.output))
+                    self.times.append(now)
+                self.changed.notify_all()
+            if not chunk:
+                return
+
+    def mark(self) -> int:
+        with self.changed:
+            return len(self.output)
+
+    def when(self, needles, since: int = 0, timeout: float = 120.0) -> float:
+        """Time at which every needle had reached the terminal after output offset `since`.
+        Waits on the reader (no polling: the measuring process must not eat the CPU the
+        app needs)."""
+        needles = [n.encode() for n in ([needles] if isinstance(needles, str) else needles)]
+        deadline = time.perf_counter() + timeout
+        with self.changed:
+            while True:
+                data = bytes(self.output[since:])
+                found = [data.find(n) for n in needles]
+                if all(f >= 0 for f in found):
+                    end = since + max(f + len(n) for f, n in zip(found, needles))
+                    return self.times[bisect.bisect_left(self.ends, end)]
+                left = deadline - time.perf_counter()
+                if left <= 0 or self.process.poll() is not None:
+                    plain = re.sub(r"\x1b\[[0-9;?<>=$]*[a-zA-Z~]", "",
+                                   data.decode("utf-8", "replace"))[-1200:]
+                    state = "timed out" if left <= 0 else f"exited ({self.process.returncode})"
+                    raise TimeoutError(f"{state} waiting for {needles}; screen since: {plain!r}")
+                self.changed.wait(min(left, 0.5))
+
+    def type(self, keys: str) -> float:
+        t = time.perf_counter()
+        os.write(self.master, keys.encode())
+        return t
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.type("q")
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        os.close(self.master)
+
+
+def summary(values: list[float]) -> dict:
+    ms = sorted(v * 1000 for v in values)
+    return {"n": len(ms), "median_ms": round(statistics.median(ms), 1),
+            "p90_ms": round(ms[min(len(ms) - 1, int(0.9 * len(ms)))], 1), "max_ms": round(ms[-1], 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", nargs="?", help="MODEL_DIR or .gguf (default: the bundled sample target)")
+    parser.add_argument("--draft", help="drafter directory (default: the sample drafter)")
+    parser.add_argument("--block", type=int, default=4)
+    parser.add_argument("--launches", type=int, default=5)
+    parser.add_argument("--keys", type=int, default=20, help="key presses per measurement")
+    parser.add_argument("--json", help="write the numbers here")
+    args = parser.parse_args()
+
+    exe = shutil.which("dflash-tui") or str(Path(sys.executable).parent / "dflash-tui")
+    if os.environ.get("BENCH_EXE"):
+        exe = os.environ["BENCH_EXE"]
+    model = args.model
+    if model is None:
+        from dflash_tui.sample import sample_target
+
+        model = str(sample_target())
+    base = [exe, model, "--block", str(args.block), "--max-tokens", "100000"]
+    if args.draft:
+        base += ["--draft", args.draft]
+
+    launches = []
+    for _ in range(args.launches):
+        term = Terminal(base)
+        try:
+            launches.append(term.when(FIRST_FRAME) - term.started)
+        finally:
+            term.close()
+
+    term = Terminal(base)
+    help_open, probes_tab = [], []
+    try:
+        t_ready = term.when(READY, timeout=600)
+        load_seconds = t_ready - term.started
+        term.type("c")
+        term.when(RUNNING, since=term.mark())
+        for _ in range(args.keys):
+            since = term.mark()
+            pressed = term.type("?")
+            help_open.append(term.when(HELP, since=since) - pressed)
+            since = term.mark()
+            term.type("?")  # closes the help; the ranks table shows again
+            term.when(RANKS, since=since)
+            since = term.mark()
+            pressed = term.type("3")
+            probes_tab.append(term.when(PROBES, since=since) - pressed)
+            since = term.mark()
+            term.type("1")
+            term.when(RANKS, since=since)
+    finally:
+        term.close()
+
+    result = {
+        "command": " ".join([Path(exe).name, *base[1:]]),
+        "launch_to_first_frame": summary(launches),
+        "model_ready_s": round(load_seconds, 2),
+        "key_to_screen_while_running": {"help (?)": summary(help_open), "probes tab (3)": summary(probes_tab)},
+    }
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""A fast read-only table: rows of Rich Text cells drawn with Textual's line API.
+
+Textual's DataTable measures and renders every cell through a Rich console and redraws
+whole tables on change; at a stage or more per second with ~100 probe rows that cost
+hundreds of milliseconds a frame on a small CPU, on the same interpreter as the engine.
+This table lays a row out once (cells cut and padded to their column, joined into one Text)
+and turns only the visible rows into strips, cached until the rows change. The header stays
+put while the rows scroll; one row is the cursor.
+
+The parts of DataTable's API the panels use are kept (add_columns, add_rows, clear,
+row_count, cursor_row, move_cursor, get_row_at, RowHighlighted), so panels read the same.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+GAP = 1  # spaces between columns
+MAX_WIDTH = 24  # no auto-sized column grows wider (cells are cut with an ellipsis)
+
+
+class FastTable(ScrollView, can_focus=True):
+    DEFAULT_CSS = """
+    FastTable { height: auto; max-height: 100%; scrollbar-size: 1 1; }
+    FastTable > .fast-table--header { text-style: bold; background: $panel; }
+    FastTable > .fast-table--odd { background: $boost; }
+    FastTable > .fast-table--cursor { background: $primary 40%; }
+    FastTable:focus > .fast-table--cursor { background: $primary; }
+    """
+    COMPONENT_CLASSES = {"fast-table--header", "fast-table--odd", "fast-table--cursor"}
+    BINDINGS = [
+        Binding("up", "cursor(-1)", show=False),
+        Binding("down", "cursor(1)", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
+        Binding("home", "cursor_to(0)", show=False),
+        Binding("end", "cursor_to(-1)", show=False),
+    ]
+
+    class RowHighlighted(Message):
+        def __init__(self, table: "FastTable", cursor_row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.cursor_row = cursor_row
+
+        @property
+        def control(self) -> "FastTable":
+            return self.table
+
+    def __init__(self, *, id: Optional[str] = None, classes: Optional[str] = None,
+                 max_widths: Optional[dict[int, int]] = None, grow_only: bool = True) -> None:
+        """grow_only: the scrollable height never shrinks (no layout pass when a long table
+        is refilled from its start); off for short tables sized to their rows."""
+        super().__init__(id=id, classes=classes)
+        self._grow_only = grow_only
+        self._labels: list[Text] = []
+        self._rows: list[list[Text]] = []
+        self._widths: list[int] = []
+        self._max_widths = max_widths or {}
+        self._lines: dict[int, Strip] = {}  # row index -> laid-out strip (no cursor / zebra)
+        self._header: Optional[Strip] = None
+        self.cursor_row = 0
+
+    # ---- DataTable-like API --------------------------------------------------------------
+
+    def add_columns(self, *labels: str) -> None:
+        self._labels = [Text(label) for label in labels]
+        self._relayout()
+
+    @property
+    def row_count(self) -> int:
+        return len(self._rows)
+
+    def get_row_at(self, index: int) -> list[Text]:
+        return self._rows[index]
+
+    def clear(self) -> "FastTable":
+        self._rows = []
+        self.cursor_row = 0
+        self._lines.clear()
+        self.refresh()
+        return self
+
+    def add_rows(self, rows: Iterable[Sequence]) -> None:
+        new = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
+        if not new:
+            return
+        self._rows.extend(new)
+        widths = self._measure(new, self._widths)
+        if widths != self._widths:  # a column grew: every row is laid out again
+            self._widths = widths
+            self._lines.clear()
+            self._header = None
+        self._resize()
+        self.refresh()
+
+    def set_rows(self, rows: Iterable[Sequence]) -> None:
+        """Replace every row, keeping the cursor where it was when it still fits. Column
+        widths only grow, so rounds that show the same kind of rows lay out the same."""
+        self._rows = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
+        self._widths = self._measure(self._rows, self._widths)
+        self._lines.clear()
+        self._header = None
+        self._resize()
+        self.cursor_row = min(self.cursor_row, max(len(self._rows) - 1, 0))
+        self.refresh()
+
+    def move_cursor(self, *, row: int, animate: bool = False, scroll: bool = True) -> None:
+        if not self._rows:
+            return
+        row = max(0, min(row, len(self._rows) - 1))
+        changed = row != self.cursor_row
+        self.cursor_row = row
+        if scroll:
+            self._scroll_to_cursor()
+        self.refresh()
+        if changed:
+            self.post_message(self.RowHighlighted(self, row))
+
+    # ---- keys and mouse ------------------------------------------------------------------
+
+    def action_cursor(self, step: int) -> None:
+        self.move_cursor(row=self.cursor_row + step)
+
+    def action_page(self, step: int) -> None:
+        self.move_cursor(row=self.cursor_row + step * max(self.size.height - 2, 1))
+
+    def action_cursor_to(self, row: int) -> None:
+        self.move_cursor(row=row if row >= 0 else len(self._rows) - 1)
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y >= 1:
+            self.move_cursor(row=int(self.scroll_offset.y) + event.y - 1, scroll=False)
+
+    # ---- layout --------------------------------------------------------------------------
+
+    def _measure(self, rows: list[list[Text]], widths: list[int]) -> list[int]:
+        widths = list(widths) or [label.cell_len for label in self._labels]
+        for row in rows:
+            for i, cell in enumerate(row):
+                if i < len(widths):
+                    widths[i] = max(widths[i], min(cell.cell_len, self._max_widths.get(i, MAX_WIDTH)))
+        return widths
+
+    def _relayout(self) -> None:
+        self._widths = self._measure(self._rows, self._widths)
+        self._lines.clear()
+        self._header = None
+        self._resize()
+        self.refresh()
+
+    def _resize(self) -> None:
+        # The virtual size only grows: a change of it is a layout pass of the whole screen,
+        # and a table that shrinks at every new round and grows back would cost two a round.
+        width = sum(self._widths) + GAP * (len(self._widths) + 1)
+        old = self.virtual_size
+        height = len(self._rows) + 1
+        size = Size(max(width, old.width), max(height, old.height) if self._grow_only else height)
+        if size != old:
+            self.virtual_size = size
+        self._lines = {i: s for i, s in self._lines.items() if i < len(self._rows)}
+
+    def _scroll_to_cursor(self) -> None:
+        visible = max(self.size.height - 1, 1)
+        top = int(self.scroll_offset.y)
+        if self.cursor_row < top:
+            self.scroll_to(y=self.cursor_row, animate=False)
+        elif self.cursor_row >= top + visible:
+            self.scroll_to(y=self.cursor_row - visible + 1, animate=False)
+
+    def _layout_row(self, cells: Sequence[Text]) -> Strip:
+        line = Text(" " * GAP, no_wrap=True, end="")
+        for cell, width in zip(cells, self._widths):
+            cell = cell.copy()
+            cell.truncate(width, overflow="ellipsis")
+            pad = width - cell.cell_len
+            if cell.justify == "right":
+                line.append(" " * pad)
+                line.append_text(cell)
+            else:
+                line.append_text(cell)
+                line.append(" " * pad)
+            line.append(" " * GAP)
+        segments = list(line.render(self.app.console))
+        return Strip(segments, line.cell_len)
+
+    def render_lines(self, crop):
+        # the row styles come from CSS: look them up once per paint, not once per line
+        base = self.rich_style
+        self._styles = {
+            "base": base,
+            "header": base + self.get_component_rich_style("fast-table--header"),
+            "odd": base + self.get_component_rich_style("fast-table--odd"),
+            "cursor": base + self.get_component_rich_style("fast-table--cursor"),
+        }
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        styles = getattr(self, "_styles", None) or {k: self.rich_style for k in ("base", "header", "odd", "cursor")}
+        base = styles["base"]
+        if y == 0:
+            if self._header is None:
+                self._header = self._layout_row(self._labels)
+            return self._finish(self._header, scroll_x, width, styles["header"])
+        index = int(scroll_y) + y - 1
+        if index >= len(self._rows):
+            return Strip.blank(width, base)
+        strip = self._lines.get(index)
+        if strip is None:
+            strip = self._lines[index] = self._layout_row(self._rows[index])
+        style = styles["cursor"] if index == self.cursor_row else styles["odd"] if index % 2 else base
+        return self._finish(strip, scroll_x, width, style)
+
+    @staticmethod
+    def _finish(strip: Strip, scroll_x: int, width: int, style: Style) -> Strip:
+        strip = strip.crop(scroll_x, scroll_x + width).extend_cell_length(width)
+        return Strip([Segment(t, style + s if s else style, c) for t, s, c in strip], width)
