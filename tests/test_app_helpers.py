@@ -23,6 +23,20 @@ from dflash_tui.engine.records import STAGE_ORDER
 WAIT = 60.0  # seconds: generous for a cold first MLX import on a busy CI machine
 
 
+@pytest.fixture(autouse=True)
+def engines_stopped():
+    """After each test, wait for every engine thread it started to finish its stage and
+    close (the app sends Quit when it unmounts): an MLX op still running when the
+    interpreter exits would abort the process."""
+    import threading
+
+    before = set(threading.enumerate())
+    yield
+    for thread in set(threading.enumerate()) - before:
+        if thread.name == "dflash-engine":
+            thread.join(30)
+
+
 async def wait_for(pilot, condition, timeout: float = WAIT, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():

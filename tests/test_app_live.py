@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 from textual.widgets import TabbedContent
 
-from dflash_tui.panels.table import FastTable
-
 from dflash_tui.app.breakpoints import Breakpoints
 from dflash_tui.app.live import LiveApp
 from dflash_tui.engine.records import STAGE_ORDER
-
 from dflash_tui.panels.stream import round_tokens
+from dflash_tui.panels.table import FastTable
 
+from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
 from test_app_helpers import launch, oracle_proposer, press_and_settle, table_rows, wait_for, wait_idle, \
     wait_loaded, widget_text
 

@@ -17,6 +17,7 @@ from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
 from dflash_tui.app.replay_app import ReplayApp
 
+from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
 from test_app_helpers import launch, press_and_settle, table_rows, wait_for, wait_loaded, widget_text
 
 SIZE = (120, 35)

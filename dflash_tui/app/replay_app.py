@@ -27,9 +27,9 @@ PAUSE_KEYS = frozenset({"c", "space", "s", "n", "escape"})
 
 class ReplayApp(DebuggerApp):
     BINDINGS = [
-        Binding("left,h", "round(-1)", "◀ round", priority=True),
-        Binding("right,l", "round(1)", "round ▶", priority=True),
-        Binding("s", "stage(1)", "stage ▶"),
+        Binding("left,h", "round(-1)", "prev round", priority=True),
+        Binding("right,l", "round(1)", "next round", priority=True),
+        Binding("s", "stage(1)", "stage"),
         Binding("backspace", "stage(-1)", "◀ stage", show=False),
         Binding("n,space", "finish_round", "to commit", show=False),
         Binding("home,g", "goto_first", "first", show=False, priority=True),

@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import TabbedContent, TabPane
 
-from ...panels.footer import KeysFooter
+from ...panels.footer import KeyBar
 from ...panels.header import HeaderPanel
 from ...panels.history import HistoryPanel
 from ...panels.probes import ProbesPanel
@@ -52,7 +52,7 @@ class MainScreen(Screen):
                 with TabPane("3 Probes", id=TABS[2]):
                     yield ProbesPanel(id="probes")
         yield StatusLine(id="status")
-        yield KeysFooter(compact=True)
+        yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
         # after the first refresh every panel has composed its own children
