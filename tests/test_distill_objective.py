@@ -182,3 +182,23 @@ def test_target_layer_ids_follow_zlab():
     assert zlab_layer_ids(36, 5) == [1, 9, 17, 25, 33]
     assert zlab_layer_ids(30, 1) == [15]
     assert zlab_layer_ids(4, 5) == [0, 1, 2, 3]  # too shallow for the rule: distinct layers
+
+
+def test_compiled_step_matches_the_plain_step(setup):
+    from dflash_tui.distill.batches import make_batch
+    from dflash_tui.distill.dataset import Sequences
+    from dflash_tui.distill.trainer import Trainer
+
+    target, config, drafter, ids, capture = setup
+    rows = np.array(ids)
+    sequences = Sequences([r for r in rows], np.array([4, 4]), ["math"] * 2, np.arange(2), ["t"] * 2)
+    batch = make_batch(sequences, np.arange(2), 4, 40, GAMMA, config.mask_token_id,
+                       np.random.default_rng(0), 0.5)
+    settings = TrainSettings(gamma=GAMMA, layers=2, rank=8, top_k=8, steps=4)
+    results = []
+    for compiled in (False, True):
+        trainer = Trainer(init_drafter(config, 3), target_parts(target, config), target, settings,
+                          mx.float32, compile_step=compiled)
+        results.append([trainer.train_step(batch).metrics["loss"] for _ in range(2)])
+    assert np.allclose(results[0], results[1], rtol=1e-4)
+    assert results[0][1] < results[0][0]

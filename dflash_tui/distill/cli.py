@@ -83,7 +83,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="drafter forward precision; weights stay float32 (auto as above)")
     g.add_argument("--keep-quantized", action="store_true",
                    help="train against the quantized target as is (default: dequantize it)")
-    g.add_argument("--no-compile", action="store_true", help="do not mx.compile the step")
+    g.add_argument("--compile", action="store_true",
+                   help="mx.compile the step (off by default: on an H200 the first step then "
+                        "took 196 s to compile, against 1.2 s plain, for no gain seen on the CPU)")
 
     g = p.add_argument_group("logging and evaluation")
     g.add_argument("--save-every", type=int, default=200, metavar="N", help="save every N steps (default 200)")
@@ -108,7 +110,7 @@ def settings_from_args(args) -> tuple[RunSettings, dict, dict]:
         eval_blocks=args.eval_blocks,
         eval_gammas=tuple(parse_int_list(args.eval_gammas, "--eval-gammas")),
         log_every=args.log_every, session_tokens=args.session_tokens,
-        compile=not args.no_compile, progress=not args.no_progress,
+        compile=args.compile, progress=not args.no_progress,
     )
     check_run(run)
     data = {

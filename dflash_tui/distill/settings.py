@@ -96,7 +96,7 @@ class RunSettings:
     eval_gammas: tuple[int, ...] = (2, 4, 7)
     log_every: int = 10
     session_tokens: int = 48
-    compile: bool = True
+    compile: bool = False
     progress: bool = True
 
 
