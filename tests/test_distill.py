@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
@@ -67,7 +66,8 @@ def test_distill_end_to_end_gives_a_checkpoint_the_engine_runs(data_dir, tmp_pat
     assert record["data"]["settings"]["num_prompts"] == 24
     assert "held_out_final" in record
     curve = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
-    assert [c["step"] for c in curve] == [4, 8] and curve[-1]["final"]
+    assert [c["step"] for c in curve] == [4, 8, 8] and curve[-1]["final"]
+    assert not curve[1].get("final") and curve[1]["blocks"] < curve[2]["blocks"]
     assert set(curve[-1]["gamma"]) == {"2", "4", "7"}
     # The checkpoint is bfloat16 on disk and runs a real round in the engine.
     stored = mx.load(str(out / "model.safetensors"))
@@ -169,3 +169,14 @@ def test_default_sample_drafter_fits_in_40_mb():
         conv_group_size=16, selector_rank=s.rank, selector_top_k=s.top_k)
     values = sum(int(np.prod(shape)) for shape in expected_shapes(config).values())
     assert values * 2 < 40e6
+
+
+def test_a_dflash_v1_drafter_trains_and_loads(data_dir, tmp_path):
+    target_dir, data = data_dir
+    out = tmp_path / "v1"
+    assert distill(target_dir, out, data, "--kind", "dflash", "--phase", "train", "--steps", "2",
+                   "--eval-every", "2") == 0
+    drafter = load_drafter(out)
+    assert not drafter.config.is_dflash2 and "candidate_selector" not in drafter
+    curve = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
+    assert curve[-1]["step"] == 2 and "7" in curve[-1]["gamma"]

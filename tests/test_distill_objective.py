@@ -118,11 +118,10 @@ def test_block_loss_is_the_weighted_mean_of_slot_cross_entropies(setup):
 
 
 def test_selector_loss_swaps_a_missing_label_in_for_the_lowest_candidate():
+    from fixtures import zlab_config  # tests/ is on sys.path (conftest.py)
+
     from dflash_tui.engine.draft_config import parse_config
     from dflash_tui.engine.drafter import CandidateSelector
-    import sys, pathlib
-    sys.path.insert(0, str(pathlib.Path(__file__).parent))
-    from fixtures import zlab_config
 
     config = parse_config(zlab_config("DFlash2DraftModel", vocab=10, target_layers=4,
                                       layer_ids=[1], mask_token_id=3))

@@ -18,7 +18,7 @@ time. What is chosen here:
 from __future__ import annotations
 
 import math
-from typing import Iterable, Optional
+from typing import Iterable
 
 import mlx.core as mx
 import mlx.nn as nn

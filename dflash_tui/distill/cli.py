@@ -15,11 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-from ..engine.errors import InputError
-from .settings import (DataSettings, RunSettings, TrainSettings, check_data, check_run,
-                       check_train, merge, parse_int_list, parse_mix)
+from .settings import RunSettings, check_run, parse_int_list, parse_mix
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -126,7 +126,7 @@ def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Hol
     say(f"data: {len(todo)} of {len(items)} prompts to continue (greedy, at most "
         f"{settings.max_new_tokens} new tokens, {gen_batch} at a time)")
     prompt_ids = [encode_prompt(target.tokenizer, i["text"], None) for i in todo]
-    shard_size = shard_size or max(256, 4 * gen_batch)
+    shard_size = shard_size or gen_batch  # a shard per decoded batch: a kill loses one batch
     stops = stop_token_ids(target.tokenizer)
     pending: list[tuple[int, list[int], int, bool]] = []
     t0, tokens, finished = time.monotonic(), 0, 0

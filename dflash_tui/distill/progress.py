@@ -30,10 +30,12 @@ class Progress:
             self._task = self._bar.add_task("train", total=total, completed=completed, stats="")
             self._bar.start()
 
-    def update(self, step: int, stats: str) -> None:
-        if self._bar is not None:
+    def update(self, step: int, stats: str, eta: Optional[float] = None) -> None:
+        if self._bar is not None:  # the bar shows its own time remaining
             self._bar.update(self._task, completed=step, stats=stats)
         elif step % self.log_every == 0 or step == self.total:
+            if eta is not None:
+                stats += f"  eta {eta / 60:.1f} min"
             print(f"step {step}/{self.total}  {stats}", file=sys.stderr, flush=True)
 
     def note(self, text: str) -> None:
@@ -48,8 +50,5 @@ class Progress:
             self._bar = None
 
 
-def format_stats(loss: float, acc1: float, tokens_per_s: float, eta: Optional[float] = None) -> str:
-    text = f"loss {loss:.3f}  acc1 {acc1:6.1%}  {tokens_per_s:,.0f} tok/s"
-    if eta is not None:
-        text += f"  eta {eta / 60:.1f} min"
-    return text
+def format_stats(loss: float, acc1: float, tokens_per_s: float) -> str:
+    return f"loss {loss:.3f}  acc1 {acc1:6.1%}  {tokens_per_s:,.0f} tok/s"

@@ -9,7 +9,7 @@ from ..engine.errors import InputError
 from . import dataset, state as state_lib
 from .data_phase import run_data_phase
 from .holdout import read_holdout, refuse_clashes
-from .settings import (DataSettings, RunSettings, TrainSettings, check_data, check_train, merge)
+from .settings import DataSettings, RunSettings, TrainSettings, check_data, check_train, merge
 from .target_setup import load_for_distill, resolve_dtype, retype, target_dtype_name
 from .trainer import Deadline
 

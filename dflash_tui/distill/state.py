@@ -109,6 +109,21 @@ def append_jsonl(path: Path, record: dict) -> None:
         f.flush()
 
 
+def last_jsonl(path: Path, keep=lambda record: True) -> Optional[dict]:
+    """The last record of a JSON-lines log that `keep` accepts, or None."""
+    if not path.is_file():
+        return None
+    last = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if keep(record):
+            last = record
+    return last
+
+
 def truncate_jsonl(path: Path, max_step: int) -> None:
     """Drop log lines past `max_step` (written after the save a resumed run starts from),
     so the logged curve has each step once."""

@@ -105,6 +105,7 @@ class TrainPhase:
             self.tokens_seen = int(saved.get("tokens_seen", 0))
             for log in ("train.jsonl", "eval.jsonl"):
                 state_lib.truncate_jsonl(self.out / log, self.trainer.step)
+        self.last_eval = state_lib.last_jsonl(self.out / "eval.jsonl", lambda r: not r.get("final"))
         gammas = [g for g in self.run.eval_gammas]
         self.eval_gammas = gammas
         self.blocks: EvalBlocks = eval_blocks(self.eval_set, self.run.eval_blocks, train.seq_len, max(gammas))
@@ -167,7 +168,7 @@ class TrainPhase:
         self._t_start = time.monotonic()
         progress = Progress(train.steps, self.trainer.step, run.progress, run.log_every)
         step_seconds, save_seconds, eval_seconds = None, SAVE_SECONDS_GUESS, 0.0
-        last_eval, saved_at, window = None, self.trainer.step, []
+        last_eval, saved_at, window = self.last_eval, self.trainer.step, []
         stopped_early = False
         seq_tokens = train.batch * train.seq_len
         try:
@@ -187,12 +188,12 @@ class TrainPhase:
                 step = self.trainer.step
                 window.append((result, dt, batch.label_tokens))
                 stats = format_stats(result.metrics["loss"], result.metrics["acc1"],
-                                     seq_tokens / max(dt, 1e-9), (train.steps - step) * step_seconds)
-                progress.update(step, stats)
+                                     seq_tokens / max(dt, 1e-9))
+                progress.update(step, stats, (end - step) * step_seconds)
                 if step % run.log_every == 0 or step == train.steps:
                     self._log(step, window)
                     window = []
-                if run.eval_every and step % run.eval_every == 0 and step < train.steps:
+                if run.eval_every and (step % run.eval_every == 0 or step == train.steps):
                     if self.deadline.allows(eval_seconds + save_seconds + 1.0):
                         t1 = time.monotonic()
                         last_eval = self.evaluate()
