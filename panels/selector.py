@@ -16,7 +16,7 @@ from textual.widgets import Static
 
 from dflash_tui.engine.records import RoundRecord, SelectorSlot
 
-from .format import grid, score, token_text
+from .format import grid, prob, score, token_text
 from .frame import Frame
 from .table import FastTable
 from .lattice import LatticeHeatmap
@@ -142,15 +142,19 @@ class SelectorPanel(Vertical):
             target = record.target_tokens[slot.slot]
         source = token_text(record.text(slot.predecessor), width=10)
         rows = []
+        sampled = slot.q is not None  # T > 0: the walk sampled from q over the K candidates
         for i, token in enumerate(slot.candidates):
             marks = ("●" if i == slot.chosen_index else "") + ("★" if i == slot.argmax_index else "") \
                 + ("◎" if token == target else "")
             style = "bold magenta" if i == slot.chosen_index and slot.off_argmax else \
                 "bold" if i == slot.chosen_index else ""
-            rows.append([str(i), token_text(record.text(token), style, width=10),
-                         score(slot.unary[i]), score(slot.edge[i]), score(slot.score[i]), marks])
+            row = [str(i), token_text(record.text(token), style, width=10),
+                   score(slot.unary[i]), score(slot.edge[i]), score(slot.score[i])]
+            rows.append(row + ([prob(slot.q[i])] if sampled else []) + [marks])
+        header = ["#", "token", "unary", "edge", "total"] + (["q"] if sampled else []) + [""]
+        widths = [1, 10, 7, 8, 7] + ([5] if sampled else []) + [3]
         table = Text.assemble((f"slot {slot.slot} after ", "bold"), source, "\n") + grid(
-            rows, [1, 10, 7, 8, 7, 3], "llrrrl", header=["#", "token", "unary", "edge", "total", ""])
+            rows, widths, "llrrr" + ("r" if sampled else "") + "l", header=header)
         shape = (len(slot.candidates) + 2, len(slot.lattice) + 2)  # lines of each
         layout = shape != self._shape  # same shape, same height: no layout pass
         self._shape = shape

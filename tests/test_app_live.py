@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.command import CommandList
 from textual.widgets import TabbedContent
 
 from dflash_tui.app.breakpoints import Breakpoints
@@ -89,7 +90,7 @@ def test_stage_by_stage_every_panel_follows(pair):
             assert f"{record.accepted}/{record.gamma} accepted" in stream
             history = widget_text(app, app.main.query_one("#history"))
             assert "over 1 rounds" in history
-            assert f"round 0" in widget_text(app, app.main.query_one("#header"))
+            assert "round 0" in widget_text(app, app.main.query_one("#header"))
 
     run(scenario())
 
@@ -125,6 +126,30 @@ def test_accepted_rejected_and_bonus_tokens_are_shown(pair):
     run(scenario())
 
 
+def test_sliding_ring_and_sampling_are_shown(make_pair):
+    """A drafter with a sliding layer shows its ring; at T > 0 the selector shows q."""
+    sliding = make_pair("llama", "DFlash2DraftModel", sliding=True)
+
+    async def scenario():
+        app = LiveApp(launch(sliding, temperature=0.8), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "s", "s", "s", "2")
+            after = app.record.state_after
+            assert after.ring_window is not None
+            ring = next(line for line in widget_text(app, app.main.query_one("#state")).splitlines()
+                        if "ring" in line)
+            assert f"{after.ring_occupancy}/{after.ring_window}" in ring
+            assert "T=0.8" in widget_text(app, app.main.query_one("#header"))
+            candidates = widget_text(app, app.main.query_one("#selector-candidates"))
+            header = next(line for line in candidates.splitlines() if "unary" in line).split()
+            assert header == ["#", "token", "unary", "edge", "total", "q"]
+            q = app.record.selector.slots[0].q
+            assert abs(sum(q) - 1) < 1e-6 and f"{q[0]:.3f}" in candidates
+
+    run(scenario())
+
+
 def test_round_then_run_to_the_token_budget(pair):
     async def scenario():
         app = LiveApp(launch(pair, max_tokens=12), show_timings=False, export_dir=Path("unused"))
@@ -142,7 +167,7 @@ def test_round_then_run_to_the_token_budget(pair):
             assert app.status.kind == "finished" and "finished (length)" in app.status.message
             assert f"over {len(app.rounds)} rounds" in widget_text(app, app.main.query_one("#history"))
             header = widget_text(app, app.main.query_one("#header"))
-            assert f"tokens 12" in header
+            assert "tokens 12" in header
             # a finished session refuses more steps and says how to go on
             rounds = len(app.rounds)
             await pilot.press("n")
@@ -299,6 +324,57 @@ def test_new_prompt_and_restart_open_fresh_sessions(pair):
     run(scenario())
 
 
+def test_prompt_dialog_starts_a_sample_prompt(pair, tmp_path):
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "01-add.txt").write_text("def add(a, b):\n")
+    (tmp_path / "prose").mkdir()
+    (tmp_path / "prose" / "01-fox.txt").write_text("The rain in Spain")
+
+    async def scenario():
+        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("unused"), prompts_dir=tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("p")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the prompt dialog")
+            options = app.screen.query_one("#prompt-samples")
+            assert [o.id for o in options.options] == [str(tmp_path / "code" / "01-add.txt"),
+                                                       str(tmp_path / "prose" / "01-fox.txt")]
+            options.focus()
+            await pilot.press("down", "enter")  # the second sample, into the editor
+            assert app.screen.query_one("#prompt-text").text == "The rain in Spain"
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: app.info is not None and app.info.prompt == "The rain in Spain",
+                           what="the new session")
+            await pilot.press("p")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the prompt dialog")
+            await pilot.press("escape")  # cancel: the session stays as it was
+            await wait_for(pilot, lambda: app.screen is app.main, what="the dialog to close")
+            assert app.info.prompt == "The rain in Spain" and not app.loading
+
+    run(scenario())
+
+
+def test_command_palette_runs_engine_commands_and_toggles_breakpoints(pair):
+    async def scenario():
+        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            for text in ("Step one round", "Breakpoint: accepted == 0"):
+                await pilot.press("ctrl+p")
+                await wait_for(pilot, lambda: app.screen is not app.main, what="the palette")
+                await pilot.press(*text)
+                await wait_for(pilot, lambda: app.screen.query_one(CommandList).option_count > 0,
+                               what="a match")
+                await pilot.press("enter")
+                await wait_for(pilot, lambda: app.screen is app.main, what="the palette to close")
+                await wait_idle(pilot)
+            assert len(app.rounds) == 1
+            assert app.armed.zero_accepted and "accepted=0" in app.status.right
+            assert app.engine.armed.zero_accepted  # the engine got the new breakpoints too
+
+    run(scenario())
+
+
 def test_export_failure_is_reported_and_the_session_goes_on(pair, tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the export directory should be")
@@ -315,6 +391,28 @@ def test_export_failure_is_reported_and_the_session_goes_on(pair, tmp_path):
             assert len(app.rounds) == 2
 
     run(scenario())
+
+
+def test_a_checkpoint_refused_while_loading_is_shown_and_exits_2(pair, tmp_path):
+    from fixtures import drafter_tensors, write_drafter
+
+    target, draft = pair
+    config = json.loads((draft / "config.json").read_text())
+    config["vocab_size"] += 1  # a drafter built for another vocabulary
+    bad = write_drafter(tmp_path / "other-vocab", config, tensors=drafter_tensors(config))
+
+    async def scenario():
+        app = LiveApp(launch((target, bad)), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.failure is not None, what="the refusal")
+            assert "vocab_size" in app.failure.message and not app.failure.detail
+            assert app.status.kind == "error" and "vocab_size" in app.status.message
+            await pilot.press("n")  # nothing to step: said, not crashed
+            await pilot.press("q")
+        return app
+
+    app = run(scenario())
+    assert app.return_code == 2
 
 
 def test_quit_mid_stage_returns_at_once(pair):

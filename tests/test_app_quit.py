@@ -18,7 +18,6 @@ import termios
 import textwrap
 import threading
 import time
-from pathlib import Path
 
 import pytest
 

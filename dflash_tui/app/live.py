@@ -141,7 +141,7 @@ class LiveApp(DebuggerApp):
         self.engine.send(Quit())
         code = 2 if self.failure is not None and not self.failure.detail else \
             1 if self.failure is not None else 0
-        self.exit(code)
+        self.exit(result=code, return_code=code)
 
     def on_unmount(self) -> None:
         # However the app ends (q, ctrl+c, a test harness), the engine stops after its stage.
