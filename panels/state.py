@@ -80,8 +80,7 @@ WIDTHS = [14, 9, 11]
 def render_state(before: Optional[EngineState], after: Optional[EngineState], rollback) -> Text:
     rows = []
     if after is None:
-        return grid([[Text("waiting for prefill", style="dim"), "", ""]], WIDTHS, "lrr",
-                    header=["", "before", "after"])
+        return Text("waiting for prefill", style="dim")
     for label, get in FIELDS:
         new = get(after)
         old = get(before) if before is not None else None
@@ -93,11 +92,16 @@ def render_state(before: Optional[EngineState], after: Optional[EngineState], ro
             style = "bold cyan"  # lag is expected after commit; it closes at context
         rows.append([Text(label, style="dim"), DASH if old is None else str(old),
                      Text(DASH if new is None else str(new), style=style)])
+    table = grid(rows, WIDTHS, "lrr", header=["", "before", "after"])
+    if rollback is None:
+        return table
+    # the rollback spans both value columns: "replay 12 rows" does not fit in one
+    label = Text("rollback".ljust(WIDTHS[0] + 1), style="dim")
     if rollback == "pending":
-        rows.append([Text("rollback", style="dim"), "", Text("at commit", style="dim")])
-    elif rollback is not None:
+        line = Text.assemble(label, ("at commit", "dim"))
+    else:
         kind = rollback.kind
         shown = "none" if kind == "none" else f"{kind} {rollback.rows} row{'s' * (rollback.rows != 1)}"
-        rows.append([Text("rollback", style="dim"), "", Text(shown, style="" if kind == "none" else "bold")])
-    return grid(rows, WIDTHS, "lrr", header=["", "before", "after"])
+        line = Text.assemble(label, (shown, "" if kind == "none" else "bold"))
+    return Text("\n").join([table, line])
 

@@ -123,6 +123,8 @@ class FastTable(ScrollView, can_focus=True):
         self.cursor_row = row
         if scroll:
             self._scroll_to_cursor()
+            # a table just shown (a tab switch) has no size until its next layout
+            self.call_after_refresh(self._scroll_to_cursor)
         self.refresh()
         if changed:
             self.post_message(self.RowHighlighted(self, row))
@@ -133,7 +135,7 @@ class FastTable(ScrollView, can_focus=True):
         self.move_cursor(row=self.cursor_row + step)
 
     def action_page(self, step: int) -> None:
-        self.move_cursor(row=self.cursor_row + step * max(self.size.height - 2, 1))
+        self.move_cursor(row=self.cursor_row + step * max(self.scrollable_content_region.height - 2, 1))
 
     def action_cursor_to(self, row: int) -> None:
         self.move_cursor(row=row if row >= 0 else len(self._rows) - 1)
@@ -171,7 +173,7 @@ class FastTable(ScrollView, can_focus=True):
         self._lines = {i: s for i, s in self._lines.items() if i < len(self._rows)}
 
     def _scroll_to_cursor(self) -> None:
-        visible = max(self.size.height - 1, 1)
+        visible = max(self.scrollable_content_region.height - 1, 1)  # rows under the header
         top = int(self.scroll_offset.y)
         if self.cursor_row < top:
             self.scroll_to(y=self.cursor_row, animate=False)

@@ -150,6 +150,28 @@ def test_sliding_ring_and_sampling_are_shown(make_pair):
     run(scenario())
 
 
+def test_dflash_v1_on_a_recurrent_target(make_pair):
+    """No selector to show; the rollback of a gated-DeltaNet target is a replay."""
+    v1 = make_pair("qwen35", "DFlashDraftModel")
+
+    async def scenario():
+        app = LiveApp(launch(v1), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            assert "DFlash 2L H64 block 16" in widget_text(app, app.main.query_one("#header"))
+            await press_and_settle(pilot, "n", "2")
+            record = app.record
+            assert record.selector is None and record.rollback.kind == "replay"
+            assert "no candidate selector" in widget_text(app, app.main.query_one("#selector"))
+            state = widget_text(app, app.main.query_one("#state"))
+            rows = record.rollback.rows
+            assert f"replay {rows} row{'s' * (rows != 1)}" in state
+            ranks = table_rows(app.main.query_one("#ranks-table", FastTable))
+            assert [r[5] for r in ranks] == ["—"] * record.gamma  # "in K" has no meaning here
+
+    run(scenario())
+
+
 def test_round_then_run_to_the_token_budget(pair):
     async def scenario():
         app = LiveApp(launch(pair, max_tokens=12), show_timings=False, export_dir=Path("unused"))

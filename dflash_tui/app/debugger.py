@@ -19,7 +19,6 @@ from textual.message import Message
 from textual.screen import Screen
 
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
-from ..panels.breakpoints import BreakpointsScreen
 from ..panels.frame import Frame
 from ..panels.help import HelpScreen
 from ..panels.probes import ProbesPanel
@@ -245,6 +244,8 @@ class DebuggerApp(App[int]):
         self.push_screen("help")
 
     def action_breakpoints(self) -> None:
+        from ..panels.breakpoints import BreakpointsScreen  # first use: off the first frame
+
         if self.screen is self.main:
             self.push_screen(BreakpointsScreen(self.armed), self.set_breakpoints)
 

@@ -26,7 +26,6 @@ from .engine_thread import (
     Restart, SetBreakpoints, SetGamma, SetKeepRaw, StageDone, StageStarted, Step, strip_raw,
 )
 from .rounds import text_before
-from .screens.prompt import PromptScreen
 
 # During a run these keys pause it (and do nothing else); view keys (tabs, slots, help,
 # export, breakpoints, gamma) leave it running. During a single round only escape and c
@@ -201,6 +200,8 @@ class LiveApp(DebuggerApp):
     def action_prompt(self) -> None:
         if not self._usable() or self.screen is not self.main:
             return
+        from .screens.prompt import PromptScreen  # first use: keeps it off the first frame
+
         current = self.info.prompt if self.info is not None else self.launch.prompt
         self.push_screen(PromptScreen(current, self.prompts_dir), self._new_prompt)
 
