@@ -226,8 +226,8 @@ class EngineThread(threading.Thread):
             prompt = command.prompt if command.prompt is not None else session.info.prompt
             try:
                 self._open(prompt)
-            except InputError as error:
-                self.emit(Notice(f"restart refused: {error}", "error"))
+            except InputError as error:  # the old session is untouched: it goes on
+                self.emit(Failed(f"restart refused: {error}"))
             except Exception as error:  # noqa: BLE001
                 self.emit(Failed(_one_line(error), traceback.format_exc()))
 

@@ -355,6 +355,7 @@ class LiveApp(DebuggerApp):
             self.loading = False
             self.set_status("error", f"cannot open the session: {event.message} (q quits)")
         else:
+            self.loading = False  # a refused restart leaves the session it had
             self.set_status("error", f"engine error: {event.message} (r restarts the session)")
         self.notify(event.message, title="engine error", severity="error", timeout=12)
 
