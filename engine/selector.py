@@ -41,17 +41,21 @@ def lattice_arrays(selector: CandidateSelector, hproj: mx.array, logits: mx.arra
     succ = selector.successor_codebook[candidates].astype(mx.float32)  # [gamma, K, r]
     pred_anchor = selector.predecessor_codebook[anchor].astype(mx.float32)  # [r]
     edges0 = (pred_anchor * hproj[0])[None] @ succ[0].T  # [1, K]
+    if logits.shape[0] == 1:
+        # One slot has no slot-to-slot edges. No zero-size array either: MLX's CUDA backend
+        # crashes converting one to numpy.
+        return candidates, unary, edges0
     pred = selector.predecessor_codebook[candidates[:-1]].astype(mx.float32)  # [gamma-1, K, r]
     edges = (pred * hproj[1:, None, :]) @ succ[1:].transpose(0, 2, 1)  # [gamma-1, K, K]
     return candidates, unary, edges0, edges
 
 
-def to_lattice(candidates, unary, edges0, edges) -> Lattice:
-    edges_np = np.asarray(edges)
+def to_lattice(candidates, unary, edges0, edges=None) -> Lattice:
+    later = [] if edges is None else list(np.asarray(edges, dtype=np.float64))
     return Lattice(
         candidates=np.asarray(candidates),
         unary=np.asarray(unary, dtype=np.float64),
-        edges=[np.asarray(edges0, dtype=np.float64)] + [e.astype(np.float64) for e in edges_np],
+        edges=[np.asarray(edges0, dtype=np.float64)] + later,
     )
 
 
