@@ -86,3 +86,28 @@ def test_accepted_lengths_match_reference_loop(make_pair, reference_drafter, tar
     ref_tokens = [t for r in responses for t in r.tokens]
     assert ref_tokens == session.generated
     assert ours == theirs
+
+
+def test_shipped_drafter_on_the_sample_matches_reference_loop(sample_gguf, reference_drafter):
+    """The real pair, where the drafter is right often: every round's accepted length (and
+    the text) equals Z Lab's loop on the same target weights and drafter weights."""
+    from dflash_tui.engine.target import load_target
+    from dflash_tui.sample import sample_drafter
+
+    draft_dir = sample_drafter()
+    target, drafter, _ = load_pair(sample_gguf, draft_dir)
+    prompt = "Write a Python function that checks whether a number is prime."
+    session = open_session(target, drafter, draft_dir, prompt,
+                           options=SessionOptions(gamma=7, max_tokens=60, probes=False))
+    ours = [len(r.committed_tokens) for r in session.run()]
+    session.close()
+    assert 1 + sum(ours) == len(session.generated) == 60  # the first token comes from prefill
+    assert max(ours) > 3  # the drafter gets whole runs accepted
+
+    theirs_target = load_target(sample_gguf)  # a second instance for the reference to patch
+    rdraft = reference_drafter(draft_dir)
+    rdraft.set_dtype(mx.float32)  # the shipped weights are bfloat16; both sides run float32
+    responses = list(ref.stream_generate(theirs_target.model, rdraft, theirs_target.tokenizer,
+                                         mx.array(session.prompt_ids), block_size=8, max_tokens=60))
+    assert [t for r in responses for t in r.tokens] == session.generated
+    assert ours == [r.accepted for r in responses if r.accepted is not None]

@@ -1,0 +1,46 @@
+"""The shipped sample drafter: its format, its size, and that it actually drafts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fixtures import drafter_tensors, write_drafter
+
+from dflash_tui.engine import SessionOptions, load_pair, open_session
+from dflash_tui.sample import sample_drafter
+
+PROMPT = "Write a Python function that returns the factorial of n."
+
+
+def test_shipped_drafter_is_a_zlab_dflash2_checkpoint_under_40_mb():
+    directory = sample_drafter()
+    config = json.loads((directory / "config.json").read_text())
+    assert config["architectures"] == ["DFlash2DraftModel"]
+    assert (directory / "model.safetensors").stat().st_size <= 40 * 1024 * 1024
+    training = config["dflash_tui_training"]
+    assert training["tool"] == "dflash-tui distill" and "seed" in training["train"]
+
+
+@pytest.fixture(scope="module")
+def accepted_by(sample_gguf, tmp_path_factory):
+    def run(draft_dir):
+        target, drafter, _ = load_pair(sample_gguf, draft_dir)
+        session = open_session(target, drafter, draft_dir, PROMPT,
+                               options=SessionOptions(gamma=7, max_tokens=40, probes=False))
+        rounds = list(session.run())
+        session.close()
+        return sum(r.accepted for r in rounds) / len(rounds), session.generated
+
+    return run
+
+
+def test_shipped_drafter_beats_a_random_one_of_the_same_shape(accepted_by, tmp_path):
+    shipped = sample_drafter()
+    config = json.loads((shipped / "config.json").read_text())
+    random_dir = write_drafter(tmp_path / "random", config, tensors=drafter_tensors(config, seed=3))
+    trained_mean, trained_text = accepted_by(shipped)
+    random_mean, random_text = accepted_by(random_dir)
+    assert trained_text == random_text  # lossless either way: the target decides the text
+    assert trained_mean > 1.0 and random_mean < 0.2 and trained_mean > 5 * random_mean
