@@ -20,8 +20,12 @@ from .format import num, token_cell
 
 # A perceptual ramp (viridis stops) from low to high scores.
 RAMP = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
-CELL = 3  # characters per cell
 LABEL = 9  # characters for a predecessor's token
+
+
+def cell_width(k: int) -> int:
+    """Characters per cell: 3 up to K = 8, 2 beyond (a K = 16 lattice stays ~40 wide)."""
+    return 3 if k <= 8 else 2
 
 
 def ramp(t: float) -> Color:
@@ -39,11 +43,13 @@ def render_lattice(lattice: Sequence[Sequence[float]], predecessors: Sequence[st
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
     span = hi - lo or 1.0
     k = len(lattice[0]) if lattice else 0
+    cell = cell_width(k)
     text = Text(no_wrap=True)
     text.append(" " * (LABEL + 1))
     for c in range(k):
         mark = "★" if c == argmax else "◎" if c == target else " "
-        text.append(f"{mark}{c:<{CELL - 1}d}"[:CELL], style="bold" if mark != " " else "dim")
+        index = c if cell > 2 else c % 10  # two-character cells: the last digit
+        text.append(f"{mark}{index:<{cell - 1}d}"[:cell], style="bold" if mark != " " else "dim")
     text.append("\n")
     for r, row in enumerate(lattice):
         chosen_row = r == pred_index
@@ -52,11 +58,11 @@ def render_lattice(lattice: Sequence[Sequence[float]], predecessors: Sequence[st
                     style="bold" if chosen_row else "dim")
         for c, value in enumerate(row):
             if value is None or not math.isfinite(value):  # NaN / Inf (None once in JSON)
-                text.append(" × ", style="bold white on red")
+                text.append("×".center(cell), style="bold white on red")
                 continue
             t = (value - lo) / span
             fg = "black" if t > 0.55 else "white"
-            glyph = " ● " if chosen_row and c == pick else "   "
+            glyph = ("●" if chosen_row and c == pick else " ").center(cell)
             text.append(glyph, style=Style(bgcolor=ramp(t), color=fg, bold=True))
         text.append("\n")
     text.append(" " * (LABEL + 1))

@@ -152,7 +152,7 @@ class SelectorPanel(Vertical):
                    score(slot.unary[i]), score(slot.edge[i]), score(slot.score[i])]
             rows.append(row + ([prob(slot.q[i])] if sampled else []) + [marks])
         header = ["#", "token", "unary", "edge", "total"] + (["q"] if sampled else []) + [""]
-        widths = [1, 10, 7, 8, 7] + ([5] if sampled else []) + [3]
+        widths = [len(str(len(slot.candidates) - 1)), 10, 7, 8, 7] + ([5] if sampled else []) + [3]
         table = Text.assemble((f"slot {slot.slot} after ", "bold"), source, "\n") + grid(
             rows, widths, "llrrr" + ("r" if sampled else "") + "l", header=header)
         shape = (len(slot.candidates) + 2, len(slot.lattice) + 2)  # lines of each

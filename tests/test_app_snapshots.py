@@ -64,6 +64,17 @@ def test_selector_tab_at_100x30(snap_compare, pair):
     assert snap_compare(live(pair), terminal_size=(100, 30), run_before=steps)
 
 
+def test_selector_side_by_side_at_160x45(snap_compare, pair):
+    """Wide screens put the candidates and the lattice heat map side by side."""
+    proposer = oracle_proposer(pair, "The quick brown fox", 40, good=1)
+
+    async def steps(pilot):
+        await wait_loaded(pilot)
+        await press_and_settle(pilot, "n", "s", "s", "s", "s", "2", "full_stop")
+
+    assert snap_compare(live(pair, proposer=proposer), terminal_size=(160, 45), run_before=steps)
+
+
 def test_nonfinite_breakpoint_hit(snap_compare, nan_pair):
     async def steps(pilot):
         app = pilot.app

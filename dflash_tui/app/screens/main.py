@@ -34,8 +34,8 @@ class MainScreen(Screen):
     """
     AUTO_FOCUS = "#ranks-table"
     # Narrow screens stack what sits side by side on wide ones (the selector's candidates
-    # and lattice need ~75 columns of inspector).
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (130, "-wide")]
+    # and lattice need up to ~90 columns of inspector).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
 
     def compose(self):
         yield HeaderPanel(id="header")
