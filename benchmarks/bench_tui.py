@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 SIZE = (120, 35)
-FIRST_FRAME = ("dflash-tui", "palette")  # header and footer: the whole screen is drawn
+FIRST_FRAME = ("dflash-tui", "quit")  # header and key bar: the whole screen is drawn
 READY = "ready after prefill"
 RUNNING = "running ·"
 HELP = "dflash-tui help"
@@ -126,8 +126,8 @@ def summary(values: list[float]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", nargs="?", help="MODEL_DIR or .gguf (default: the bundled sample target)")
-    parser.add_argument("--draft", help="drafter directory (default: the sample drafter)")
+    parser.add_argument("model", nargs="?", help="MODEL_DIR or .gguf (default: the bundled sample)")
+    parser.add_argument("--draft", help="drafter directory (default: MODEL_DIR/draft, or the sample's)")
     parser.add_argument("--block", type=int, default=4)
     parser.add_argument("--launches", type=int, default=5)
     parser.add_argument("--keys", type=int, default=20, help="key presses per measurement")
@@ -137,12 +137,9 @@ def main() -> int:
     exe = shutil.which("dflash-tui") or str(Path(sys.executable).parent / "dflash-tui")
     if os.environ.get("BENCH_EXE"):
         exe = os.environ["BENCH_EXE"]
-    model = args.model
-    if model is None:
-        from dflash_tui.sample import sample_target
-
-        model = str(sample_target())
-    base = [exe, model, "--block", str(args.block), "--max-tokens", "100000"]
+    # no MODEL: the bundled sample pair (the CLI's own default)
+    base = [exe, *([args.model] if args.model else []), "--block", str(args.block),
+            "--max-tokens", "100000"]
     if args.draft:
         base += ["--draft", args.draft]
 

@@ -27,7 +27,7 @@ class KeyBar(Static):
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
-        self.call_after_refresh(self._bindings_changed, self.screen)
+        self._bindings_changed(self.screen)  # in the first frame already
 
     def _bindings_changed(self, screen) -> None:
         if not self.is_attached or screen is not self.screen:

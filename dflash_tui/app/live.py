@@ -34,6 +34,7 @@ PAUSE_KEYS = {"run": frozenset({"c", "space", "s", "n", "escape"}),
               "round": frozenset({"c", "escape"})}
 SLOW_STAGE = 0.5  # seconds before the status line starts counting a stage's time
 BACKPRESSURE_TIMEOUT = 0.5  # seconds an engine run waits at most for the app to keep up
+ENGINE_START_DELAY = 0.1  # seconds between the first frame and the engine's first import
 
 
 class EngineWake(Message):
@@ -130,8 +131,10 @@ class LiveApp(DebuggerApp):
     def screen_ready(self) -> None:
         super().screen_ready()
         self._show_progress()
-        # Start the engine (and its MLX imports) only once the first frame is on screen.
-        self.call_after_refresh(self.engine.start)
+        # Start the engine (and its MLX imports, which hold the interpreter for a second or
+        # two) only once the first frame is drawn and the writer thread has had a moment to
+        # put it on the terminal.
+        self.call_after_refresh(self.set_timer, ENGINE_START_DELAY, self.engine.start)
         self.set_interval(0.25, self._tick)
 
     async def action_quit(self) -> None:
