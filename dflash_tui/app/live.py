@@ -7,20 +7,18 @@ once; the engine answers with records (through the Inbox below) that update the 
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Optional
 
 from textual import events
 from textual.binding import Binding
-from textual.message import Message
 
 from ..engine.records import RoundRecord
 from ..sample import PROMPTS_DIR
 from .breakpoints import Breakpoints
 from .debugger import DebuggerApp
+from .inbox import EngineWake, Inbox
 from .engine_thread import (
     EngineThread, Failed, GammaChanged, Idle, Launch, Loaded, Notice, Pause, Progress, Quit,
     Restart, SetBreakpoints, SetGamma, SetKeepRaw, StageDone, StageStarted, Step, strip_raw,
@@ -33,52 +31,7 @@ from .rounds import text_before
 PAUSE_KEYS = {"run": frozenset({"c", "space", "s", "n", "escape"}),
               "round": frozenset({"c", "escape"})}
 SLOW_STAGE = 0.5  # seconds before the status line starts counting a stage's time
-BACKPRESSURE_TIMEOUT = 0.5  # seconds an engine run waits at most for the app to keep up
 ENGINE_START_DELAY = 0.1  # seconds between the first frame and the engine's first import
-
-
-class EngineWake(Message):
-    """The engine thread has put events in the app's inbox."""
-
-
-class Inbox:
-    """Engine events on their way to the app, with at most one wake-up message queued.
-
-    A tiny model runs hundreds of stages a second; posting one message per event would
-    queue them ahead of the user's keys and the app would fall ever further behind. Instead
-    the engine appends here and posts a wake-up only when none is pending; the app takes
-    everything that arrived in one go and draws once.
-    """
-
-    def __init__(self, post) -> None:
-        self._post = post
-        self._events: deque = deque()
-        self._lock = threading.Lock()
-        self._drained = threading.Condition(self._lock)
-        self._wake_pending = False
-
-    def put(self, event: object) -> None:
-        with self._lock:
-            self._events.append(event)
-            if self._wake_pending:
-                return
-            self._wake_pending = True
-        self._post(EngineWake())
-
-    def take(self) -> list:
-        with self._lock:
-            self._wake_pending = False
-            events = list(self._events)
-            self._events.clear()
-            self._drained.notify_all()
-        return events
-
-    def wait_drained(self, timeout: float = BACKPRESSURE_TIMEOUT) -> None:
-        """Block (the engine thread, between stages of a run) while the app has not taken
-        the last events: a busy UI thread then gets the interpreter to itself instead of
-        sharing it with an engine racing ahead. An idle app takes events at once."""
-        with self._lock:
-            self._drained.wait_for(lambda: not self._wake_pending, timeout)
 
 
 class LiveApp(DebuggerApp):
