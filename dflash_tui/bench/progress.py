@@ -38,6 +38,10 @@ class RichProgress(Progress):
         if tokens:
             self.bar.advance(self.task, tokens)
 
+    def finished_run(self, label: str, summary: str) -> None:
+        # Printed above the live bar, so the terminal keeps a log of every run.
+        self.bar.console.print(f"bench: {label}: {summary}", style="dim", highlight=False)
+
 
 class LineProgress(Progress):
     def __init__(self, console: Console):
