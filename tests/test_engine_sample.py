@@ -3,7 +3,6 @@ from the GGUF's metadata, chat template, and a few speculative rounds. Kept shor
 
 from __future__ import annotations
 
-import mlx.core as mx
 import pytest
 
 from fixtures import write_sample_shaped_drafter
