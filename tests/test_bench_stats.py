@@ -4,7 +4,6 @@ loading, --blocks, and an interrupted run reporting what finished."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
