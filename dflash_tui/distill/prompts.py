@@ -331,6 +331,49 @@ CODE_TEMPLATES = [
     "Implement a function in {lang} that {task}. Then write two test cases for it.",
     "Write an efficient {lang} function that {task} and give its time complexity.",
 ]
+# Tasks with a named signature: answers that must copy identifiers from the prompt are a
+# large share of real code requests (and of what a drafter can get right cheaply).
+NAMED_TASKS = [
+    ("is_palindrome(text)", "returns True when a string reads the same backwards, ignoring case and spaces"),
+    ("chunk(items, size)", "splits a list into consecutive pieces of at most size elements"),
+    ("word_counts(text)", "returns a dictionary mapping each word to how often it occurs"),
+    ("flatten(nested)", "turns a list of lists into a single flat list"),
+    ("clamp(value, low, high)", "limits a number to the range from low to high"),
+    ("parse_csv_line(line)", "splits one CSV line into fields, respecting double quotes"),
+    ("merge_dicts(a, b)", "merges two dictionaries, with values from b winning on conflicts"),
+    ("median(values)", "returns the median of a non-empty list of numbers"),
+    ("rotate(items, k)", "rotates a list to the right by k positions"),
+    ("top_n(scores, n)", "returns the n highest scores in descending order"),
+    ("slugify(title)", "turns a title into a lowercase URL slug with hyphens"),
+    ("retry(func, attempts)", "calls a function until it succeeds or the attempts run out"),
+    ("read_lines(path)", "reads a text file and returns its non-empty lines without trailing newlines"),
+    ("group_by(items, key)", "groups a list of records into a dictionary keyed by key(record)"),
+    ("safe_divide(a, b)", "divides two numbers and returns None instead of raising on division by zero"),
+    ("to_snake_case(name)", "converts a CamelCase identifier to snake_case"),
+    ("running_max(values)", "returns a list whose i-th element is the largest of the first i+1 values"),
+    ("count_vowels(word)", "counts the vowels in a word"),
+    ("pairwise_sums(numbers)", "returns the sums of each pair of neighbouring numbers"),
+    ("format_bytes(size)", "formats a byte count as a human-readable string such as 1.5 MB"),
+]
+NAMED_EXTRAS = [
+    "", " Include a docstring.", " Include a docstring and two examples.",
+    " Add type hints.", " Then show how to call it.", " Explain the edge cases it handles.",
+    " Keep it short.", " Add a few doctest examples.",
+]
+
+
+def _named_task(r: random.Random) -> str:
+    signature, task = r.choice(NAMED_TASKS)
+    lang = r.choice(["Python", "Python", "Python", "JavaScript", "TypeScript"])
+    lead = r.choice([
+        "Write a {lang} function `{sig}` that {task}.",
+        "Implement `{sig}` in {lang}: it {task}.",
+        "I need a {lang} function called `{sig}`. It {task}.",
+        "Please write `{sig}` in {lang}, which {task}.",
+    ])
+    return lead.format(lang=lang, sig=signature, task=task) + r.choice(NAMED_EXTRAS)
+
+
 SQL_TASKS = [
     "select all customers from the city of {city}", "count the orders per customer",
     "find the five most expensive products", "compute the average salary per department",
@@ -412,6 +455,8 @@ def code_prompt(r: random.Random) -> Prompt:
                         "Why does this function give the wrong result? Fix it:",
                         "Find the off-by-one or logic error in this code and correct it:"])
         return Prompt("code", f"{ask}\n\n```python\n{code}\n```")
+    if roll < 0.45:
+        return Prompt("code", _named_task(r))
     if roll < 0.75:
         lang = r.choice(LANGUAGES)
         if lang == "SQL":
