@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Optional
 
+from .engine.files import write_atomic
 from .engine.records import (
     EngineState, PrefillRecord, ProbeRow, Rollback, RoundRecord, Selector, SelectorSlot,
     SessionInfo, SlotRank, StageRecord, TopToken,
@@ -151,29 +151,6 @@ def prefill_json(p: PrefillRecord) -> dict:
 
 
 # ---- files -------------------------------------------------------------------------------
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same directory, fsync, then rename over `path`."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a snapshot is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
 
 def write_json(path: Path, obj: Any) -> None:
     write_atomic(path, (json.dumps(_clean(obj), indent=1) + "\n").encode())

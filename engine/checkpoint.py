@@ -7,9 +7,7 @@ naming the file, the tensor and both shapes. Saving writes the same format (used
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from mlx.utils import tree_flatten
 from .draft_config import DraftConfig, read_config
 from .drafter import DraftModel
 from .errors import InputError
+from .files import write_json_atomic
 
 PREFIX = "dflash."
 
@@ -123,12 +122,3 @@ def save_drafter(model: DraftModel, directory: str | Path, dtype: mx.Dtype | Non
     write_json_atomic(directory / "config.json", config)
     os.replace(tmp_weights, directory / "model.safetensors")
     return directory
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)

@@ -18,10 +18,11 @@ from rich.console import Console
 from .. import sample
 from ..engine.api import load_pair
 from ..engine.errors import InputError
-from .export import to_csv, to_json, write_atomic, write_json
+from ..engine.files import write_atomic, write_json_atomic
+from .export import to_csv, to_json
 from .progress import LineProgress, RichProgress
 from .prompts import load_workloads
-from .runner import BenchRunner, BenchResult, Settings
+from .runner import BenchResult, BenchRunner, Settings
 from .tables import print_report
 
 EXIT_DIVERGED = 1
@@ -131,7 +132,7 @@ def _finish(out: Console, err: Console, result: BenchResult, target, json_path, 
         print_report(out, result)
     out.print(f"wall time {result.wall_s:.1f} s", style="dim")
     if json_path is not None:
-        write_json(json_path, to_json(result, command=command, prompts_dir=str(prompts_dir),
+        write_json_atomic(json_path, to_json(result, command=command, prompts_dir=str(prompts_dir),
                                       limit=args.limit, decode=target.tokenizer.decode))
         err.print(f"bench: wrote {json_path}")
     if csv_path is not None:

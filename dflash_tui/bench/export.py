@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import platform
-import tempfile
 from dataclasses import asdict
-from pathlib import Path
 from typing import Callable, Optional
 
 from ..engine.baseline import Divergence
@@ -152,26 +149,3 @@ def to_csv(result: BenchResult) -> str:
             + [c.decode_tokens, c.decode_s, c.tokens_per_s, c.target_tokens_per_s, c.speedup,
                c.checked, c.diverged])])
     return buffer.getvalue()
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path = Path(path)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(temp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it a normal file's mode
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_json(path: Path, obj: dict) -> None:
-    write_atomic(path, json.dumps(obj, indent=2) + "\n")

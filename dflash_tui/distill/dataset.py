@@ -15,17 +15,16 @@ flight; the next data command finishes the rest.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from ..engine.checkpoint import write_json_atomic
 from ..engine.errors import InputError
+from ..engine.files import write_atomic, write_json_atomic
 
 MANIFEST = "manifest.json"
 PROMPTS = "prompts.jsonl"
@@ -75,11 +74,7 @@ def check_target(directory: Path, manifest: dict, fingerprint: dict) -> None:
 
 
 def write_prompts(directory: Path, prompts: list[dict]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".prompts.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        for p in prompts:
-            f.write(json.dumps(p, ensure_ascii=False) + "\n")
-    os.replace(tmp, directory / PROMPTS)
+    write_atomic(directory / PROMPTS, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prompts))
 
 
 def read_prompts(directory: Path) -> Optional[list[dict]]:
@@ -103,10 +98,9 @@ def write_shard(directory: Path, number: int, rows: list[tuple[int, list[int], i
         "prompt_index": np.array([r[0] for r in rows], dtype=np.int64),
         "stopped": np.array([r[3] for r in rows], dtype=bool),
     }
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".shard.", suffix=".npz")
-    with os.fdopen(fd, "wb") as f:
-        np.savez(f, **arrays)
-    os.replace(tmp, directory / name)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    write_atomic(directory / name, buffer.getvalue())
     return name
 
 

@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from ..engine.checkpoint import load_drafter, write_json_atomic
+from ..engine.checkpoint import load_drafter
 from ..engine.errors import InputError
+from ..engine.files import write_json_atomic
 from . import dataset, state as state_lib
 from .evaluate import eval_blocks, evaluate, session_check, summary_line
 from .objective import target_parts

@@ -408,21 +408,21 @@ def _snippet(r: random.Random) -> str:
     name, var = r.choice(FUNC_NAMES), r.choice(VAR_NAMES)
     k = r.randint(2, 9)
     body = r.choice([
-        [f"    result = []", f"    for x in {var}:", f"        if x % {k} == 0:",
-         f"            result.append(x * x)", f"    return result"],
-        [f"    total = 0", f"    for i, x in enumerate({var}):", f"        total += x * i",
+        ["    result = []", f"    for x in {var}:", f"        if x % {k} == 0:",
+         "            result.append(x * x)", "    return result"],
+        ["    total = 0", f"    for i, x in enumerate({var}):", "        total += x * i",
          f"    return total / max(len({var}), 1)"],
-        [f"    seen = set()", f"    out = []", f"    for x in {var}:", f"        if x not in seen:",
-         f"            seen.add(x)", f"            out.append(x)", f"    return out[:{k}]"],
-        [f"    counts = {{}}", f"    for x in {var}:", f"        counts[x] = counts.get(x, 0) + 1",
-         f"    return max(counts, key=counts.get)"],
-        [f"    if not {var}:", f"        return None", f"    best = {var}[0]",
-         f"    for x in {var}[1:]:", f"        if x > best:", f"            best = x",
+        ["    seen = set()", "    out = []", f"    for x in {var}:", "        if x not in seen:",
+         "            seen.add(x)", "            out.append(x)", f"    return out[:{k}]"],
+        ["    counts = {}", f"    for x in {var}:", "        counts[x] = counts.get(x, 0) + 1",
+         "    return max(counts, key=counts.get)"],
+        [f"    if not {var}:", "        return None", f"    best = {var}[0]",
+         f"    for x in {var}[1:]:", "        if x > best:", "            best = x",
          f"    return best + {k}"],
         [f"    return sorted({var}, key=lambda x: (x % {k}, -x))"],
-        [f"    left, right = 0, len({var}) - 1", f"    while left < right:",
+        [f"    left, right = 0, len({var}) - 1", "    while left < right:",
          f"        {var}[left], {var}[right] = {var}[right], {var}[left]",
-         f"        left += 1", f"        right -= 1", f"    return {var}"],
+         "        left += 1", "        right -= 1", f"    return {var}"],
     ])
     return "\n".join([f"def {name}({var}):", *body])
 
@@ -433,9 +433,9 @@ def _buggy_snippet(r: random.Random) -> str:
     return r.choice([
         f"def last_items({var}, n):\n    return {var}[len({var}) - n - 1:]",
         f"def average({var}):\n    total = 0\n    for x in {var}:\n        total += x\n    return total / len({var}) - 1",
-        f"def count_up_to(n):\n    result = []\n    for i in range(1, n):\n        result.append(i)\n    return result",
+        "def count_up_to(n):\n    result = []\n    for i in range(1, n):\n        result.append(i)\n    return result",
         f"def find_index({var}, target):\n    for i in range(len({var}) + 1):\n        if {var}[i] == target:\n            return i\n    return -1",
-        f"def is_even(n):\n    return n % 2 == 1",
+        "def is_even(n):\n    return n % 2 == 1",
         f"def multiples(n):\n    return [i * {k} for i in range(n) if i % {k} == 0]",
     ])
 

@@ -30,8 +30,8 @@ from typing import Optional
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
-from ..engine.checkpoint import write_json_atomic
 from ..engine.errors import InputError
+from ..engine.files import write_atomic, write_json_atomic
 
 TRAINING = "training"
 LATEST = "latest.json"
@@ -136,7 +136,4 @@ def truncate_jsonl(path: Path, max_step: int) -> None:
                 kept.append(line)
         except json.JSONDecodeError:
             continue  # a line cut short by a kill
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)
+    write_atomic(path, "".join(line + "\n" for line in kept))
