@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fixtures import write_pair  # noqa: E402
+from fixtures import drafter_tensors, write_drafter, write_pair  # noqa: E402
 
 TARGETS = ("llama", "qwen35")
 DRAFTERS = ("DFlashDraftModel", "DFlash2DraftModel")
@@ -34,6 +35,17 @@ def make_pair(fixture_root):
         return made[key]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def nan_pair(make_pair, fixture_root):
+    """The llama fixture target with a DFlash2 drafter whose layer-1 down projection is all
+    NaN (the non-finite breakpoint's fixture)."""
+    target, draft = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft / "config.json").read_text())
+    tensors = drafter_tensors(config, seed=1)
+    tensors["layers.1.mlp.down_proj.weight"][:] = float("nan")
+    return target, write_drafter(fixture_root / "nan-drafter", config, tensors=tensors)
 
 
 @pytest.fixture(scope="session")

@@ -35,21 +35,6 @@ def pair(make_pair):
     return make_pair("llama", "DFlash2DraftModel")
 
 
-@pytest.fixture(scope="module")
-def nan_pair(make_pair, fixture_root):
-    """The llama fixture target with a drafter whose layer-1 down projection is all NaN."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from fixtures import drafter_tensors, write_drafter
-
-    target, draft = make_pair("llama", "DFlash2DraftModel")
-    config = json.loads((draft / "config.json").read_text())
-    tensors = drafter_tensors(config, seed=1)
-    tensors["layers.1.mlp.down_proj.weight"][:] = float("nan")
-    return target, write_drafter(fixture_root / "nan-drafter", config, tensors=tensors)
-
-
 def test_stage_by_stage_every_panel_follows(pair):
     async def scenario():
         app = LiveApp(launch(pair), show_timings=False, export_dir=Path("unused"))

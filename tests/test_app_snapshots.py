@@ -8,8 +8,6 @@ vary between runs on screen. Update after an intended change with
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,18 +24,6 @@ from test_app_helpers import launch, oracle_proposer, press_and_settle, wait_for
 @pytest.fixture(scope="module")
 def pair(make_pair):
     return make_pair("llama", "DFlash2DraftModel")
-
-
-@pytest.fixture(scope="module")
-def nan_pair(make_pair, fixture_root):
-    sys.path.insert(0, str(Path(__file__).parent))
-    from fixtures import drafter_tensors, write_drafter
-
-    target, draft = make_pair("llama", "DFlash2DraftModel")
-    config = json.loads((draft / "config.json").read_text())
-    tensors = drafter_tensors(config, seed=1)
-    tensors["layers.1.mlp.down_proj.weight"][:] = float("nan")
-    return target, write_drafter(fixture_root / "nan-drafter-snap", config, tensors=tensors)
 
 
 def live(pair, **kwargs) -> LiveApp:
