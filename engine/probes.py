@@ -59,60 +59,77 @@ def first_nonfinite(rows: Iterable[ProbeRow]) -> Optional[ProbeRow]:
     return min(bad, key=pipeline_key) if bad else None
 
 
-def _stats(x: mx.array) -> mx.array:
-    """[nan, +inf, -inf, finite count, min, max, absmax, sum, sum of squares] in float32."""
-    x = x.astype(mx.float32).reshape(-1)
+def _stats(rows: mx.array) -> mx.array:
+    """Statistics of each row of [m, n]: [m, 8] float32 columns nan, +inf, -inf, finite
+    count, min, max, sum, sum of squares (the last four over the finite values; absmax is
+    max(|min|, |max|), worked out on the host)."""
+    x = rows.astype(mx.float32)
     finite = mx.isfinite(x)
-    zero = mx.zeros_like(x)
-    safe = mx.where(finite, x, zero)
+    safe = mx.where(finite, x, 0.0)
+    nan = mx.isnan(x).sum(axis=1)
+    posinf = (x == mx.inf).sum(axis=1)
+    nonfinite = (~finite).sum(axis=1)
     return mx.stack([
-        mx.isnan(x).sum().astype(mx.float32),
-        mx.isposinf(x).sum().astype(mx.float32),
-        mx.isneginf(x).sum().astype(mx.float32),
-        finite.sum().astype(mx.float32),
-        mx.where(finite, x, mx.inf).min(),
-        mx.where(finite, x, -mx.inf).max(),
-        mx.abs(safe).max(),
-        safe.sum(),
-        (safe * safe).sum(),
-    ])
+        nan, posinf, nonfinite - nan - posinf, x.shape[1] - nonfinite,
+        mx.where(finite, x, mx.inf).min(axis=1),
+        mx.where(finite, x, -mx.inf).max(axis=1),
+        safe.sum(axis=1),
+        mx.square(safe).sum(axis=1),
+    ], axis=1).astype(mx.float32)
 
 
 class ProbeSink:
-    """Collects (name, layer, tensor) from a forward pass. Disabled, it records nothing."""
+    """Collects (name, layer, tensor) from a forward pass. Disabled, it records nothing.
+
+    Most buffers of a stage are small and many share a size, so the statistics are built
+    per size group (the buffers stacked as rows) rather than per buffer: on a CPU, where
+    each op's dispatch costs more than its arithmetic, that halves the probes' share of a
+    round (benchmarks/bench_engine.py).
+    """
 
     def __init__(self, stage: str, enabled: bool = True, keep_raw: bool = False):
         self.stage = stage
         self.enabled = enabled
         self.keep_raw = keep_raw
         self._meta: list[tuple[str, Optional[int], tuple, str]] = []
-        self._stats: list[mx.array] = []
-        self._raw: list[mx.array] = []
+        self._tensors: list[mx.array] = []
+        self._order: list[int] = []  # row of each buffer in the stacked table
 
     def __call__(self, name: str, layer: Optional[int], tensor: mx.array) -> None:
         if not self.enabled:
             return
         self._meta.append((name, layer, tuple(tensor.shape), str(tensor.dtype).replace("mlx.core.", "")))
-        self._stats.append(_stats(tensor))
-        if self.keep_raw:
-            self._raw.append(tensor)
+        self._tensors.append(tensor)
 
     def pending(self) -> list[mx.array]:
         """The arrays to evaluate with the stage's outputs (one mx.eval for the stage)."""
-        if not self._stats:
+        if not self._tensors:
             return []
-        self._stacked = mx.stack(self._stats)
-        return [self._stacked, *self._raw]
+        groups: dict[int, list[int]] = {}
+        for i, tensor in enumerate(self._tensors):
+            groups.setdefault(tensor.size, []).append(i)
+        tables, self._order = [], [0] * len(self._tensors)
+        row = 0
+        for members in groups.values():
+            rows = [self._tensors[i].reshape(1, -1) for i in members]
+            tables.append(_stats(mx.concatenate(rows) if len(rows) > 1 else rows[0]))
+            for i in members:
+                self._order[i] = row
+                row += 1
+        self._stacked = mx.concatenate(tables) if len(tables) > 1 else tables[0]
+        return [self._stacked, *(self._tensors if self.keep_raw else [])]
 
     def rows(self) -> list[ProbeRow]:
-        if not self._stats:
+        if not self._tensors:
             return []
-        table = np.array(self._stacked)  # one device->host transfer for the whole stage
+        table = np.array(self._stacked)[self._order]  # one device->host transfer per stage
         return [_row(self.stage, meta, stats) for meta, stats in zip(self._meta, table)]
 
     def raw(self) -> dict[str, np.ndarray]:
+        if not self.keep_raw:
+            return {}
         out = {}
-        for (name, layer, _, _), tensor in zip(self._meta, self._raw):
+        for (name, layer, _, _), tensor in zip(self._meta, self._tensors):
             key = f"{self.stage}/{name}" if layer is None else f"{self.stage}/L{layer}/{name}"
             out[key] = np.array(tensor.astype(mx.float32))
         return out
@@ -121,8 +138,9 @@ class ProbeSink:
 def _row(stage: str, meta, s: np.ndarray) -> ProbeRow:
     name, layer, shape, dtype = meta
     nan, posinf, neginf, count = (int(v) for v in s[:4])
-    lo, hi, absmax, total, squares = (float(v) for v in s[4:])
+    lo, hi, total, squares = (float(v) for v in s[4:])
     has = count > 0
+    absmax = max(abs(lo), abs(hi)) if has else 0.0
     # null when there is no nonzero finite value (all zero: headroom is unbounded)
     headroom = math.log2(FP16_MAX / absmax) if has and absmax > 0 else None
     return ProbeRow(
