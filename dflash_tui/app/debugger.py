@@ -8,6 +8,7 @@ always shows the latest record. A key that changes the view renders at once.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Iterable, Optional
@@ -30,6 +31,16 @@ from .screens.main import MainScreen
 
 RENDER_INTERVAL = 0.05  # seconds: at most 20 frames a second while records stream in
 RUN_RENDER_INTERVAL = 0.1  # during a run: leaves the UI thread idle enough to answer keys
+
+
+def needs_screen(action):
+    """A view action that touches the panels does nothing until the main screen is up
+    (keys can arrive before it is)."""
+    @functools.wraps(action)
+    def guarded(self, *args):
+        if self._panels:
+            return action(self, *args)
+    return guarded
 
 
 class ExportDone(Message):
@@ -167,9 +178,13 @@ class DebuggerApp(App[int]):
         self._render_pending = False
         self.render_now()
 
+    def can_draw(self) -> bool:
+        """The panels are up and not being torn down."""
+        return not self._closing and bool(self._panels) and self.main.is_attached
+
     def render_now(self) -> None:
-        if self._closing or not self._panels or not self.main.is_attached:
-            return  # shutting down: the panels are going or gone
+        if not self.can_draw():
+            return
         self._last_render = time.monotonic()
         frame = self.frame()
         with self.batch_update():
@@ -192,14 +207,12 @@ class DebuggerApp(App[int]):
 
     # ---- view actions --------------------------------------------------------------------
 
+    @needs_screen
     def action_tab(self, index: int) -> None:
-        if not self._panels:
-            return  # the screen is not up yet
         self.main.show_tab(index)
 
+    @needs_screen
     def action_slot(self, step: int) -> None:
-        if not self._panels:
-            return  # the screen is not up yet
         gamma = self.record.gamma if self.record is not None else 0
         if gamma:
             self.slot = max(0, min(gamma - 1, min(self.slot, gamma - 1) + step))
@@ -210,23 +223,20 @@ class DebuggerApp(App[int]):
             self.slot = message.slot
             self.render_now()
 
+    @needs_screen
     def action_layer(self, step: int) -> None:
-        if not self._panels:
-            return  # the screen is not up yet
         self.main.show_tab(2)
         self.main.query_one(ProbesPanel).cycle_layer(step)
 
+    @needs_screen
     def action_first_nonfinite(self) -> None:
-        if not self._panels:
-            return  # the screen is not up yet
         self.main.show_tab(2)
         row = self.main.query_one(ProbesPanel).jump_to_first_nonfinite()
         if row is None:
             self.notify("no non-finite buffer in the round on screen")
 
+    @needs_screen
     def action_maximize(self) -> None:
-        if not self._panels:
-            return  # the screen is not up yet
         screen = self.screen
         if screen is not self.main:
             return

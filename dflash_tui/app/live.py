@@ -211,7 +211,7 @@ class LiveApp(DebuggerApp):
     # ---- engine events -------------------------------------------------------------------
 
     def on_engine_wake(self, message: EngineWake) -> None:
-        if self._closing or not self._panels or not self.main.is_attached:
+        if not self.can_draw():
             return  # closing: nothing left to show events on
         for event in self.inbox.take():
             self.events_seen += 1

@@ -161,15 +161,10 @@ def session_check(target, drafter_dir, sequences: Sequences, gamma: int, max_tok
             continue
         seen[kind] = seen.get(kind, 0) + 1
         ids = encode_prompt(target.tokenizer, sequences.texts[i], None)
-        # The token budget never binds (it is max_tokens + a full block): a round whose
-        # gamma the budget cut to 1 crashes the engine on CUDA (a zero-size lattice array
-        # converted to numpy), so the loop stops at max_tokens itself.
-        options = SessionOptions(gamma=gamma, max_tokens=max_tokens + gamma + 1, probes=False)
+        options = SessionOptions(gamma=gamma, max_tokens=max_tokens, probes=False)
         session = Session(target, drafter, ids, options=options, drafter_path=str(drafter_dir))
         session.prefill()
-        rounds = []
-        while session.finished is None and len(session.generated) < max_tokens:
-            rounds.append(session.step_round())
+        rounds = list(session.run())
         session.close()
         generated = session.generated
         stored = [int(t) for t in sequences.tokens[i][int(sequences.prompt_lens[i]):]]
