@@ -8,6 +8,10 @@ code and math) plus the target's own voice:
     code   tasks from a list of functions x languages x phrasings, plus small generated
            snippets to explain, fix, test or translate
     prose  topics x templates (explain, compare, list, story, letter, ...)
+
+Half of math, code and prose are multi-constraint requests instead (prompts_requests.py):
+named signatures with extras, bugs described by symptom, SQL over given schemas, scripts
+with paths, multi-part word problems, emails with details to mention.
     self   seeds asking the target to write a question about a topic; the target's answer
            (generated in the data phase) becomes the prompt, so some prompts are in the
            target's own words
@@ -20,6 +24,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+
+from . import prompts_requests as requests
+
+# Share of math, code and prose drawn as a multi-constraint request (prompts_requests.py)
+# instead of a one-line template: the first drafter, trained on templates only, accepted half as much on
+# sample_prompts/ (multi-constraint requests) as on held-out template prompts.
+REQUEST_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -281,6 +292,8 @@ def _money(r: random.Random) -> str:
 
 
 def math_prompt(r: random.Random) -> Prompt:
+    if r.random() < REQUEST_SHARE:
+        return Prompt("math", requests.math_request(r))
     maker = r.choice([_arithmetic, _algebra, _percent_units, _word_problem, _word_problem,
                       _calculus, _probability, _equations, _money])
     text = maker(r)
@@ -441,6 +454,8 @@ def _buggy_snippet(r: random.Random) -> str:
 
 
 def code_prompt(r: random.Random) -> Prompt:
+    if r.random() < REQUEST_SHARE:
+        return Prompt("code", requests.code_request(r))
     roll = r.random()
     if roll < 0.15:
         kind = r.randint(0, 2)
@@ -477,6 +492,8 @@ def code_prompt(r: random.Random) -> Prompt:
 
 
 def prose_prompt(r: random.Random) -> Prompt:
+    if r.random() < REQUEST_SHARE:
+        return Prompt("prose", requests.prose_request(r, TOPICS))
     topic, other = r.sample(TOPICS, 2)
     return Prompt("prose", r.choice(PROSE_TEMPLATES).format(topic=topic, other=other))
 
