@@ -10,7 +10,8 @@ import pytest
 from mlx.utils import tree_map
 
 from dflash_tui.distill.architecture import build_config, init_drafter, zlab_layer_ids
-from dflash_tui.distill.evaluate import accepted_lengths, walk_proposals
+from dflash_tui.distill.dataset import Sequences
+from dflash_tui.distill.evaluate import accepted_lengths, eval_blocks, walk_proposals
 from dflash_tui.distill.objective import (draft_hidden, losses, selector_loss, slot_weights,
                                           target_features, target_parts)
 from dflash_tui.distill.settings import TrainSettings
@@ -174,6 +175,24 @@ def test_accepted_length_is_the_longest_matching_prefix():
     proposals = np.array([[1, 2, 3], [1, 9, 3], [0, 2, 3], [1, 2, 3]])
     labels = np.array([[1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 4]])
     assert accepted_lengths(proposals, labels).tolist() == [3, 1, 0, 2]
+
+
+def test_eval_anchors_cover_whole_continuations_not_just_their_openings():
+    # 200 held-out sequences: prompt 10 tokens, continuation 100; one anchor each, then four
+    n, prompt, length, gamma = 200, 10, 110, 7
+    seqs = Sequences([np.arange(length)] * n, np.full(n, prompt), ["code"] * n,
+                     np.arange(n), [""] * n)
+    first, last = prompt, length - 1 - gamma
+    for per in (1, 4):
+        blocks = eval_blocks(seqs, per * n, seq_len=512, max_gamma=gamma)
+        anchors = blocks.anchors[blocks.anchors >= 0]
+        assert blocks.per_sequence == per and len(anchors) == per * n
+        assert anchors.min() >= first and anchors.max() <= last
+        relative = (anchors - first) / (last - first)
+        assert abs(relative.mean() - 0.5) < 0.05  # uniform over the continuation
+        assert (anchors == first).mean() < 0.05  # not the opening of every answer
+        again = eval_blocks(seqs, per * n, seq_len=512, max_gamma=gamma)
+        assert np.array_equal(again.anchors, blocks.anchors)  # fixed: steps compare
 
 
 def test_target_layer_ids_follow_zlab():

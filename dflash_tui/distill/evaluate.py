@@ -8,8 +8,8 @@ lattice_arrays + walk, batched on the device: candidates best-unary-first, score
 edge from the previous pick, argmax); for DFlash the argmax per slot. Accepted = the
 longest prefix of proposals equal to the labels, which are the target's greedy tokens.
 
-The anchors are fixed (evenly spaced inside each held-out continuation), so the numbers
-logged at different steps are comparable: eval.jsonl is the held-out acceptance curve.
+The anchors are fixed (spread evenly over each held-out continuation, see eval_blocks), so
+the numbers logged at different steps are comparable: eval.jsonl is the held-out acceptance curve.
 """
 
 from __future__ import annotations
@@ -32,9 +32,20 @@ class EvalBlocks:
     per_sequence: int
 
 
+GOLDEN = 0.6180339887498949
+
+
 def eval_blocks(sequences: Sequences, total: int, seq_len: int, max_gamma: int) -> EvalBlocks:
-    """About `total` anchors, evenly spaced within each held-out continuation, valid for
-    blocks of up to max_gamma proposals."""
+    """About `total` anchors, spread evenly over each held-out continuation, valid for
+    blocks of up to max_gamma proposals.
+
+    Sequence i takes `per` anchors, one in each of `per` equal strata of its anchor range,
+    at the same offset u_i inside every stratum (u_i = frac(i * golden ratio)). So the
+    anchors cover the whole continuation uniformly even at one anchor per sequence; always
+    taking the first anchor (linspace's first point) would weigh the formulaic opening of
+    every answer far above what a decode sees (5.08 vs 3.56 accepted at 7 proposals for
+    the shipped drafter).
+    """
     usable = []
     for i, tokens in enumerate(sequences.tokens):
         first, last = anchor_range(len(tokens), int(sequences.prompt_lens[i]), seq_len, max_gamma)
@@ -45,7 +56,10 @@ def eval_blocks(sequences: Sequences, total: int, seq_len: int, max_gamma: int) 
     per = max(1, -(-total // len(usable)))
     rows, anchors = [], []
     for i, first, last in usable:
-        picks = np.unique(np.linspace(first, last, per).round().astype(np.int64))
+        span = last - first + 1
+        offset = (i * GOLDEN) % 1.0
+        picks = first + np.floor((np.arange(per) + offset) * span / per).astype(np.int64)
+        picks = np.unique(picks)
         picks = np.concatenate([picks, np.full(per - len(picks), -1)])  # -1: padding
         rows.extend([i] * per)
         anchors.extend(picks.tolist())
