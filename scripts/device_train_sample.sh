@@ -28,12 +28,12 @@ left() { echo $(( budget - ($(date +%s) - t0) - 25 )); }   # 25 s to bring files
 
 case "$1" in
   data+train)
-    TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh data | tee -a "$OUT/data.log"
+    TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh data 2>&1 | tee -a "$OUT/data.log"
     if [ "$(left)" -gt 60 ]; then
-      TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh train | tee -a "$OUT/train.log"
+      TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$OUT/train.log"
     fi ;;
   train|eval)
-    TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh "$1" | tee -a "$OUT/$1.log" ;;
+    TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh "$1" 2>&1 | tee -a "$OUT/$1.log" ;;
   *) echo "usage: $0 data+train|train|eval SECONDS" >&2; exit 2 ;;
 esac
 if [ -f "$RUN_DIR/model.safetensors" ]; then
