@@ -2,16 +2,17 @@
 # Train the sample drafter shipped in dflash_tui/sample/ (DFlash2 for SmolLM2-135M-Instruct)
 # by self-distillation. Every input, seed and setting is here, so the weights can be remade.
 #
-#   scripts/train_sample_drafter.sh data    # ~5.5 min on an H200: prompts + greedy continuations
+#   scripts/train_sample_drafter.sh data    # ~5 min on an H200: prompts + greedy continuations
 #   scripts/train_sample_drafter.sh train   # ~9.5 min a command; repeat until "train: done"
-#                                           # (~3,900 steps fit in one; 6,500 in all)
+#                                           # (~2,800 steps fit in one; 4,500 in all)
 #   scripts/train_sample_drafter.sh eval    # ~1 min: final held-out eval + real engine sessions
 #   scripts/train_sample_drafter.sh all     # the three in one go (no time limit)
 #
-# Measured for the shipped drafter on one H200 with MLX 0.32.4 (CUDA): data 15,667 prompts,
-# 3.41 M new tokens at 12,400 tokens/s (--gen-batch 1024, float32); training 0.12 s/step at
-# batch 32 x 32 anchors x 512 tokens (bfloat16), ~115,000 sequence tokens/s; 6,500 steps in
-# ~14 min over three device commands. scripts/device_train_sample.sh is the device wrapper.
+# Measured for the shipped drafter on one H200 with MLX 0.32.4 (CUDA): data 27,369 prompts,
+# 5.25 M new tokens at 18,200 tokens/s (--gen-batch 1024, float32); training 0.20 s/step at
+# batch 32 x 32 anchors x 512 tokens (target float32, drafter bfloat16), ~82,000 sequence
+# tokens/s; 4,500 steps in ~15 min over three device commands. scripts/device_train_sample.sh
+# is the device wrapper; docs/DISTILL.md has the call sequence.
 #
 # Each phase fits one 10-minute command (TIME_LIMIT seconds, counted from the start of the
 # command, leaves room for the machine's own start). Rerunning a phase continues where it
