@@ -114,6 +114,29 @@ def test_resume_refuses_different_settings(data_dir, tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "--layers" in err and "Traceback" not in err
 
 
+def test_init_from_starts_at_the_checkpoint_and_refuses_another_shape(data_dir, tmp_path, capsys):
+    target_dir, data = data_dir
+    first, second = tmp_path / "first", tmp_path / "second"
+    flags = ["--phase", "train", "--eval-every", "0", "--save-every", "100"]
+    assert distill(target_dir, first, data, *flags, "--steps", "12", "--lr", "3e-3") == 0
+    # The shape comes from the checkpoint: no architecture flags needed.
+    assert main(["distill", str(target_dir), "--out", str(second), "--data", str(data),
+                 "--init-from", str(first), *flags, "--steps", "1", "--batch", "3",
+                 "--seq-len", "96", "--anchors", "6", "--no-progress"]) == 0
+    log = lambda run: [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]  # noqa: E731
+    start, trained, resumed = log(first)[0], log(first)[-1], log(second)[0]
+    # Step 1 from the checkpoint sees the trained drafter's loss, not a random one's.
+    assert resumed["block_ce"] < (start["block_ce"] + trained["block_ce"]) / 2
+    config = load_drafter(second).config
+    assert config.num_hidden_layers == 2 and config.block_size == 8
+    assert config.extra["dflash_tui_training"]["train"]["init_from"] == str(first.resolve())
+    capsys.readouterr()
+    code = distill(target_dir, tmp_path / "third", data, *flags, "--steps", "1",
+                   "--init-from", str(first), "--layers", "3")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--layers 2" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("flags, expected", [
     (["--steps", "0"], "--steps 0"),
     (["--mix", "poetry=1"], "--mix"),

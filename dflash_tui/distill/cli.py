@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from .settings import RunSettings, check_run, parse_int_list, parse_mix
 
@@ -80,6 +81,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="drafter forward precision; weights stay float32 (auto as above)")
     g.add_argument("--keep-quantized", action="store_true",
                    help="train against the quantized target as is (default: dequantize it)")
+    g.add_argument("--init-from", metavar="DIR",
+                   help="start from this drafter's weights (Z Lab format, e.g. the sample's or an "
+                        "earlier --out); its shape becomes the default")
     g.add_argument("--compile", action="store_true",
                    help="mx.compile the step (off by default: on an H200 the first step then "
                         "took 196 s to compile, against 1.2 s plain, for no gain seen on the CPU)")
@@ -130,6 +134,7 @@ def settings_from_args(args) -> tuple[RunSettings, dict, dict]:
         "short_block_fraction": args.short_block_fraction, "target_dtype": args.target_dtype,
         "compute_dtype": args.compute_dtype,
         "dequantize": False if args.keep_quantized else None,
+        "init_from": str(Path(args.init_from).expanduser().resolve()) if args.init_from else None,
     }
     return run, data, train
 

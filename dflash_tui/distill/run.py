@@ -9,6 +9,7 @@ from ..engine.errors import InputError
 from . import dataset, state as state_lib
 from .data_phase import run_data_phase
 from .holdout import read_holdout, refuse_clashes
+from .init_from import apply_shape
 from .settings import DataSettings, RunSettings, TrainSettings, check_data, check_train, merge
 from .target_setup import load_for_distill, resolve_dtype, retype, target_dtype_name
 from .trainer import Deadline
@@ -36,6 +37,8 @@ class Distill:
         if run.resume and self.saved is None:
             raise InputError(f"--resume: {self.out} has no saved training state ({state_lib.TRAINING}/{state_lib.LATEST})")
         saved_train = self.saved["train_settings"] if self.saved else None
+        if saved_train is None and train_given.get("init_from"):
+            train_given = apply_shape(train_given, train_given["init_from"])
         where = f"{self.out / state_lib.TRAINING}"
         self.train = merge(TrainSettings, train_given, saved_train, where)
         check_train(self.train)

@@ -67,6 +67,7 @@ class TrainSettings:
     target_dtype: str = "auto"  # float32 on the CPU, bfloat16 on a GPU
     compute_dtype: str = "auto"  # the drafter's forward; master weights stay float32
     dequantize: bool = True  # dequantize a quantized target for training
+    init_from: Optional[str] = None  # start from this drafter's weights (init_from.py)
 
     @property
     def block_size(self) -> int:

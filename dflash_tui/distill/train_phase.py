@@ -21,6 +21,7 @@ from . import dataset, state as state_lib
 from .architecture import build_config, choose_mask_token, init_drafter, parameter_bytes
 from .batches import BatchSampler
 from .evaluate import EvalBlocks, eval_blocks, evaluate, summary_line
+from .init_from import start_weights
 from .objective import target_parts
 from .progress import Progress, format_stats
 from .settings import RunSettings, TrainSettings, to_json
@@ -86,6 +87,9 @@ class TrainPhase:
         self.parts = target_parts(self.target, self.config)
         self.compute_dtype_name = resolve_dtype(train.compute_dtype)
         drafter = init_drafter(self.config, train.seed)
+        if train.init_from and not saved:
+            drafter.update(start_weights(train.init_from, self.config))
+            mx.eval(drafter.parameters())
         self.trainer = Trainer(drafter, self.parts, self.target, train,
                                DTYPES[self.compute_dtype_name], self.run.compile)
         self.sampler = BatchSampler(self.train_set, train.batch, train.anchors, train.seq_len,
