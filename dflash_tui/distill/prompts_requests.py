@@ -6,6 +6,10 @@ give details to weave in and add a follow-up ask, and the target's answers to th
 longer and less formulaic. These generators compose such requests from independent pools
 (a task x a signature x two or three extras; a scenario x numbers x asks), so nearly every
 prompt is new. None is a copy of a held-out prompt: `make_prompts` refuses clashes anyway.
+
+The shipped sample drafter was trained on exactly these pools and draws (with prompts.py,
+seed 0): editing them changes what scripts/train_sample_drafter.sh reproduces, so a new
+pool belongs behind a new generator that a new recipe opts into.
 """
 
 from __future__ import annotations
