@@ -87,6 +87,23 @@ def test_prompts_are_deterministic_distinct_and_of_every_kind():
     assert make_prompts(counts, seed=1)[0].text != a[0].text or make_prompts(counts, seed=1)[-1].text != a[-1].text
 
 
+def test_ident_prompts_name_fresh_identifiers_and_leave_other_kinds_alone():
+    import re
+
+    from dflash_tui.distill.settings import parse_mix
+
+    base = make_prompts({"math": 50, "code": 50}, seed=0)
+    mixed = make_prompts({"math": 50, "code": 50, "ident": 400}, seed=0)
+    assert [p.text for p in mixed if p.kind != "ident"] == [p.text for p in base]
+    ident = [p.text for p in mixed if p.kind == "ident"]
+    assert len(set(ident)) == 400
+    # Each prompt defines names in backticks; across prompts they keep changing.
+    names = [set(re.findall(r"`([^`]+)`", text)) for text in ident]
+    assert all(names)
+    assert len(set().union(*names)) > 300
+    assert parse_mix("code=0.5,ident=0.5") == {"code": 0.5, "ident": 0.5}
+
+
 def test_eval_split_covers_every_kind():
     items = [{"kind": k, "text": f"{k} {i}"} for k in ("math", "code", "prose") for i in range(100)]
     assign_splits(items, DataSettings(seed=0))

@@ -15,6 +15,8 @@ with paths, multi-part word problems, emails with details to mention.
     self   seeds asking the target to write a question about a topic; the target's answer
            (generated in the data phase) becomes the prompt, so some prompts are in the
            target's own words
+    ident  code requests whose names are drawn per prompt (prompts_identifiers.py; opt-in,
+           not in the default mix)
 
 Every generator is deterministic given its random.Random; duplicates are dropped by the
 caller.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from . import prompts_identifiers as identifiers
 from . import prompts_requests as requests
 
 # Share of math, code and prose drawn as a multi-constraint request (prompts_requests.py)
@@ -531,7 +534,12 @@ def clean_self_prompt(text: str) -> str | None:
     return line
 
 
-MAKERS = {"math": math_prompt, "code": code_prompt, "prose": prose_prompt, "self": self_seed}
+def ident_prompt(r: random.Random) -> Prompt:
+    return Prompt("ident", identifiers.identifier_request(r))
+
+
+MAKERS = {"math": math_prompt, "code": code_prompt, "prose": prose_prompt, "self": self_seed,
+          "ident": ident_prompt}
 
 
 def make_prompts(counts: dict[str, int], seed: int, reject=lambda text: False) -> list[Prompt]:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from ..engine.errors import InputError
 
-KINDS = ("math", "code", "prose", "self")
+KINDS = ("math", "code", "prose", "self", "ident")
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 
 
