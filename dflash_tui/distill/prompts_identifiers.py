@@ -92,8 +92,8 @@ def class_request(r: random.Random) -> str:
     env = ", ".join(f"{prefix}_{f.upper()}" for f, _, _ in fields)
     method = r.choice([
         f"a classmethod `from_env()` that reads {env} from the environment and converts each to its type",
-        f"a method `to_row()` that returns the fields as a tuple in the order given",
-        f"a classmethod `from_dict(data)` that ignores unknown keys and fills in the defaults",
+        "a method `to_row()` that returns the fields as a tuple in the order given",
+        "a classmethod `from_dict(data)` that ignores unknown keys and fills in the defaults",
     ])
     return f"Write a Python dataclass `{cls}` with fields {described}, plus {method}."
 
