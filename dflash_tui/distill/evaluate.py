@@ -9,7 +9,8 @@ edge from the previous pick, argmax); for DFlash the argmax per slot. Accepted =
 longest prefix of proposals equal to the labels, which are the target's greedy tokens.
 
 The anchors are fixed (spread evenly over each held-out continuation, see eval_blocks), so
-the numbers logged at different steps are comparable: eval.jsonl is the held-out acceptance curve.
+the numbers logged at different steps are comparable: eval.jsonl is the held-out
+acceptance curve.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Any
 from ..engine.checkpoint import load_drafter, read_config
 from ..engine.draft_config import DFLASH2, DraftConfig
 from ..engine.errors import InputError
+from .settings import comparable
 
 # The drafter's own shape: fields of the checkpoint's config that the target does not fix.
 SHAPE_FLAGS = ("kind", "layers", "gamma", "rank", "top_k", "target_layer_ids", "mask_token_id",
@@ -57,7 +58,7 @@ def apply_shape(given: dict[str, Any], directory: str | Path) -> dict[str, Any]:
         if wanted is None:
             continue
         value = given.get(name)
-        if value is not None and _norm(value) != _norm(wanted):
+        if value is not None and comparable(value) != comparable(wanted):
             flag = "--block" if name == "gamma" else "--" + name.replace("_", "-")
             raise InputError(
                 f"--init-from {directory}: that drafter has {flag} {_show(wanted)}; this command "
@@ -76,10 +77,6 @@ def start_weights(directory: str | Path, config: DraftConfig):
                 f"--init-from {directory}: made for a target with {name} {have}; this target "
                 f"has {want}")
     return start.parameters()
-
-
-def _norm(value):
-    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 def _show(value) -> str:

@@ -217,7 +217,7 @@ def merge(cls, given: dict[str, Any], saved: Optional[dict[str, Any]], where: st
     for name, value in given.items():
         if value is None or name not in values:
             continue
-        if saved is not None and name in saved and _norm(saved[name]) != _norm(value):
+        if saved is not None and name in saved and comparable(saved[name]) != comparable(value):
             flag = "--" + name.replace("_", "-")
             raise InputError(
                 f"{where}: this run was started with {flag} {saved[name]!r}; this command "
@@ -226,11 +226,12 @@ def merge(cls, given: dict[str, Any], saved: Optional[dict[str, Any]], where: st
     return cls(**values)
 
 
-def _norm(value):
+def comparable(value):
+    """A setting's value in a form where equal settings compare equal (JSON round trips)."""
     if isinstance(value, (list, tuple)):
-        return [_norm(v) for v in value]
+        return [comparable(v) for v in value]
     if isinstance(value, dict):
-        return {k: _norm(v) for k, v in sorted(value.items())}
+        return {k: comparable(v) for k, v in sorted(value.items())}
     if isinstance(value, float):
         return round(value, 12)
     return value
