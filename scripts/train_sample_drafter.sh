@@ -46,6 +46,8 @@ BATCH=${BATCH:-32}
 SEQ_LEN=${SEQ_LEN:-512}
 ANCHORS=${ANCHORS:-32}
 LR=${LR:-6e-4}
+WARMUP=${WARMUP:-}       # empty: distill's default, 5% of STEPS
+INIT_FROM=${INIT_FROM:-} # empty: random init; a drafter directory: fine-tune it
 # the target runs in float32 as the engine and the bench run it: features from a bfloat16
 # target cost the previous drafter a quarter of its held-out acceptance (5.22 -> 3.78)
 TARGET_DTYPE=${TARGET_DTYPE:-float32}
@@ -60,6 +62,8 @@ data=(--num-prompts "$NUM_PROMPTS" --max-new-tokens "$MAX_NEW_TOKENS" --mix "$MI
 train=(--layers "$LAYERS" --block "$BLOCK" --rank "$RANK" --top-k "$TOP_K" --steps "$STEPS"
        --batch "$BATCH" --seq-len "$SEQ_LEN" --anchors "$ANCHORS" --lr "$LR" --target-dtype "$TARGET_DTYPE"
        --eval-every "$EVAL_EVERY" --save-every "$SAVE_EVERY" --log-every 50)
+if [ -n "$WARMUP" ]; then train+=(--warmup "$WARMUP"); fi
+if [ -n "$INIT_FROM" ]; then train+=(--init-from "$INIT_FROM"); fi
 
 case "$phase" in
   data|train|eval)
