@@ -129,7 +129,10 @@ def test_init_from_starts_at_the_checkpoint_and_refuses_another_shape(data_dir, 
     assert resumed["block_ce"] < (start["block_ce"] + trained["block_ce"]) / 2
     config = load_drafter(second).config
     assert config.num_hidden_layers == 2 and config.block_size == 8
-    assert config.extra["dflash_tui_training"]["train"]["init_from"] == str(first.resolve())
+    record = config.extra["dflash_tui_training"]
+    assert record["train"]["init_from"] == str(first.resolve())
+    # The lineage travels: the new record nests the one the start was trained with.
+    assert record["started_from"] == load_drafter(first).config.extra["dflash_tui_training"]
     capsys.readouterr()
     code = distill(target_dir, tmp_path / "third", data, *flags, "--steps", "1",
                    "--init-from", str(first), "--layers", "3")

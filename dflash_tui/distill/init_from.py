@@ -79,5 +79,17 @@ def start_weights(directory: str | Path, config: DraftConfig):
     return start.parameters()
 
 
+def start_record(directory: str | Path) -> dict | None:
+    """How the starting weights were made (their own "dflash_tui_training"), or None.
+
+    A drafter trained in stages carries its whole lineage this way: each stage's record
+    nests the one it started from under "started_from".
+    """
+    path = Path(directory).expanduser() / "config.json"
+    if not path.is_file():  # a resumed run whose starting directory has since gone
+        return None
+    return read_config(path).extra.get("dflash_tui_training")
+
+
 def _show(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)

@@ -21,7 +21,7 @@ from . import dataset, state as state_lib
 from .architecture import build_config, choose_mask_token, init_drafter, parameter_bytes
 from .batches import BatchSampler
 from .evaluate import EvalBlocks, eval_blocks, evaluate, summary_line
-from .init_from import start_weights
+from .init_from import start_record, start_weights
 from .objective import target_parts
 from .progress import Progress, format_stats
 from .settings import RunSettings, TrainSettings, to_json
@@ -145,6 +145,9 @@ class TrainPhase:
 
     def write_checkpoint(self, last_eval: Optional[dict]) -> None:
         extra = {"held_out": _brief(last_eval)} if last_eval else {}
+        started_from = start_record(self.train.init_from) if self.train.init_from else None
+        if started_from:
+            extra["started_from"] = started_from
         record = training_record(self.train, self.manifest, self.trainer.step, self.target,
                                  self.compute_dtype_name, extra)
         weights = {k: v.astype(mx.bfloat16) for k, v in _flat(self.trainer.params).items()}
