@@ -3,10 +3,12 @@
 # ../shared/device/stage.sh has carried MLX's CUDA build and the sample GGUF over
 # (docs/DISTILL.md, "The sample drafter on an H200", has the whole call sequence):
 #
-#   bash scripts/device_train_sample.sh data+train SECONDS   # data phase, then train
-#   bash scripts/device_train_sample.sh train SECONDS        # continue training
-#   bash scripts/device_train_sample.sh eval SECONDS         # final held-out eval
+#   STAGE=N bash scripts/device_train_sample.sh data+train SECONDS   # data, then train
+#   STAGE=N bash scripts/device_train_sample.sh train SECONDS        # continue training
+#   STAGE=N bash scripts/device_train_sample.sh eval SECONDS         # final held-out eval
 #
+# STAGE (1, 2, 3) picks the stage of train_sample_drafter.sh; its run lives in
+# /tmp/run/stageN, where the next stage finds it as its start.
 # SECONDS is this command's budget (a device call runs at most 600 s). The checkpoint comes
 # back in $OUT after every command, in 15 MiB parts (calls return files of 16 MiB at most):
 # `cat model.part* > model.safetensors` here.
@@ -22,7 +24,8 @@ if [ ! -d /tmp/proj ]; then
 fi
 cd /tmp/proj
 export PYTHONPATH=/tmp/proj:${PYTHONPATH:-} PYTHONUNBUFFERED=1 DFLASH_TUI_BLAS=reference
-export TARGET=/tmp/payload/SmolLM2-135M-Instruct.Q4_1.gguf RUN_DIR=/tmp/run
+export STAGE=${STAGE:-1} RUN_ROOT=/tmp/run
+export TARGET=/tmp/payload/SmolLM2-135M-Instruct.Q4_1.gguf RUN_DIR=/tmp/run/stage$STAGE
 export DFLASH="python3 -m dflash_tui"
 left() { echo $(( budget - ($(date +%s) - t0) - 25 )); }   # 25 s to bring files back
 

