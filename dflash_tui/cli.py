@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from .engine.errors import InputError
+from .prompt_file import read_prompt_file
 
 COMMANDS = ("probe", "bench", "distill", "replay")
 
@@ -28,13 +29,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _prompt_text(args) -> Optional[str]:
     if getattr(args, "prompt_file", None):
-        path = Path(args.prompt_file)
-        try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such prompt file") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise InputError(f"{path}: unreadable prompt file ({error})") from None
+        return read_prompt_file(Path(args.prompt_file))
     return getattr(args, "prompt", None)
 
 

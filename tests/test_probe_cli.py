@@ -64,3 +64,20 @@ def test_probe_line_names_the_first_nonfinite_buffer(make_pair, tmp_path, capsys
     assert "FIRST NON-FINITE: draft layer 1 ffn_up" in line
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["first_nonfinite"] == {"round": 0, "stage": "draft", "layer": 1, "name": "ffn_up"}
+
+
+def test_prompt_file_sends_the_bench_s_prompt(make_pair, tmp_path, capsys):
+    """The same file must be the same prompt in probe and bench: its final newline is not part
+    of it (one "\n" is its own token inside a chat template and changes every round)."""
+    from dflash_tui.bench.prompts import load_workloads
+
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    (tmp_path / "prompts" / "prose").mkdir(parents=True)
+    file = tmp_path / "prompts" / "prose" / "01-fox.txt"
+    file.write_text("The quick brown fox jumps\n\n")
+    assert main(["probe", str(target_dir), "--prompt-file", str(file), "--rounds", "1",
+                 "--out", str(tmp_path / "o")]) == 0
+    capsys.readouterr()
+    sent = json.loads((tmp_path / "o" / "summary.json").read_text())["session"]["prompt"]
+    [workload] = load_workloads(tmp_path / "prompts")
+    assert sent == workload.prompts[0].text == "The quick brown fox jumps"

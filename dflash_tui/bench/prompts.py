@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..engine.errors import InputError
+from ..prompt_file import read_prompt_file
 
 # The issue's tables list these first, in this order; any other workload follows by name.
 KNOWN_ORDER = ("prose", "code", "math")
@@ -35,18 +36,6 @@ def _order(name: str) -> tuple:
     return (KNOWN_ORDER.index(name), "") if name in KNOWN_ORDER else (len(KNOWN_ORDER), name)
 
 
-def _read(path: Path) -> str:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text (a prompt file is plain UTF-8)") from None
-    except OSError as error:
-        raise InputError(f"{path}: unreadable prompt file ({error.strerror or error})") from None
-    if not text:
-        raise InputError(f"{path}: empty prompt file (expected the prompt's text)")
-    return text
-
-
 def load_workloads(directory: Path, limit: Optional[int] = None) -> tuple[Workload, ...]:
     """Every workload under `directory`, its prompts sorted by file name, at most `limit` each."""
     directory = Path(directory).expanduser()
@@ -64,7 +53,7 @@ def load_workloads(directory: Path, limit: Optional[int] = None) -> tuple[Worklo
             raise InputError(f"{folder}: workload folder has no *{SUFFIX} prompt files")
         if limit is not None:
             files = files[:limit]
-        prompts = tuple(Prompt(folder.name, f.stem, _read(f), f) for f in files)
+        prompts = tuple(Prompt(folder.name, f.stem, read_prompt_file(f), f) for f in files)
         workloads.append(Workload(folder.name, prompts))
     if not workloads:
         raise InputError(

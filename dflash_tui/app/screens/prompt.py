@@ -15,6 +15,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, OptionList, TextArea
 from textual.widgets.option_list import Option
 
+from ...engine.errors import InputError
+from ...prompt_file import read_prompt_file
+
 PREVIEW = 60  # characters of a sample prompt shown in the list
 
 
@@ -78,9 +81,9 @@ class PromptScreen(ModalScreen[Optional[str]]):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         path = Path(event.option.id)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            self.query_one("#prompt-error", Label).update(Text(f"{path}: {error}"))
+            text = read_prompt_file(path)
+        except InputError as error:
+            self.query_one("#prompt-error", Label).update(Text(str(error)))
             return
         area = self.query_one(TextArea)
         area.text = text
