@@ -104,6 +104,23 @@ def test_ident_prompts_name_fresh_identifiers_and_leave_other_kinds_alone():
     assert parse_mix("code=0.5,ident=0.5") == {"code": 0.5, "ident": 0.5}
 
 
+def test_literal_prompts_quote_fresh_strings_and_leave_other_kinds_alone():
+    import re
+
+    # The shipped recipe's stages draw math, code, prose, self and ident: adding a kind
+    # must not change one of their prompts, or the shipped weights stop being reproducible.
+    kinds = {"math": 40, "code": 40, "prose": 40, "ident": 40}
+    base = make_prompts(kinds, seed=1)
+    mixed = make_prompts({**kinds, "literal": 400}, seed=1)
+    assert [p.text for p in mixed if p.kind != "literal"] == [p.text for p in base]
+    literal = [p.text for p in mixed if p.kind == "literal"]
+    assert len(set(literal)) == 400
+    # Each quotes at least two strings for the answer to repeat; they keep changing.
+    quoted = [re.findall(r"`([^`]+)`", text) for text in literal]
+    assert all(len(q) >= 2 for q in quoted)
+    assert len({s for q in quoted for s in q}) > 700
+
+
 def test_eval_split_covers_every_kind():
     items = [{"kind": k, "text": f"{k} {i}"} for k in ("math", "code", "prose") for i in range(100)]
     assign_splits(items, DataSettings(seed=0))

@@ -15,8 +15,10 @@ with paths, multi-part word problems, emails with details to mention.
     self   seeds asking the target to write a question about a topic; the target's answer
            (generated in the data phase) becomes the prompt, so some prompts are in the
            target's own words
-    ident  code requests whose names are drawn per prompt (prompts_identifiers.py; opt-in,
-           not in the default mix)
+    ident  code requests whose names are drawn per prompt (prompts_identifiers.py; not in
+           the default mix, used by stages 2 and 3 of the sample recipe)
+    literal  requests quoting paths, patterns, messages, URLs and flags the answer must
+           repeat (prompts_literals.py; opt-in)
 
 Every generator is deterministic given its random.Random; duplicates are dropped by the
 caller.
@@ -28,6 +30,7 @@ import random
 from dataclasses import dataclass
 
 from . import prompts_identifiers as identifiers
+from . import prompts_literals as literals
 from . import prompts_requests as requests
 
 # Share of math, code and prose drawn as a multi-constraint request (prompts_requests.py)
@@ -538,8 +541,12 @@ def ident_prompt(r: random.Random) -> Prompt:
     return Prompt("ident", identifiers.identifier_request(r))
 
 
+def literal_prompt(r: random.Random) -> Prompt:
+    return Prompt("literal", literals.literal_request(r))
+
+
 MAKERS = {"math": math_prompt, "code": code_prompt, "prose": prose_prompt, "self": self_seed,
-          "ident": ident_prompt}
+          "ident": ident_prompt, "literal": literal_prompt}
 
 
 def make_prompts(counts: dict[str, int], seed: int, reject=lambda text: False) -> list[Prompt]:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from ..engine.errors import InputError
 
-KINDS = ("math", "code", "prose", "self", "ident")
+KINDS = ("math", "code", "prose", "self", "ident", "literal")
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 
 
