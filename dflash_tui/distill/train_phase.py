@@ -90,6 +90,8 @@ class TrainPhase:
         if train.init_from and not saved:
             drafter.update(start_weights(train.init_from, self.config))
             mx.eval(drafter.parameters())
+        # read once: the starting directory may change (or go) while this run trains
+        self.started_from = start_record(train.init_from) if train.init_from else None
         self.trainer = Trainer(drafter, self.parts, self.target, train,
                                DTYPES[self.compute_dtype_name], self.run.compile)
         self.sampler = BatchSampler(self.train_set, train.batch, train.anchors, train.seq_len,
@@ -145,9 +147,8 @@ class TrainPhase:
 
     def write_checkpoint(self, last_eval: Optional[dict]) -> None:
         extra = {"held_out": _brief(last_eval)} if last_eval else {}
-        started_from = start_record(self.train.init_from) if self.train.init_from else None
-        if started_from:
-            extra["started_from"] = started_from
+        if self.started_from:
+            extra["started_from"] = self.started_from
         record = training_record(self.train, self.manifest, self.trainer.step, self.target,
                                  self.compute_dtype_name, extra)
         weights = {k: v.astype(mx.bfloat16) for k, v in _flat(self.trainer.params).items()}
