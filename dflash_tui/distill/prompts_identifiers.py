@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import random
 
+from .prompts_requests import camel_case
+
 # entity -> (plural, numeric fields, text fields, date fields)
 ENTITIES = {
     "invoice": ("invoices", ["amount", "tax", "discount"], ["customer", "currency", "status"], ["issued_on", "due_on"]),
@@ -34,11 +36,6 @@ ENTITIES = {
 VERBS_FILTER = ["filter", "select", "keep", "find"]
 VERBS_SUM = ["total", "sum", "aggregate"]
 ENV_PREFIXES = ["APP", "SVC", "WORKER", "BILLING", "SYNC", "REPORT", "API", "JOB"]
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
 
 
 def _pascal(name: str) -> str:
@@ -72,7 +69,7 @@ def function_request(r: random.Random) -> str:
     if lang == "Python":
         extras += [" Include a docstring and one example.", " Add type hints."]
     else:
-        fname, args = _camel(fname), [_camel(a) for a in args]
+        fname, args = camel_case(fname), [camel_case(a) for a in args]
         behaviour = behaviour.replace("or None", "or null").replace("dictionaries", "objects")
         extras += [" Add a JSDoc comment."] if lang == "JavaScript" else [" Type the record shape."]
     signature = f"{fname}({', '.join(args)})"

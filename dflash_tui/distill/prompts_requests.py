@@ -78,7 +78,8 @@ CODE_EXTRAS = [
 ]
 
 
-def _camel(name: str) -> str:
+def camel_case(name: str) -> str:
+    """snake_case -> camelCase (JavaScript and TypeScript spellings of a Python name)."""
     head, *rest = name.split("_")
     return head + "".join(part.capitalize() for part in rest)
 
@@ -88,7 +89,7 @@ def signature_request(r: random.Random) -> str:
     lang = r.choice(LANGS_FOR_SIGNATURES)
     if lang != "Python":
         fname, args = signature.split("(", 1)
-        signature = f"{_camel(fname)}({', '.join(_camel(a.strip()) for a in args[:-1].split(',') if a.strip())})"
+        signature = f"{camel_case(fname)}({', '.join(camel_case(a.strip()) for a in args[:-1].split(',') if a.strip())})"
     lead = r.choice([
         "Write a {lang} function `{sig}` that {task}.",
         "I need `{sig}` in {lang}: it {task}.",
