@@ -7,7 +7,7 @@
 #   STAGE=N bash scripts/device_train_sample.sh train SECONDS        # continue training
 #   STAGE=N bash scripts/device_train_sample.sh eval SECONDS         # final held-out eval
 #
-# STAGE (1, 2, 3) picks the stage of train_sample_drafter.sh; its run lives in
+# STAGE (1-4) picks the stage of train_sample_drafter.sh; its run lives in
 # /tmp/run/stageN, where the next stage finds it as its start.
 # SECONDS is this command's budget (a device call runs at most 600 s). The checkpoint comes
 # back in $OUT after every command, in 15 MiB parts (calls return files of 16 MiB at most):

