@@ -18,104 +18,22 @@ Goals: first frame under 1 s, key -> screen under 50 ms.
 from __future__ import annotations
 
 import argparse
-import bisect
-import fcntl
 import json
 import os
-import pty
-import re
 import shutil
 import statistics
-import struct
-import subprocess
 import sys
-import termios
-import threading
-import time
 from pathlib import Path
 
-SIZE = (120, 35)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from pty_terminal import Terminal  # shared with tests/test_app_quit.py
+
 FIRST_FRAME = ("dflash-tui", "quit")  # header and key bar: the whole screen is drawn
 READY = "ready after prefill"
 RUNNING = "running ·"
 HELP = "dflash-tui help"
 PROBES = "buffers"  # the probes tab's summary line
 RANKS = "p(tgt)"  # the ranks table's header: hidden under the help, and on other tabs
-
-
-class Terminal:
-    """The app on a pseudo-terminal; a reader thread timestamps every chunk of output."""
-
-    def __init__(self, argv: list[str], size=SIZE):
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
-        env = {**os.environ, "TERM": "xterm-256color"}
-        self.started = time.perf_counter()
-        self.process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
-                                        close_fds=True, start_new_session=True)
-        os.close(slave)
-        self.master = master
-        self.output = bytearray()
-        self.ends: list[int] = []  # output length after each read ...
-        self.times: list[float] = []  # ... and when that read returned
-        self.changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self.master, 65536)
-            except OSError:
-                chunk = b""
-            now = time.perf_counter()
-            with self.changed:
-                if chunk:
-                    self.output += chunk
-                    self.ends.append(len(self.output))
-                    self.times.append(now)
-                self.changed.notify_all()
-            if not chunk:
-                return
-
-    def mark(self) -> int:
-        with self.changed:
-            return len(self.output)
-
-    def when(self, needles, since: int = 0, timeout: float = 120.0) -> float:
-        """Time at which every needle had reached the terminal after output offset `since`.
-        Waits on the reader (no polling: the measuring process must not eat the CPU the
-        app needs)."""
-        needles = [n.encode() for n in ([needles] if isinstance(needles, str) else needles)]
-        deadline = time.perf_counter() + timeout
-        with self.changed:
-            while True:
-                data = bytes(self.output[since:])
-                found = [data.find(n) for n in needles]
-                if all(f >= 0 for f in found):
-                    end = since + max(f + len(n) for f, n in zip(found, needles))
-                    return self.times[bisect.bisect_left(self.ends, end)]
-                left = deadline - time.perf_counter()
-                if left <= 0 or self.process.poll() is not None:
-                    plain = re.sub(r"\x1b\[[0-9;?<>=$]*[a-zA-Z~]", "",
-                                   data.decode("utf-8", "replace"))[-1200:]
-                    state = "timed out" if left <= 0 else f"exited ({self.process.returncode})"
-                    raise TimeoutError(f"{state} waiting for {needles}; screen since: {plain!r}")
-                self.changed.wait(min(left, 0.5))
-
-    def type(self, keys: str) -> float:
-        t = time.perf_counter()
-        os.write(self.master, keys.encode())
-        return t
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.type("q")
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        os.close(self.master)
 
 
 def summary(values: list[float]) -> dict:

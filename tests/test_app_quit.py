@@ -8,18 +8,12 @@ uninterruptible MLX op would: the child writes a marker file when it is inside.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
-import struct
-import subprocess
 import sys
-import termios
 import textwrap
-import threading
 import time
 
 import pytest
+from pty_terminal import Terminal
 
 CHILD = textwrap.dedent("""
     import sys, threading
@@ -38,56 +32,6 @@ CHILD = textwrap.dedent("""
                     proposer=proposer)
     sys.exit(run_live(launch, export_dir=Path("unused")))
 """)
-
-
-class Terminal:
-    """A child process on a pty of a given size, its output collected by a thread."""
-
-    def __init__(self, argv: list[str], size=(120, 35), cwd=None):
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
-        env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(size[0]), "LINES": str(size[1])}
-        self.process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
-                                        cwd=cwd, close_fds=True, start_new_session=True)
-        os.close(slave)
-        self.master = master
-        self.output = bytearray()
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            with self._lock:
-                self.output += chunk
-
-    def text(self) -> str:
-        with self._lock:
-            return self.output.decode("utf-8", "replace")
-
-    def type(self, keys: str) -> None:
-        os.write(self.master, keys.encode())
-
-    def wait_for(self, condition, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if self.process.poll() is not None:
-                raise AssertionError(f"child exited ({self.process.returncode}) waiting for {what}:\n"
-                                     + self.text()[-2000:])
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(0.01)  # polling a condition, not timing anything
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        os.close(self.master)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pty test")
