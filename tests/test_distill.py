@@ -8,6 +8,8 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+from fixtures import write_sample_shaped_drafter
+
 from dflash_tui.cli import main
 from dflash_tui.distill.settings import TrainSettings
 from dflash_tui.engine.checkpoint import expected_shapes, load_drafter
@@ -138,6 +140,20 @@ def test_init_from_starts_at_the_checkpoint_and_refuses_another_shape(data_dir, 
                    "--init-from", str(first), "--layers", "3")
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "--layers 2" in err and "Traceback" not in err
+
+
+def test_init_from_a_drafter_for_another_target_is_refused_before_the_data_phase(
+        make_pair, tmp_path, capsys):
+    target_dir, _ = make_pair("llama")
+    other = write_sample_shaped_drafter(tmp_path / "smollm2-drafter")  # SmolLM2's shape
+    data = tmp_path / "data"
+    code = main(["distill", str(target_dir), "--out", str(tmp_path / "out"), "--data", str(data),
+                 *DATA_FLAGS, "--init-from", str(other), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    problems = [line for line in err.splitlines() if not line.startswith("data: target ")]
+    assert code == 2 and len(problems) == 1 and "Traceback" not in err
+    assert str(other / "config.json") in problems[0] and "hidden_size 576" in problems[0]
+    assert not list(data.glob("shard-*")), "no continuation is generated for a run that cannot train"
 
 
 @pytest.mark.parametrize("flags, expected", [

@@ -107,12 +107,24 @@ def _target_config(target) -> dict:
     return config
 
 
-def build_config(target, settings: TrainSettings, mask_token_id: int) -> DraftConfig:
+def target_shape(target) -> dict[str, int]:
+    """What the target fixes in any drafter made for it, by DraftConfig field name."""
     tc = _target_config(target)
     hidden = target.hidden_size
     heads = int(tc.get("num_attention_heads", max(1, hidden // 64)))
-    kv_heads = int(tc.get("num_key_value_heads", heads))
-    head_dim = int(tc.get("head_dim") or hidden // heads)
+    return {
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(tc.get("num_key_value_heads", heads)),
+        "head_dim": int(tc.get("head_dim") or hidden // heads),
+        "vocab_size": target.vocab_size,
+        "num_target_layers": target.num_layers,
+    }
+
+
+def build_config(target, settings: TrainSettings, mask_token_id: int) -> DraftConfig:
+    tc = _target_config(target)
+    hidden = target.hidden_size
     rope = tc.get("rope_parameters") or {}
     rope_theta = float(tc.get("rope_theta", rope.get("rope_theta", 10000.0)))
     ids = settings.target_layer_ids or zlab_layer_ids(target.num_layers, settings.target_layers)
@@ -130,17 +142,12 @@ def build_config(target, settings: TrainSettings, mask_token_id: int) -> DraftCo
     dflash2 = settings.kind == "dflash2"
     return DraftConfig(
         kind=DFLASH2 if dflash2 else DFLASH,
-        hidden_size=hidden,
+        **target_shape(target),
         num_hidden_layers=settings.layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        head_dim=head_dim,
         intermediate_size=settings.intermediate_size or int(tc.get("intermediate_size", 4 * hidden)),
-        vocab_size=target.vocab_size,
         rms_norm_eps=float(tc.get("rms_norm_eps", 1e-6)),
         rope_theta=rope_theta,
         max_position_embeddings=int(tc.get("max_position_embeddings", 4096)),
-        num_target_layers=target.num_layers,
         block_size=settings.block_size,
         target_layer_ids=tuple(int(i) for i in ids),
         mask_token_id=int(mask_token_id),

@@ -19,9 +19,6 @@ from .settings import comparable
 # The drafter's own shape: fields of the checkpoint's config that the target does not fix.
 SHAPE_FLAGS = ("kind", "layers", "gamma", "rank", "top_k", "target_layer_ids", "mask_token_id",
                "intermediate_size", "conv_kernel", "conv_group")
-# Fields the target fixes: a checkpoint made for another target cannot start this one.
-TARGET_FIELDS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-                 "vocab_size", "num_target_layers")
 
 
 def _config_path(directory: str | Path) -> Path:
@@ -67,15 +64,25 @@ def apply_shape(given: dict[str, Any], directory: str | Path) -> dict[str, Any]:
     return out
 
 
-def start_weights(directory: str | Path, config: DraftConfig):
-    """The checkpoint's parameters in float32, checked against this run's drafter config."""
-    start = load_drafter(_config_path(directory))
-    for name in TARGET_FIELDS:
-        have, want = getattr(start.config, name), getattr(config, name)
+def refuse_other_target(directory: str | Path, shape: dict[str, int],
+                        config: DraftConfig | None = None) -> None:
+    """A checkpoint made for a target of another shape (architecture.target_shape) cannot
+    start this one. Checked from its config.json as soon as the target is loaded, so a
+    mismatch costs seconds, not a data phase."""
+    path = _config_path(directory)
+    config = config or read_config(path / "config.json")
+    for name, want in shape.items():
+        have = getattr(config, name)
         if have != want:
             raise InputError(
-                f"--init-from {directory}: made for a target with {name} {have}; this target "
-                f"has {want}")
+                f"--init-from {path / 'config.json'}: made for a target with {name} {have}; "
+                f"this target has {want}")
+
+
+def start_weights(directory: str | Path, shape: dict[str, int]):
+    """The checkpoint's parameters in float32, checked against the target's shape."""
+    start = load_drafter(_config_path(directory))
+    refuse_other_target(directory, shape, start.config)
     return start.parameters()
 
 

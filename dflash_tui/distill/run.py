@@ -7,9 +7,10 @@ from typing import Callable
 
 from ..engine.errors import InputError
 from . import dataset, state as state_lib
+from .architecture import target_shape
 from .data_phase import run_data_phase
 from .holdout import read_holdout, refuse_clashes
-from .init_from import apply_shape
+from .init_from import apply_shape, refuse_other_target
 from .settings import DataSettings, RunSettings, TrainSettings, check_data, check_train, merge
 from .target_setup import load_for_distill, resolve_dtype, retype, target_dtype_name
 from .trainer import Deadline
@@ -82,6 +83,8 @@ class Distill:
         self.say(f"data: target {self.target_path} in {self.data.data_dtype}; held out: "
                  f"{len(self.holdout)} prompt units from {self.holdout.source}")
         self.target = load_for_distill(self.target_path, self.data.data_dtype, dequantize=True)
+        if self.train.init_from and self.saved is None:
+            refuse_other_target(self.train.init_from, target_shape(self.target))
         manifest = run_data_phase(self.target, self.data_dir, self.data, self.holdout,
                                   self.run_settings.gen_batch, self.deadline.at, self.say)
         return bool(manifest.get("complete"))

@@ -18,7 +18,7 @@ from ..engine.draft_config import parse_config
 from ..engine.errors import InputError
 from ..engine.target import DTYPES, backend
 from . import dataset, state as state_lib
-from .architecture import build_config, choose_mask_token, init_drafter, parameter_bytes
+from .architecture import build_config, choose_mask_token, init_drafter, parameter_bytes, target_shape
 from .batches import BatchSampler
 from .evaluate import EvalBlocks, eval_blocks, evaluate, summary_line
 from .init_from import start_record, start_weights
@@ -88,7 +88,7 @@ class TrainPhase:
         self.compute_dtype_name = resolve_dtype(train.compute_dtype)
         drafter = init_drafter(self.config, train.seed)
         if train.init_from and not saved:
-            drafter.update(start_weights(train.init_from, self.config))
+            drafter.update(start_weights(train.init_from, target_shape(self.target)))
             mx.eval(drafter.parameters())
         # read once: the starting directory may change (or go) while this run trains
         self.started_from = start_record(train.init_from) if train.init_from else None
