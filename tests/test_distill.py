@@ -156,11 +156,23 @@ def test_init_from_a_drafter_for_another_target_is_refused_before_the_data_phase
     assert not list(data.glob("shard-*")), "no continuation is generated for a run that cannot train"
 
 
+def test_default_eval_gammas_stay_within_a_short_block(data_dir, tmp_path):
+    target_dir, data = data_dir
+    out = tmp_path / "short"
+    flags = list(TRAIN_FLAGS)
+    flags[flags.index("--block") + 1] = "3"
+    assert main(["distill", str(target_dir), "--out", str(out), "--data", str(data), *DATA_FLAGS,
+                 *flags, "--phase", "train", "--steps", "2", "--eval-every", "2"]) == 0
+    evals = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
+    assert [sorted(e["gamma"], key=int) for e in evals] == [["2", "3"]]
+
+
 @pytest.mark.parametrize("flags, expected", [
     (["--steps", "0"], "--steps 0"),
     (["--mix", "poetry=1"], "--mix"),
     (["--block", "0"], "--block 0"),
     (["--eval-gammas", "two"], "--eval-gammas"),
+    (["--block", "7", "--eval-gammas", "4,8"], "--eval-gammas 4,8: 8 proposals is more than the drafter's block of 7"),
     (["--short-block-fraction", "1.5"], "--short-block-fraction"),
     (["--phase", "nonsense"], "--phase"),
     (["--time-limit", "-5"], "--time-limit"),

@@ -94,7 +94,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="held-out eval every N steps, logged to OUT/eval.jsonl (0: off; default 250)")
     g.add_argument("--eval-blocks", type=int, default=256, metavar="N",
                    help="held-out blocks per eval (default 256; the final eval uses 4x)")
-    g.add_argument("--eval-gammas", default="2,4,7", metavar="LIST", help="proposals per round to evaluate")
+    g.add_argument("--eval-gammas", metavar="LIST",
+                   help="proposals per round to evaluate (default 2,4,7, those within the drafter's block)")
     g.add_argument("--log-every", type=int, default=10, metavar="N", help="log every N steps (default 10)")
     g.add_argument("--session-tokens", type=int, default=48, metavar="N",
                    help="final check: tokens per real engine session (0: skip; default 48)")
@@ -109,7 +110,7 @@ def settings_from_args(args) -> tuple[RunSettings, dict, dict]:
         resume=args.resume,
         gen_batch=args.gen_batch, save_every=args.save_every, eval_every=args.eval_every,
         eval_blocks=args.eval_blocks,
-        eval_gammas=tuple(parse_int_list(args.eval_gammas, "--eval-gammas")),
+        eval_gammas=tuple(parse_int_list(args.eval_gammas, "--eval-gammas")) if args.eval_gammas else (),
         log_every=args.log_every, session_tokens=args.session_tokens,
         compile=args.compile, progress=not args.no_progress,
     )

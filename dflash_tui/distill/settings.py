@@ -94,7 +94,7 @@ class RunSettings:
     save_every: int = 200
     eval_every: int = 250
     eval_blocks: int = 256
-    eval_gammas: tuple[int, ...] = (2, 4, 7)
+    eval_gammas: tuple[int, ...] = ()  # empty: default_eval_gammas(the drafter's block)
     log_every: int = 10
     session_tokens: int = 48
     compile: bool = False
@@ -194,6 +194,12 @@ def check_run(s: RunSettings) -> None:
         raise InputError("--eval-every and --session-tokens must be >= 0 (0 turns them off)")
     if any(g < 1 for g in s.eval_gammas):
         raise InputError(f"--eval-gammas {s.eval_gammas}: expected positive proposal counts")
+
+
+def default_eval_gammas(block: int) -> tuple[int, ...]:
+    """2, 4 and 7 proposals, those a drafter of `block` proposals can make, and the block
+    itself where it is shorter than 7."""
+    return tuple(sorted({g for g in (2, 4, 7) if g <= block} | ({block} if block < 7 else set())))
 
 
 def to_json(settings) -> dict[str, Any]:
