@@ -13,7 +13,7 @@ from .data_phase import run_data_phase
 from .holdout import read_holdout, refuse_clashes
 from .init_from import apply_shape, refuse_other_target
 from .settings import (DataSettings, RunSettings, TrainSettings, check_data, check_train,
-                       default_eval_gammas, merge)
+                       eval_gammas_for, merge)
 from .target_setup import load_for_distill, resolve_dtype, retype, target_dtype_name
 from .trainer import Deadline
 
@@ -45,13 +45,7 @@ class Distill:
         where = f"{self.out / state_lib.TRAINING}"
         self.train = merge(TrainSettings, train_given, saved_train, where)
         check_train(self.train)
-        beyond = [g for g in run.eval_gammas if g > self.train.gamma]
-        if beyond:  # the drafter was never trained to fill those slots: the numbers would mean nothing
-            raise InputError(
-                f"--eval-gammas {','.join(map(str, run.eval_gammas))}: {beyond[0]} proposals is more "
-                f"than the drafter's block of {self.train.gamma} (--block)")
-        if not run.eval_gammas:
-            self.run_settings = replace(run, eval_gammas=default_eval_gammas(self.train.gamma))
+        self.run_settings = replace(run, eval_gammas=eval_gammas_for(run.eval_gammas, self.train.gamma))
         self.holdout = read_holdout(run.holdout)
         self._refuse_held_out_data()
         self.target = None

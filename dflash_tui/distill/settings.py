@@ -94,7 +94,7 @@ class RunSettings:
     save_every: int = 200
     eval_every: int = 250
     eval_blocks: int = 256
-    eval_gammas: tuple[int, ...] = ()  # empty: default_eval_gammas(the drafter's block)
+    eval_gammas: tuple[int, ...] = ()  # empty: the default of eval_gammas_for
     log_every: int = 10
     session_tokens: int = 48
     compile: bool = False
@@ -196,10 +196,20 @@ def check_run(s: RunSettings) -> None:
         raise InputError(f"--eval-gammas {s.eval_gammas}: expected positive proposal counts")
 
 
-def default_eval_gammas(block: int) -> tuple[int, ...]:
-    """2, 4 and 7 proposals, those a drafter of `block` proposals can make, and the block
-    itself where it is shorter than 7."""
-    return tuple(sorted({g for g in (2, 4, 7) if g <= block} | ({block} if block < 7 else set())))
+def eval_gammas_for(given: tuple[int, ...], block: int) -> tuple[int, ...]:
+    """The proposal counts to evaluate a drafter of `block` proposals at.
+
+    Default (`given` empty): 2, 4 and 7, those within the block, and the block itself where
+    it is shorter than 7. A given count past the block is refused: no slot past it was
+    trained, so its numbers would mean nothing.
+    """
+    if not given:
+        return tuple(sorted({g for g in (2, 4, 7) if g <= block} | ({block} if block < 7 else set())))
+    beyond = [g for g in given if g > block]
+    if beyond:
+        raise InputError(f"--eval-gammas {','.join(map(str, given))}: {beyond[0]} proposals is more "
+                         f"than the drafter's block of {block} (--block)")
+    return given
 
 
 def to_json(settings) -> dict[str, Any]:
