@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from dflash_tui import sample  # noqa: E402
-from dflash_tui.engine import SessionOptions, load_pair, open_session  # noqa: E402
+from dflash_tui.engine import SessionOptions, load_pair  # noqa: E402
 from dflash_tui.engine.draft_config import parse_config  # noqa: E402
 from dflash_tui.engine.drafter import CandidateSelector  # noqa: E402
 from dflash_tui.engine.selector import lattice_arrays, to_lattice, walk  # noqa: E402
@@ -42,10 +42,10 @@ def probe_overhead(draft: Path | None, rounds: int, gamma: int) -> dict:
             from fixtures import write_sample_shaped_drafter
 
             draft = write_sample_shaped_drafter(Path(tempfile.mkdtemp()) / "drafter", layers=2)
-    target, drafter, draft_dir = load_pair(model, draft)
+    pair = load_pair(model, draft)
+    target = pair.target
     sessions = {
-        flag: open_session(target, drafter, draft_dir, PROMPT,
-                           options=SessionOptions(gamma=gamma, max_tokens=10**6, probes=flag))
+        flag: pair.open(PROMPT, options=SessionOptions(gamma=gamma, max_tokens=10**6, probes=flag))
         for flag in (True, False)
     }
     # Each session owns the target's cache while it steps, so alternate whole rounds by

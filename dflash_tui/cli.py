@@ -16,10 +16,26 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .engine.errors import InputError
+from .engine.errors import InputError, ParameterError
 from .prompt_file import read_prompt_file
 
 COMMANDS = ("probe", "bench", "distill", "replay")
+# The flag that sets each engine parameter a ParameterError can name.
+FLAGS = {
+    "gamma": "--block", "dtype": "--dtype", "chat": "--chat", "prompt_ids": "--prompt",
+    "draft": "--draft", "temperature": "--temperature", "seed": "--seed",
+    "max_tokens": "--max-tokens", "layer_offset": "--layer-offset",
+}
+
+
+def user_message(error: InputError) -> str:
+    """The error as a command-line user reads it: engine parameters named by their flags
+    (`gamma=0: ...` becomes `--block 0: ...`)."""
+    if isinstance(error, ParameterError) and error.name in FLAGS:
+        flag, value = FLAGS[error.name], error.value
+        scalar = isinstance(value, (int, float, str)) and not isinstance(value, bool)
+        return f"{flag} {value!r}: {error.problem}" if scalar else f"{flag}: {error.problem}"
+    return str(error)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -156,7 +172,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             from .app.main import run_app as run
         return int(run(args) or 0)
     except InputError as error:
-        print(f"dflash-tui: error: {error}", file=sys.stderr)
+        print(f"dflash-tui: error: {user_message(error)}", file=sys.stderr)
         return InputError.exit_code
     except KeyboardInterrupt:
         print("dflash-tui: interrupted", file=sys.stderr)

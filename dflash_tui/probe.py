@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from . import sample
-from .engine.api import load_pair, open_session
+from .engine.api import load_pair
 from .engine.session import SessionOptions
 from .snapshot import SUMMARY_SCHEMA, export_round, session_json, write_json
 
@@ -43,10 +43,9 @@ def run(args) -> int:
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    target, drafter, draft_dir = load_pair(model, draft, dtype=args.dtype,
-                                           keep_quantized=args.keep_quantized, progress=_say)
-    session = open_session(target, drafter, draft_dir, prompt, chat=args.chat, dtype=args.dtype,
-                           options=options, progress=_say)
+    pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
+                     progress=_say)
+    session = pair.open(prompt, options=options, chat=args.chat, progress=_say)
     info = session.info
     _say(f"{info.drafter_kind} drafter ({info.drafter_layers} layers) on {info.target_kind} "
          f"target ({info.target_layers} layers), {info.dtype} on {info.backend}; "
@@ -62,7 +61,7 @@ def run(args) -> int:
             export_round(out, record, info, npz=args.npz)
     seconds = time.perf_counter() - t0
     generated = session.generated
-    text = target.tokenizer.decode(generated)
+    text = pair.target.tokenizer.decode(generated)
     print(f"--- {len(generated)} tokens in {len(records)} rounds, {seconds:.2f} s "
           f"({len(generated) / max(seconds, 1e-9):.1f} tokens/s); "
           f"mean accepted {_mean([r.accepted for r in records]):.2f}")

@@ -1,8 +1,8 @@
 """The MLX DFlash / DFlash2 engine. No Textual, no rich: plain records out.
 
-    from dflash_tui.engine import load_pair, open_session, SessionOptions
-    target, drafter, draft_dir = load_pair("model_dir")
-    session = open_session(target, drafter, draft_dir, "Write a haiku", options=SessionOptions(gamma=7))
+    from dflash_tui.engine import SessionOptions, load_pair
+    pair = load_pair("model_dir")                  # target + drafter, loaded once
+    session = pair.open("Write a haiku", options=SessionOptions(gamma=7))
     record = session.step_stage()      # one stage
     record = session.step_round()      # the rest of the round
 
@@ -12,8 +12,9 @@ without loading MLX, as replay does.
 
 _EXPORTS = {
     "InputError": "errors",
+    "ParameterError": "errors",
+    "Pair": "api",
     "load_pair": "api",
-    "open_session": "api",
     "Session": "session",
     "SessionOptions": "session",
     "SessionFinished": "session",

@@ -1,16 +1,54 @@
-"""Opening a session from paths: the one entry point the CLI, the app and the bench share."""
+"""Loading a target and its drafter once, then opening sessions on them: the one entry point
+the CLI, the app, the bench and the trainer share.
+
+    pair = load_pair("MODEL_DIR", dtype="bfloat16")
+    session = pair.open("Write a haiku", options=SessionOptions(gamma=7))
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from .checkpoint import load_drafter
-from .errors import InputError
+from .drafter import DraftModel
+from .errors import InputError, ParameterError
 from .session import Session, SessionOptions
 from .target import DTYPES, Target, encode_prompt, load_target
 
 Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A loaded target and the drafter that proposes for it. Sessions opened on it share both
+    (each session's prefill starts the target's cache afresh), one session at a time."""
+
+    target: Target
+    drafter: DraftModel
+    draft_dir: Path
+
+    @property
+    def dtype(self) -> str:
+        """The drafter's float dtype, read from its weights (a norm: never quantized)."""
+        return str(self.drafter.norm.weight.dtype).removeprefix("mlx.core.")
+
+    def open(self, prompt: str, *, options: SessionOptions = SessionOptions(),
+             chat: Optional[bool] = None, progress: Progress = _quiet,
+             prefill: bool = True) -> Session:
+        """A session on `prompt` (through the chat template when `chat`, by default when the
+        tokenizer has one), prefilled unless `prefill=False`."""
+        ids = encode_prompt(self.target.tokenizer, prompt, chat)
+        session = Session(self, ids, options=options, prompt_text=prompt)
+        if prefill:
+            progress(f"prefill: {len(ids)} prompt tokens")
+            session.prefill()
+        return session
 
 
 def resolve_drafter_dir(model: Path, draft: Optional[str | Path]) -> Path:
@@ -18,34 +56,26 @@ def resolve_drafter_dir(model: Path, draft: Optional[str | Path]) -> Path:
         return Path(draft).expanduser()
     if model.is_dir() and (model / "draft").is_dir():
         return model / "draft"
-    raise InputError(
-        f"{model}: no drafter given and no {model / 'draft' if model.is_dir() else 'draft/ directory'} "
-        "beside it (pass --draft DIR)"
+    raise ParameterError(
+        "draft", None,
+        f"no drafter given and no {model / 'draft' if model.is_dir() else 'draft/ directory'} "
+        f"beside {model}",
     )
 
 
 def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: str = "float32",
-              keep_quantized: bool = False, progress: Progress = lambda _: None):
+              keep_quantized: bool = False, progress: Progress = _quiet) -> Pair:
+    """Load the target at `model` (an mlx-lm directory or a .gguf file) and its drafter
+    (`draft`, default `model/draft`), both cast to `dtype`."""
     model = Path(model).expanduser()
     if dtype not in DTYPES:
-        raise InputError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+        raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
     draft_dir = resolve_drafter_dir(model, draft) if model.exists() else None
     progress(f"loading target {model}")
     target = load_target(model, dtype, keep_quantized=keep_quantized)
     draft_dir = draft_dir or resolve_drafter_dir(model, draft)
     progress(f"loading drafter {draft_dir}")
-    drafter = load_drafter(draft_dir, DTYPES[dtype])
-    return target, drafter, draft_dir
+    return Pair(target, load_drafter(draft_dir, DTYPES[dtype]), draft_dir)
 
 
-def open_session(target: Target, drafter, draft_dir: str | Path, prompt: str, *,
-                 chat: Optional[bool] = None, dtype: str = "float32",
-                 options: SessionOptions = SessionOptions(),
-                 progress: Progress = lambda _: None, prefill: bool = True) -> Session:
-    ids = encode_prompt(target.tokenizer, prompt, chat)
-    session = Session(target, drafter, ids, options=options, prompt_text=prompt,
-                      drafter_path=str(draft_dir), dtype=dtype)
-    if prefill:
-        progress(f"prefill: {len(ids)} prompt tokens")
-        session.prefill()
-    return session
+__all__ = ["InputError", "Pair", "Progress", "load_pair", "resolve_drafter_dir"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 import mlx.core as mx
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from .acceptance import greedy_accept, rejection_sample, softmax_rows
 from .draft_config import DraftConfig
 from .drafter import DraftModel, block_masks
-from .errors import InputError
+from .errors import InputError, ParameterError
 from .probes import ProbeSink, first_nonfinite
 from .records import (
     EngineState, PrefillRecord, Rollback, RoundRecord, SelectorSlot, Selector, SessionInfo,
@@ -33,6 +33,9 @@ from .records import (
 )
 from .selector import lattice_arrays, to_lattice, walk
 from .target import Target, backend
+
+if TYPE_CHECKING:
+    from .api import Pair
 
 TOP_TOKENS = 5
 
@@ -52,14 +55,17 @@ class SessionFinished(Exception):
     """Stepping a session that already hit EOS or its token budget."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class SessionOptions:
+    """How a session decodes; fixed once it is open (gamma and keep_raw have setters on the
+    Session, since the app changes them between rounds)."""
+
     gamma: Optional[int] = None  # proposals per round; default: the drafter's block_size - 1
     temperature: float = 0.0
     seed: int = 0
     max_tokens: int = 256
     probes: bool = True
-    keep_raw: bool = False
+    keep_raw: bool = False  # keep every probed buffer as a numpy array in the record
     layer_offset: int = 0
     # Forced proposals, for tests and what-if debugging: called with the committed tokens
     # and gamma, returns the gamma proposals to verify instead of the drafter's. The drafter
@@ -117,50 +123,69 @@ def check_pair(target: Target, config: DraftConfig, layer_offset: int, where: st
 
 
 class Session:
-    def __init__(self, target: Target, drafter: DraftModel, prompt_ids: list[int], *,
-                 options: SessionOptions = SessionOptions(), prompt_text: str = "",
-                 drafter_path: str = "", dtype: str = "float32"):
+    """One speculative decode of one prompt on a Pair. `Pair.open` makes one and prefills it;
+    then `step_stage` / `step_round` / `run` advance it and return plain records."""
+
+    def __init__(self, pair: "Pair", prompt_ids: list[int], *,
+                 options: SessionOptions = SessionOptions(), prompt_text: str = ""):
+        target, drafter = pair.target, pair.drafter
         config = drafter.config
-        self.target, self.drafter, self.config = target, drafter, config
+        self.pair, self.target, self.drafter, self.config = pair, target, drafter, config
         self.options = options
-        self.layer_ids = check_pair(target, config, options.layer_offset, drafter_path or "drafter")
+        self.layer_ids = check_pair(target, config, options.layer_offset, str(pair.draft_dir))
         if not prompt_ids:
-            raise InputError("the prompt is empty (give --prompt TEXT or --prompt-file F)")
+            raise ParameterError("prompt_ids", list(prompt_ids), "expected at least one token (the prompt is empty)")
         self.gamma = self._check_gamma(config.block_size - 1 if options.gamma is None else options.gamma)
+        self.keep_raw = options.keep_raw
         self.prompt_ids = list(prompt_ids)
         self.eos_ids = set(getattr(target.tokenizer, "eos_token_ids", ()) or ())
-        self.rng = np.random.default_rng(options.seed)
         self.embed_scale = target.embed_scale * config.input_embedding_scale
-        self.dtype = dtype
         self.info = SessionInfo(
             target_path=str(target.spec.path), target_kind=target.spec.kind,
             target_layers=target.num_layers, target_hidden=target.hidden_size,
-            vocab_size=target.vocab_size, drafter_path=str(drafter_path),
+            vocab_size=target.vocab_size, drafter_path=str(pair.draft_dir),
             drafter_kind=config.kind_label, drafter_layers=config.num_hidden_layers,
             drafter_hidden=config.hidden_size, block_size=config.block_size,
             target_layer_ids=self.layer_ids, layer_offset=options.layer_offset,
             mask_token_id=config.mask_token_id,
             top_k=config.selector_top_k if config.is_dflash2 else None,
-            dtype=dtype, backend=backend(),
+            dtype=pair.dtype, backend=backend(),
             rollback_kind="trim" if target.trimmable else "replay",
             temperature=options.temperature, seed=options.seed, prompt=prompt_text,
             prompt_tokens=len(prompt_ids), max_tokens=options.max_tokens,
             notes=self._notes(),
         )
         self._token_text: dict[int, str] = {}
+        # The decode's state (module docstring): prefill() fills it in, once.
+        self.rng = np.random.default_rng(options.seed)
+        self.ctx_caches = [
+            ContextCache(config.sliding_window - 1 if t == "sliding_attention" else None)
+            for t in config.layer_types
+        ]
+        self.cursor, self.capture_base = 0, 0
+        self.capture: Optional[mx.array] = None
+        self.tokens = list(self.prompt_ids)
+        self.finish_reason: Optional[str] = None
         self.prefill_record: Optional[PrefillRecord] = None
+        self._next = Stage.CONTEXT
+        self._round: Optional[RoundRecord] = None
         self.rounds: list[RoundRecord] = []
+        # Hand-offs between the stages of the round in flight.
+        self._hidden = self._logits = self._hproj = None
+        self._q = self._candidates = None
+        self._saved = self._verify_capture = None
 
     # ---- setup ---------------------------------------------------------------------------
 
     def _check_gamma(self, gamma: int) -> int:
         if gamma < 1:
-            raise InputError(f"--block {gamma}: expected at least 1 proposal per round")
+            raise ParameterError("gamma", gamma, "expected at least 1 proposal per round")
         window = self.config.sliding_window
         if "sliding_attention" in self.config.layer_types and gamma + 1 > window:
-            raise InputError(
-                f"--block {gamma}: a block of {gamma + 1} rows exceeds the drafter's "
-                f"sliding_window {window}; its sliding layers cannot see their own block"
+            raise ParameterError(
+                "gamma", gamma,
+                f"a block of {gamma + 1} rows exceeds the drafter's sliding_window {window}; "
+                "its sliding layers cannot see their own block",
             )
         return gamma
 
@@ -182,6 +207,10 @@ class Session:
         """Takes effect from the next round's context stage."""
         self.gamma = self._check_gamma(gamma)
         return self.gamma
+
+    def set_keep_raw(self, on: bool) -> None:
+        """Keep (or stop keeping) raw buffers in records, from the next stage on."""
+        self.keep_raw = on
 
     # ---- state ---------------------------------------------------------------------------
 
@@ -222,20 +251,11 @@ class Session:
 
     def prefill(self) -> PrefillRecord:
         """Target forward over the prompt: first token, capture = every prompt row, cursor 0."""
+        if self.prefill_record is not None:
+            raise RuntimeError("Session.prefill() already ran; open a new session to start again")
         t0 = time.perf_counter()
         self.target.reset()
         self.target.hook(self.layer_ids)
-        self.ctx_caches = [
-            ContextCache(self.config.sliding_window - 1 if t == "sliding_attention" else None)
-            for t in self.config.layer_types
-        ]
-        self.cursor, self.capture_base, self.capture = 0, 0, None
-        self.tokens = list(self.prompt_ids)
-        self.finish_reason: Optional[str] = None
-        self._next = Stage.CONTEXT
-        self._round: Optional[RoundRecord] = None
-        self.rounds = []
-        self.rng = np.random.default_rng(self.options.seed)
 
         sink = ProbeSink("prefill", self.options.probes)
         logits, capture = self.target.prefill(self.prompt_ids)
@@ -267,6 +287,9 @@ class Session:
     # ---- stepping ------------------------------------------------------------------------
 
     def step_stage(self) -> RoundRecord:
+        if self.prefill_record is None:
+            raise RuntimeError("Session.step_stage() before prefill(): call prefill() first "
+                               "(Pair.open does unless prefill=False)")
         if self.finish_reason is not None:
             raise SessionFinished(self.finish_reason)
         stage = self._next
@@ -274,7 +297,7 @@ class Session:
             self._begin_round()
         before = self.state()
         t0 = time.perf_counter()
-        sink = ProbeSink(stage.value, self.options.probes, self.options.keep_raw)
+        sink = ProbeSink(stage.value, self.options.probes, self.keep_raw)
         fields = getattr(self, f"_{stage.value}")(sink) or {}
         rows = sink.rows()
         ms = (time.perf_counter() - t0) * 1000
@@ -282,7 +305,7 @@ class Session:
         record = self._round
         probes = record.probes + tuple(rows)
         raw = record.raw
-        if self.options.keep_raw:
+        if self.keep_raw:
             raw = {**(raw or {}), **sink.raw()}
         self._round = replace(
             record, **fields,

@@ -25,7 +25,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_map, tree_map_with_path
 
-from .errors import InputError
+from .errors import InputError, ParameterError
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 VISION_MARKERS = ("vision_tower", "visual.", "vision_model", "multi_modal_projector")
@@ -241,7 +241,7 @@ def _maybe_dequantize(model: nn.Module, dtype: mx.Dtype, keep_quantized: bool) -
 def load_target(path: str | Path, dtype: str = "float32", keep_quantized: bool = False) -> Target:
     path = Path(path).expanduser()
     if dtype not in DTYPES:
-        raise InputError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+        raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
     mx_dtype = DTYPES[dtype]
     if not path.exists():
         raise InputError(f"{path}: no such file or directory (expected a model directory or .gguf file)")
@@ -309,7 +309,7 @@ def encode_prompt(tokenizer, prompt: str, chat: Optional[bool]) -> list[int]:
         chat = has_template
     if chat:
         if not has_template:
-            raise InputError("--chat: this target's tokenizer has no chat template (use --raw)")
+            raise ParameterError("chat", chat, "this target's tokenizer has no chat template")
         text = tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
         )

@@ -97,13 +97,13 @@ def launch(pair, **kwargs) -> Launch:
 @pytest.fixture(scope="module")
 def recorded(make_pair, tmp_path_factory):
     """Three rounds of a real fixture session, stepped headless, and its trace."""
-    from dflash_tui.engine.api import load_pair, open_session
+    from dflash_tui.engine.api import load_pair
     from dflash_tui.engine.session import SessionOptions
     from dflash_tui.snapshot import TraceWriter
 
     target, draft = make_pair("llama", "DFlash2DraftModel")
     pair = load_pair(target, draft)
-    session = open_session(*pair, "The quick brown fox", options=SessionOptions(gamma=4))
+    session = pair.open("The quick brown fox", options=SessionOptions(gamma=4))
     path = tmp_path_factory.mktemp("trace") / "session.jsonl"
     writer = TraceWriter(path, session.info, session.prefill_record)
     stages = []
@@ -195,10 +195,10 @@ def oracle_proposer(pair, prompt: str, tokens: int, good: int):
     """Forced proposals (the engine's SessionOptions.proposer) that agree with the target's
     own greedy decode for the first `good` slots of each round and disagree after: the real
     verify then accepts exactly min(good, gamma) and commits the target's token as bonus."""
-    from dflash_tui.engine.api import load_pair, open_session
+    from dflash_tui.engine.api import load_pair
     from dflash_tui.engine.session import SessionOptions
 
-    session = open_session(*load_pair(*pair), prompt, options=SessionOptions(gamma=4, max_tokens=tokens))
+    session = load_pair(*pair).open(prompt, options=SessionOptions(gamma=4, max_tokens=tokens))
     list(session.run())
     greedy, prompt_length = list(session.generated), len(session.prompt_ids)
     vocab = session.info.vocab_size

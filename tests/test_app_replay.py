@@ -173,7 +173,7 @@ def test_replay_play_stops_at_a_nonfinite_breakpoint(make_pair, tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     from fixtures import drafter_tensors, write_drafter
 
-    from dflash_tui.engine.api import load_pair, open_session
+    from dflash_tui.engine.api import load_pair
     from dflash_tui.engine.session import SessionOptions
     from dflash_tui.snapshot import TraceWriter
 
@@ -182,7 +182,7 @@ def test_replay_play_stops_at_a_nonfinite_breakpoint(make_pair, tmp_path):
     tensors = drafter_tensors(config, seed=1)
     tensors["layers.1.mlp.down_proj.weight"][:] = float("nan")
     bad = write_drafter(tmp_path / "nan-drafter", config, tensors=tensors)
-    session = open_session(*load_pair(target, bad), "hi", options=SessionOptions(gamma=3))
+    session = load_pair(target, bad).open("hi", options=SessionOptions(gamma=3))
     writer = TraceWriter(tmp_path / "nan.jsonl", session.info, session.prefill_record)
     for record in session.run(2):
         writer.write(record)

@@ -74,11 +74,11 @@ def test_nonfinite_breakpoint_hit(snap_compare, nan_pair):
 
 
 def test_replay_of_a_trace(snap_compare, pair, tmp_path):
-    from dflash_tui.engine.api import load_pair, open_session
+    from dflash_tui.engine.api import load_pair
     from dflash_tui.engine.session import SessionOptions
     from dflash_tui.snapshot import TraceWriter
 
-    session = open_session(*load_pair(*pair), "The quick brown fox", options=SessionOptions(gamma=4))
+    session = load_pair(*pair).open("The quick brown fox", options=SessionOptions(gamma=4))
     writer = TraceWriter(tmp_path / "session.jsonl", session.info, session.prefill_record)
     for record in session.run(4):
         writer.write(record)

@@ -23,7 +23,7 @@ from dflash_tui.bench.prompts import load_workloads
 from dflash_tui.bench.runner import BenchRunner, Settings
 from dflash_tui.bench.tables import print_report
 from dflash_tui.cli import main
-from dflash_tui.engine.api import load_pair, open_session
+from dflash_tui.engine.api import load_pair
 from dflash_tui.engine.session import Session, SessionOptions
 from dflash_tui.engine.target import encode_prompt
 
@@ -47,8 +47,7 @@ def prompts_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def pair(make_pair):
     target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
-    target, drafter, draft_dir = load_pair(target_dir, draft_dir)
-    return target_dir, target, drafter, draft_dir
+    return target_dir, load_pair(target_dir, draft_dir)
 
 
 def bench(capsys, *argv) -> tuple[int, str, str]:
@@ -100,7 +99,8 @@ def partly_right(prompt_len: int, reference: list[int], vocab: int):
 # ---- the numbers are the engine's own records --------------------------------------------
 
 def test_tables_equal_engine_round_records(pair, prompts_dir):
-    target_dir, target, drafter, draft_dir = pair
+    target_dir, loaded = pair
+    target = loaded.target
     blocks = (2, 3, 5)
     references, proposers = {}, {}
     for workload in load_workloads(prompts_dir):
@@ -110,7 +110,7 @@ def test_tables_equal_engine_round_records(pair, prompts_dir):
             proposers[prompt.id] = partly_right(len(ids), references[prompt.id], target.vocab_size)
 
     settings = Settings(blocks=blocks, max_tokens=MAX_TOKENS)
-    result = BenchRunner(target, drafter, draft_dir, load_workloads(prompts_dir), settings,
+    result = BenchRunner(loaded, load_workloads(prompts_dir), settings,
                          proposer_for=lambda p, ids, ref: proposers[p.id][0]).run()
     assert result.lossless is True
     cells = {(c.workload, c.block): c for c in result.cells()}
@@ -122,7 +122,7 @@ def test_tables_equal_engine_round_records(pair, prompts_dir):
         for prompt in workload.prompts:
             propose, expected_k = proposers[prompt.id]
             for block in blocks:
-                session = open_session(target, drafter, draft_dir, prompt.text, options=SessionOptions(
+                session = loaded.open(prompt.text, options=SessionOptions(
                     gamma=block, max_tokens=MAX_TOKENS, probes=False, proposer=propose))
                 records = []
                 while session.finished is None:
@@ -155,7 +155,8 @@ def test_tables_equal_engine_round_records(pair, prompts_dir):
 
 
 def test_json_csv_and_terminal_tables_agree(pair, prompts_dir):
-    target_dir, target, drafter, draft_dir = pair
+    target_dir, loaded = pair
+    target = loaded.target
     blocks = (2, 4)
     proposers = {}
     for workload in load_workloads(prompts_dir):
@@ -163,7 +164,7 @@ def test_json_csv_and_terminal_tables_agree(pair, prompts_dir):
             ids = encode_prompt(target.tokenizer, prompt.text, None)
             proposers[prompt.id] = partly_right(
                 len(ids), mlx_lm_greedy(target_dir, ids, MAX_TOKENS + 8), target.vocab_size)[0]
-    result = BenchRunner(target, drafter, draft_dir, load_workloads(prompts_dir),
+    result = BenchRunner(loaded, load_workloads(prompts_dir),
                          Settings(blocks=blocks, max_tokens=MAX_TOKENS),
                          proposer_for=lambda p, ids, ref: proposers[p.id]).run()
     screen = io.StringIO()

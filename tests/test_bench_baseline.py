@@ -12,7 +12,7 @@ from mlx_lm.generate import generate_step
 
 from dflash_tui.bench.prompts import Prompt, Workload
 from dflash_tui.bench.runner import BenchRunner, Settings
-from dflash_tui.engine.api import load_pair, open_session
+from dflash_tui.engine.api import load_pair
 from dflash_tui.engine.baseline import compare, first_divergence, target_decode
 from dflash_tui.engine.session import SessionOptions
 from dflash_tui.engine.target import encode_prompt
@@ -35,9 +35,9 @@ def mlx_lm_greedy(target_dir, ids: list[int], n: int) -> list[int]:
 
 def load(make_pair, kind: str):
     target_dir, draft_dir = make_pair(kind, "DFlash2DraftModel")
-    target, drafter, draft_dir = load_pair(target_dir, draft_dir)
-    ids = encode_prompt(target.tokenizer, PROMPT, None)
-    return target_dir, target, drafter, draft_dir, ids
+    pair = load_pair(target_dir, draft_dir)
+    ids = encode_prompt(pair.target.tokenizer, PROMPT, None)
+    return target_dir, pair, ids
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen35"])
@@ -52,7 +52,8 @@ def llama(make_pair):
 
 
 def test_target_decode_is_the_targets_greedy_text(loaded):
-    target_dir, target, _, _, ids = loaded
+    target_dir, pair, ids = loaded
+    target = pair.target
     run = target_decode(target, ids, 20)
     assert list(run.tokens) == mlx_lm_greedy(target_dir, ids, 20)
     assert run.finish_reason == "length"
@@ -61,7 +62,8 @@ def test_target_decode_is_the_targets_greedy_text(loaded):
 
 
 def test_target_decode_stops_at_eos_where_a_session_does(llama):
-    target_dir, target, drafter, draft_dir, ids = llama
+    target_dir, pair, ids = llama
+    target = pair.target
     greedy = list(target_decode(target, ids, 30).tokens)
     stop_at = next(i for i in range(3, 30) if greedy[i] not in greedy[:i])
     saved = set(target.tokenizer.eos_token_ids)
@@ -70,15 +72,13 @@ def test_target_decode_stops_at_eos_where_a_session_does(llama):
         run = target_decode(target, ids, 30)
         assert list(run.tokens) == greedy[:stop_at + 1]
         assert run.finish_reason == "eos"
-        session = open_session(target, drafter, draft_dir, PROMPT,
-                               options=SessionOptions(gamma=4, max_tokens=30, probes=False))
+        session = pair.open(PROMPT, options=SessionOptions(gamma=4, max_tokens=30, probes=False))
         list(session.run())
         session.close()
         assert session.generated == list(run.tokens) and session.finished == "eos"
         # And through the bench, with proposals running past EOS (the oracle pads there).
         workload = Workload("prose", (Prompt("prose", "fox", PROMPT, target_dir),))
-        result = BenchRunner(target, drafter, draft_dir, [workload],
-                             Settings(blocks=(2, 4), max_tokens=30, oracle=True)).run()
+        result = BenchRunner(pair, [workload], Settings(blocks=(2, 4), max_tokens=30, oracle=True)).run()
         assert result.lossless is True
         assert [r.tokens for r in result.spec_runs] == [run.tokens, run.tokens]
     finally:
@@ -94,7 +94,8 @@ def test_first_divergence():
 
 
 def test_compare_names_the_position_and_the_targets_margin(loaded):
-    target_dir, target, _, _, ids = loaded
+    target_dir, pair, ids = loaded
+    target = pair.target
     reference = list(target_decode(target, ids, 12).tokens)
     assert compare(target, ids, reference, reference) is None
 

@@ -14,7 +14,8 @@ from dflash_tui.cli import main
 from dflash_tui.distill.settings import TrainSettings
 from dflash_tui.engine.checkpoint import expected_shapes, load_drafter
 from dflash_tui.engine.draft_config import DFLASH2, DraftConfig
-from dflash_tui.engine.session import Session, SessionOptions
+from dflash_tui.engine.api import Pair
+from dflash_tui.engine.session import SessionOptions
 from dflash_tui.engine.target import encode_prompt, load_target
 
 DATA_FLAGS = ["--num-prompts", "24", "--max-new-tokens", "40", "--seed", "1"]
@@ -74,10 +75,8 @@ def test_distill_end_to_end_gives_a_checkpoint_the_engine_runs(data_dir, tmp_pat
     # The checkpoint is bfloat16 on disk and runs a real round in the engine.
     stored = mx.load(str(out / "model.safetensors"))
     assert all(v.dtype == mx.bfloat16 for v in stored.values())
-    target = load_target(target_dir)
-    ids = encode_prompt(target.tokenizer, "What is 12 plus 30?", None)
-    session = Session(target, drafter, ids, options=SessionOptions(gamma=4, max_tokens=16))
-    session.prefill()
+    pair = Pair(load_target(target_dir), drafter, out)
+    session = pair.open("What is 12 plus 30?", options=SessionOptions(gamma=4, max_tokens=16))
     record = session.step_round()
     assert record.complete and 0 <= record.accepted <= 4 and len(record.proposals) == 4
     session.close()

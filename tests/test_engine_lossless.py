@@ -14,7 +14,7 @@ import pytest
 from conftest import DRAFTERS, TARGETS
 from greedy import greedy_tokens, load_reference
 
-from dflash_tui.engine import SessionOptions, load_pair, open_session
+from dflash_tui.engine import SessionOptions, load_pair
 
 TOKENS = 48
 PROMPT = "Seven times eight is"
@@ -28,7 +28,7 @@ def loaded(make_pair):
         key = (target_kind, drafter_kind)
         if key not in cache:
             target_dir, draft_dir = make_pair(target_kind, drafter_kind)
-            cache[key] = (target_dir, *load_pair(target_dir, draft_dir))
+            cache[key] = (target_dir, load_pair(target_dir, draft_dir))
         return cache[key]
 
     return get
@@ -49,9 +49,8 @@ def reference_greedy():
 
 
 def _decode(loaded, target_kind, drafter_kind, gamma, proposer=None):
-    target_dir, target, drafter, draft_dir = loaded(target_kind, drafter_kind)
-    session = open_session(target, drafter, draft_dir, PROMPT,
-                           options=SessionOptions(gamma=gamma, max_tokens=TOKENS, proposer=proposer))
+    target_dir, pair = loaded(target_kind, drafter_kind)
+    session = pair.open(PROMPT, options=SessionOptions(gamma=gamma, max_tokens=TOKENS, proposer=proposer))
     rounds = list(session.run())
     session.close()
     return target_dir, session, rounds
@@ -84,8 +83,8 @@ def _noisy_oracle(expected: list[int], prompt_len: int, seed: int):
 @pytest.mark.parametrize("target_kind", TARGETS)
 @pytest.mark.parametrize("gamma", [1, 2, 4, 7, 15])
 def test_every_rollback_size_stays_lossless(loaded, reference_greedy, target_kind, gamma):
-    target_dir, target, drafter, draft_dir = loaded(target_kind, "DFlash2DraftModel")
-    probe = open_session(target, drafter, draft_dir, PROMPT, options=SessionOptions(max_tokens=1))
+    target_dir, pair = loaded(target_kind, "DFlash2DraftModel")
+    probe = pair.open(PROMPT, options=SessionOptions(max_tokens=1))
     expected = reference_greedy(target_dir, probe.prompt_ids, probe.eos_ids)
     probe.close()
     _, session, rounds = _decode(loaded, target_kind, "DFlash2DraftModel", gamma,

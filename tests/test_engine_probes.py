@@ -10,7 +10,7 @@ import pytest
 
 from fixtures import drafter_tensors, write_drafter
 
-from dflash_tui.engine import SessionOptions, load_pair, open_session
+from dflash_tui.engine import SessionOptions, load_pair
 from dflash_tui.engine.probes import PIPELINE
 
 
@@ -26,9 +26,8 @@ def _poisoned_drafter(tmp_path, draft_dir, tensor, value, rows=None):
 
 
 def _first_round(target_dir, draft_dir, dtype="float32"):
-    target, drafter, _ = load_pair(target_dir, draft_dir, dtype=dtype)
-    session = open_session(target, drafter, draft_dir, "Hello there", dtype=dtype,
-                           options=SessionOptions(gamma=4, keep_raw=True))
+    session = load_pair(target_dir, draft_dir, dtype=dtype).open(
+        "Hello there", options=SessionOptions(gamma=4, keep_raw=True))
     record = session.step_round()
     session.close()
     return record

@@ -10,7 +10,7 @@ import pytest
 from fixtures import target_facts, write_drafter, write_quantized_llama_target, zlab_config
 from greedy import greedy_tokens, load_reference
 
-from dflash_tui.engine import SessionOptions, load_pair, open_session
+from dflash_tui.engine import SessionOptions, load_pair
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +26,10 @@ def quantized_pair(tmp_path_factory):
 
 @pytest.mark.parametrize("keep_quantized", [True, False])
 def test_quantized_target_is_lossless(quantized_pair, keep_quantized):
-    target, drafter, draft_dir = load_pair(quantized_pair, keep_quantized=keep_quantized)
+    pair = load_pair(quantized_pair, keep_quantized=keep_quantized)
+    target = pair.target
     assert target.spec.config["dequantized_for_cpu"] is (not keep_quantized)
-    session = open_session(target, drafter, draft_dir, "def add(a, b):",
-                           options=SessionOptions(gamma=5, max_tokens=32))
+    session = pair.open("def add(a, b):", options=SessionOptions(gamma=5, max_tokens=32))
     list(session.run())
     session.close()
     if keep_quantized:  # the very model mlx-lm would run

@@ -10,7 +10,7 @@ import pytest
 from conftest import DRAFTERS, TARGETS
 from greedy import load_reference
 
-from dflash_tui.engine import SessionOptions, load_pair, open_session
+from dflash_tui.engine import SessionOptions, load_pair
 
 ref = pytest.importorskip("dflash.model_mlx")
 
@@ -38,10 +38,9 @@ def _fresh_reference_target(target_dir):
 @pytest.mark.parametrize("drafter_kind", DRAFTERS)
 def test_first_block_logits_and_proposals_match(make_pair, reference_drafter, target_kind, drafter_kind):
     target_dir, draft_dir = make_pair(target_kind, drafter_kind)
-    target, drafter, _ = load_pair(target_dir, draft_dir)
     gamma = 7
-    session = open_session(target, drafter, draft_dir, "The rain in Spain",
-                           options=SessionOptions(gamma=gamma, keep_raw=True))
+    session = load_pair(target_dir, draft_dir).open(
+        "The rain in Spain", options=SessionOptions(gamma=gamma, keep_raw=True))
     session.step_stage()  # context
     ours = session.step_stage().raw["draft/logits"]
     proposals = session.step_stage().proposals
@@ -72,9 +71,8 @@ def test_first_block_logits_and_proposals_match(make_pair, reference_drafter, ta
 @pytest.mark.parametrize("gamma", [3, 7])
 def test_accepted_lengths_match_reference_loop(make_pair, reference_drafter, target_kind, drafter_kind, gamma):
     target_dir, draft_dir = make_pair(target_kind, drafter_kind)
-    target, drafter, _ = load_pair(target_dir, draft_dir)
-    session = open_session(target, drafter, draft_dir, "def add(a, b):",
-                           options=SessionOptions(gamma=gamma, max_tokens=60))
+    session = load_pair(target_dir, draft_dir).open(
+        "def add(a, b):", options=SessionOptions(gamma=gamma, max_tokens=60))
     ours = [len(r.committed_tokens) for r in session.run()]
     session.close()
 
@@ -95,10 +93,9 @@ def test_shipped_drafter_on_the_sample_matches_reference_loop(sample_gguf, refer
     from dflash_tui.sample import sample_drafter
 
     draft_dir = sample_drafter()
-    target, drafter, _ = load_pair(sample_gguf, draft_dir)
     prompt = "Write a Python function that checks whether a number is prime."
-    session = open_session(target, drafter, draft_dir, prompt,
-                           options=SessionOptions(gamma=7, max_tokens=60, probes=False))
+    session = load_pair(sample_gguf, draft_dir).open(
+        prompt, options=SessionOptions(gamma=7, max_tokens=60, probes=False))
     ours = [len(r.committed_tokens) for r in session.run()]
     session.close()
     assert 1 + sum(ours) == len(session.generated) == 60  # the first token comes from prefill

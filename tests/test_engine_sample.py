@@ -8,20 +8,20 @@ import pytest
 from fixtures import write_sample_shaped_drafter
 from greedy import greedy_tokens
 
-from dflash_tui.engine import SessionOptions, load_pair, open_session
+from dflash_tui.engine import SessionOptions, load_pair
 
 
 @pytest.fixture(scope="module")
-def sample_session_parts(sample_gguf, tmp_path_factory):
+def sample_pair(sample_gguf, tmp_path_factory):
     draft_dir = write_sample_shaped_drafter(tmp_path_factory.mktemp("sample-drafter"))
     return load_pair(sample_gguf, draft_dir)
 
 
-def test_gguf_target_decodes_sensible_english(sample_session_parts):
-    target, drafter, draft_dir = sample_session_parts
+def test_gguf_target_decodes_sensible_english(sample_pair):
+    target = sample_pair.target
     assert target.num_layers == 30 and target.hidden_size == 576 and target.vocab_size == 49152
-    session = open_session(target, drafter, draft_dir, "What is the capital of France?",
-                           options=SessionOptions(gamma=4, max_tokens=10))
+    session = sample_pair.open("What is the capital of France?",
+                               options=SessionOptions(gamma=4, max_tokens=10))
     assert session.prompt_ids[:1] == [1]  # <|im_start|> from the GGUF's chat template
     records = list(session.run())
     text = records[-1].committed_text
@@ -34,9 +34,8 @@ def test_gguf_target_decodes_sensible_english(sample_session_parts):
     session.close()
 
 
-def test_tokenizer_round_trips_text(sample_session_parts):
-    target, _, _ = sample_session_parts
-    tok = target.tokenizer
+def test_tokenizer_round_trips_text(sample_pair):
+    tok = sample_pair.target.tokenizer
     text = "Speculative decoding: 12 + 30 = 42, isn't it?\n    return x"
     ids = tok.encode(text, add_special_tokens=False)
     assert tok.decode(ids) == text

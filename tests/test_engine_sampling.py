@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dflash_tui.engine import SessionOptions, load_pair, open_session
+from dflash_tui.engine import SessionOptions, load_pair
 from dflash_tui.engine.acceptance import greedy_accept, rejection_sample
 
 
@@ -46,11 +46,11 @@ def test_greedy_accept():
 @pytest.mark.parametrize("drafter_kind", ["DFlashDraftModel", "DFlash2DraftModel"])
 def test_seeded_sampling_is_reproducible(make_pair, drafter_kind):
     target_dir, draft_dir = make_pair("llama", drafter_kind)
-    target, drafter, _ = load_pair(target_dir, draft_dir)
+    pair = load_pair(target_dir, draft_dir)
 
     def run(seed):
-        session = open_session(target, drafter, draft_dir, "Once upon a time",
-                               options=SessionOptions(gamma=4, max_tokens=24, temperature=1.0, seed=seed))
+        session = pair.open("Once upon a time",
+                            options=SessionOptions(gamma=4, max_tokens=24, temperature=1.0, seed=seed))
         rounds = list(session.run())
         session.close()
         return session.generated, rounds

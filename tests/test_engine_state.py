@@ -8,7 +8,7 @@ import pytest
 
 from conftest import TARGETS
 
-from dflash_tui.engine import SessionFinished, SessionOptions, Stage, load_pair, open_session
+from dflash_tui.engine import SessionFinished, SessionOptions, Stage, load_pair
 
 
 def _alternating_proposer():
@@ -25,9 +25,8 @@ def _alternating_proposer():
 @pytest.mark.parametrize("target_kind", TARGETS)
 def test_invariants_hold_every_round(make_pair, target_kind):
     target_dir, draft_dir = make_pair(target_kind, "DFlash2DraftModel")
-    target, drafter, _ = load_pair(target_dir, draft_dir)
-    session = open_session(target, drafter, draft_dir, "for i in range(10):",
-                           options=SessionOptions(gamma=5, max_tokens=40, proposer=_alternating_proposer()))
+    options = SessionOptions(gamma=5, max_tokens=40, proposer=_alternating_proposer())
+    session = load_pair(target_dir, draft_dir).open("for i in range(10):", options=options)
     prefill = session.prefill_record.state
     assert (prefill.cursor, prefill.capture_base, prefill.capture_rows) == (0, 0, len(session.prompt_ids))
     assert prefill.target_offset == prefill.committed - 1 == len(session.prompt_ids)
@@ -63,8 +62,7 @@ def test_invariants_hold_every_round(make_pair, target_kind):
 
 def test_stage_by_stage_records_grow(make_pair):
     target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
-    target, drafter, _ = load_pair(target_dir, draft_dir)
-    session = open_session(target, drafter, draft_dir, "Hi", options=SessionOptions(gamma=3))
+    session = load_pair(target_dir, draft_dir).open("Hi", options=SessionOptions(gamma=3))
     seen = []
     for stage in Stage:
         assert session.next_stage is stage
@@ -83,8 +81,7 @@ def test_stage_by_stage_records_grow(make_pair):
 
 def test_gamma_change_applies_next_round(make_pair):
     target_dir, draft_dir = make_pair("llama", "DFlashDraftModel")
-    target, drafter, _ = load_pair(target_dir, draft_dir)
-    session = open_session(target, drafter, draft_dir, "Hi", options=SessionOptions(gamma=3))
+    session = load_pair(target_dir, draft_dir).open("Hi", options=SessionOptions(gamma=3))
     session.step_stage()
     session.set_gamma(6)
     assert session.step_round().gamma == 3
@@ -94,8 +91,7 @@ def test_gamma_change_applies_next_round(make_pair):
 
 def test_ranks_and_selector_are_consistent(make_pair):
     target_dir, draft_dir = make_pair("qwen35", "DFlash2DraftModel")
-    target, drafter, _ = load_pair(target_dir, draft_dir)
-    session = open_session(target, drafter, draft_dir, "Hi", options=SessionOptions(gamma=6))
+    session = load_pair(target_dir, draft_dir).open("Hi", options=SessionOptions(gamma=6))
     record = session.step_round()
     assert len(record.ranks) == 6
     for rank, slot in zip(record.ranks, record.selector.slots):

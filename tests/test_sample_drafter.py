@@ -8,7 +8,7 @@ import pytest
 
 from fixtures import drafter_tensors, write_drafter
 
-from dflash_tui.engine import SessionOptions, load_pair, open_session
+from dflash_tui.engine import SessionOptions, load_pair
 from dflash_tui.sample import sample_drafter
 
 PROMPT = "Write a Python function that returns the factorial of n."
@@ -26,9 +26,8 @@ def test_shipped_drafter_is_a_zlab_dflash2_checkpoint_under_40_mb():
 @pytest.fixture(scope="module")
 def accepted_by(sample_gguf, tmp_path_factory):
     def run(draft_dir):
-        target, drafter, _ = load_pair(sample_gguf, draft_dir)
-        session = open_session(target, drafter, draft_dir, PROMPT,
-                               options=SessionOptions(gamma=7, max_tokens=40, probes=False))
+        session = load_pair(sample_gguf, draft_dir).open(
+            PROMPT, options=SessionOptions(gamma=7, max_tokens=40, probes=False))
         rounds = list(session.run())
         session.close()
         return sum(r.accepted for r in rounds) / len(rounds), session.generated

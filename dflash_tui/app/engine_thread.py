@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..cli import user_message
 from ..engine.errors import InputError
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
 from .breakpoints import Breakpoints, hits
@@ -173,7 +174,7 @@ class EngineThread(threading.Thread):
         try:
             self._open(self.launch.prompt)
         except InputError as error:
-            self.emit(Failed(str(error), fatal=True))
+            self.emit(Failed(user_message(error), fatal=True))
             return
         except Exception as error:  # noqa: BLE001 - shown in the app, never a raw traceback
             self.emit(Failed(_one_line(error), traceback.format_exc(), fatal=True))
@@ -214,10 +215,10 @@ class EngineThread(threading.Thread):
             try:
                 session.set_gamma(command.gamma)
             except InputError as error:
-                self.emit(Notice(str(error), "warning"))
+                self.emit(Notice(user_message(error), "warning"))
             self.emit(GammaChanged(session.gamma))  # the app shows what the session took
         elif isinstance(command, SetKeepRaw):
-            session.options.keep_raw = command.on
+            session.set_keep_raw(command.on)
         elif isinstance(command, SetBreakpoints):
             self.armed = command.armed
         elif isinstance(command, Restart):
@@ -227,7 +228,7 @@ class EngineThread(threading.Thread):
             try:
                 self._open(prompt)
             except InputError as error:  # the old session is untouched: it goes on
-                self.emit(Failed(f"restart refused: {error}"))
+                self.emit(Failed(f"restart refused: {user_message(error)}"))
             except Exception as error:  # noqa: BLE001
                 self.emit(Failed(_one_line(error), traceback.format_exc()))
 
@@ -279,7 +280,7 @@ class EngineThread(threading.Thread):
     def _open(self, prompt: str) -> None:
         if self._pair is None:
             self.emit(Progress("importing MLX and mlx-lm"))
-        from ..engine.api import load_pair, open_session
+        from ..engine.api import load_pair
         from ..engine.session import SessionOptions
 
         launch = self.launch
@@ -287,15 +288,13 @@ class EngineThread(threading.Thread):
         if self._pair is None:
             self._pair = load_pair(launch.model, launch.draft, dtype=launch.dtype,
                                    keep_quantized=launch.keep_quantized, progress=progress)
-        keep_raw = self.session.options.keep_raw if self.session is not None else launch.keep_raw
+        keep_raw = self.session.keep_raw if self.session is not None else launch.keep_raw
         options = SessionOptions(
             gamma=self.session.gamma if self.session is not None else launch.gamma,
             temperature=launch.temperature, seed=launch.seed, max_tokens=launch.max_tokens,
             keep_raw=keep_raw, layer_offset=launch.layer_offset, proposer=launch.proposer,
         )
-        target, drafter, draft_dir = self._pair
-        new = open_session(target, drafter, draft_dir, prompt, chat=launch.chat,
-                           dtype=launch.dtype, options=options, progress=progress, prefill=False)
+        new = self._pair.open(prompt, options=options, chat=launch.chat, prefill=False)
         if self.session is not None:
             self.session.close()
         self.session = new
@@ -344,8 +343,10 @@ class EngineThread(threading.Thread):
 
 
 def _one_line(error: BaseException) -> str:
+    if isinstance(error, InputError):
+        return user_message(error)
     text = " ".join(str(error).split()) or error.__class__.__name__
-    return f"{error.__class__.__name__}: {text}" if not isinstance(error, InputError) else text
+    return f"{error.__class__.__name__}: {text}"
 
 
 def strip_raw(record: RoundRecord) -> RoundRecord:

@@ -101,9 +101,8 @@ def run(args) -> int:
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-    target, drafter, draft_dir = load_pair(
-        model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
-        progress=lambda message: err.print(f"bench: {message}"))
+    pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
+                     progress=lambda message: err.print(f"bench: {message}"))
     counts = ", ".join(f"{w.name} {len(w.prompts)}" for w in workloads)
     n_prompts = sum(len(w.prompts) for w in workloads)
     err.print(f"bench: {n_prompts} prompts ({counts}) x blocks "
@@ -111,15 +110,15 @@ def run(args) -> int:
               f"{settings.max_tokens} tokens each, temperature {settings.temperature}"
               + ("; proposals forced to the target's greedy text (--oracle)" if settings.oracle else ""))
     progress = RichProgress(err) if err.is_terminal else LineProgress(err)
-    runner = BenchRunner(target, drafter, draft_dir, workloads, settings, progress=progress)
-    command = equivalent_command(model, draft_dir, prompts_dir, args, settings)
+    runner = BenchRunner(pair, workloads, settings, progress=progress)
+    command = equivalent_command(model, pair.draft_dir, prompts_dir, args, settings)
     try:
         with progress:
             result = runner.run()
     except KeyboardInterrupt:
-        _finish(out, err, runner.result, target, json_path, csv_path, command, prompts_dir, args)
+        _finish(out, err, runner.result, pair.target, json_path, csv_path, command, prompts_dir, args)
         raise
-    return _finish(out, err, result, target, json_path, csv_path, command, prompts_dir, args)
+    return _finish(out, err, result, pair.target, json_path, csv_path, command, prompts_dir, args)
 
 
 def _finish(out: Console, err: Console, result: BenchResult, target, json_path, csv_path,

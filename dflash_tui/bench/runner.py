@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
-from ..engine.api import open_session
+from ..engine.api import Pair
 from ..engine.baseline import BaselineRun, compare, eos_ids, target_decode
 from ..engine.records import SessionInfo
 from ..engine.session import SessionOptions
@@ -121,17 +121,16 @@ def oracle_proposer(prompt_len: int, reference: BaselineRun, eos: set[int]) -> P
 
 
 class BenchRunner:
-    def __init__(self, target, drafter, draft_dir, workloads: Sequence[Workload],
-                 settings: Settings, *, progress: Optional[Progress] = None,
-                 proposer_for: Optional[ProposerFor] = None):
-        self.target, self.drafter, self.draft_dir = target, drafter, draft_dir
+    def __init__(self, pair: Pair, workloads: Sequence[Workload], settings: Settings, *,
+                 progress: Optional[Progress] = None, proposer_for: Optional[ProposerFor] = None):
+        self.pair, self.target = pair, pair.target
         self.settings = settings
         self.progress = progress or Progress()
         if proposer_for is None and settings.oracle:
-            stop = eos_ids(target)
+            stop = eos_ids(pair.target)
             proposer_for = lambda prompt, ids, ref: oracle_proposer(len(ids), ref, stop)  # noqa: E731
         self.proposer_for = proposer_for
-        self.result = BenchResult(settings, tuple(workloads), str(target.spec.path), str(draft_dir))
+        self.result = BenchResult(settings, tuple(workloads), str(pair.target.spec.path), str(pair.draft_dir))
 
     def run(self) -> BenchResult:
         """Fills self.result as it goes, so an interrupted run still has what finished."""
@@ -162,9 +161,8 @@ class BenchRunner:
         s = self.settings
         ids = encode_prompt(self.target.tokenizer, prompt.text, s.chat)
         target_decode(self.target, ids, WARM_UP_TOKENS, temperature=s.temperature, seed=s.seed)
-        session = open_session(self.target, self.drafter, self.draft_dir, prompt.text,
-                               chat=s.chat, dtype=s.dtype,
-                               options=self._options(s.blocks[0], s.max_tokens, None))
+        session = self.pair.open(prompt.text, chat=s.chat,
+                                 options=self._options(s.blocks[0], s.max_tokens, None))
         try:
             for _ in session.run(WARM_UP_ROUNDS):
                 pass
@@ -192,9 +190,8 @@ class BenchRunner:
         s = self.settings
         label = f"{prompt.id}  block {block}"
         self.progress.begin(label)
-        session = open_session(self.target, self.drafter, self.draft_dir, prompt.text,
-                               chat=s.chat, dtype=s.dtype,
-                               options=self._options(block, s.max_tokens, proposer))
+        session = self.pair.open(prompt.text, chat=s.chat,
+                                 options=self._options(block, s.max_tokens, proposer))
         self.progress.advance(len(session.generated))  # the prefill's first token
         try:
             if self.result.info is None:

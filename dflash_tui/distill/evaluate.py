@@ -16,6 +16,7 @@ acceptance curve.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
@@ -165,20 +166,18 @@ def session_check(target, drafter_dir, sequences: Sequences, gamma: int, max_tok
     """Run the saved checkpoint in the real engine on held-out prompts (one per kind):
     rounds, mean accepted per round, and whether the committed text equals the stored
     greedy continuation (lossless greedy decoding, up to batched-vs-single float noise)."""
+    from ..engine.api import Pair
     from ..engine.checkpoint import load_drafter
-    from ..engine.session import Session, SessionOptions
-    from ..engine.target import encode_prompt
+    from ..engine.session import SessionOptions
 
-    drafter = load_drafter(drafter_dir)
+    pair = Pair(target, load_drafter(drafter_dir), Path(drafter_dir))
     out, seen = [], {}
     for i, kind in enumerate(sequences.kinds):
         if seen.get(kind, 0) >= per_kind:
             continue
         seen[kind] = seen.get(kind, 0) + 1
-        ids = encode_prompt(target.tokenizer, sequences.texts[i], None)
         options = SessionOptions(gamma=gamma, max_tokens=max_tokens, probes=False)
-        session = Session(target, drafter, ids, options=options, drafter_path=str(drafter_dir))
-        session.prefill()
+        session = pair.open(sequences.texts[i], options=options)
         rounds = list(session.run())
         session.close()
         generated = session.generated
