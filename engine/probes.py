@@ -14,15 +14,16 @@ from typing import Iterable, Optional
 import mlx.core as mx
 import numpy as np
 
-from .records import ProbeRow
+from .records import STAGE_ORDER, ProbeRow
 
 FP16_MAX = 65504.0
 
-# (stage, buffer names before the layers, per-layer names, names after the layers)
-PIPELINE: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = (
-    ("context", ("capture", "ctx_combined", "ctx_normed"), ("ctx_k", "ctx_v"), ()),
-    (
-        "draft",
+Names = tuple[str, ...]
+# The buffers each stage probes: (before the layers, per layer, after the layers), each in
+# the order data flows. Stages not listed probe nothing.
+BUFFERS: dict[str, tuple[Names, Names, Names]] = {
+    "context": (("capture", "ctx_combined", "ctx_normed"), ("ctx_k", "ctx_v"), ()),
+    "draft": (
         (),
         (
             "x", "normed", "coeffs", "conv_p", "q", "k", "v", "attn_out", "sub_out", "conv_f",
@@ -31,11 +32,13 @@ PIPELINE: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], .
         ),
         ("final_normed", "logits", "hproj"),
     ),
-    ("select", (), (), ()),
-    ("verify", ("target_logits", "capture"), (), ()),
-    ("commit", (), (), ()),
+    "verify": (("target_logits", "capture"), (), ()),
+}
+assert set(BUFFERS) <= set(STAGE_ORDER), "BUFFERS names a stage records.STAGES does not have"
+# (stage, before the layers, per layer, after the layers) for every stage, in round order.
+PIPELINE: tuple[tuple[str, Names, Names, Names], ...] = tuple(
+    (stage, *BUFFERS.get(stage, ((), (), ()))) for stage in STAGE_ORDER
 )
-STAGES = tuple(stage for stage, *_ in PIPELINE)
 
 
 def pipeline_key(row: ProbeRow) -> tuple:

@@ -7,10 +7,8 @@ imports no MLX, so replay can rebuild records from a trace with no model at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Optional
-
-STAGE_ORDER = ("context", "draft", "select", "verify", "commit")
 
 
 @dataclass(frozen=True)
@@ -120,6 +118,53 @@ class Selector:
 
 
 @dataclass(frozen=True)
+class Selection:
+    """What the select stage adds to its round's record."""
+
+    proposals: tuple[int, ...]
+    selector: Optional[Selector] = None  # DFlash2's walk; None for DFlash
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the verify stage adds to its round's record."""
+
+    target_tokens: tuple[int, ...]  # the target's argmax at each verify row
+    accepted: int
+    bonus: int
+    ranks: tuple[SlotRank, ...] = ()
+
+
+@dataclass(frozen=True)
+class Commitment:
+    """What the commit stage adds to its round's record."""
+
+    committed_tokens: tuple[int, ...]
+    rollback: Rollback
+    committed_text: str
+    finish_reason: Optional[str]
+
+
+# The round's stages in order, each with the part of the RoundRecord it fills in (None: the
+# stage moves state and adds probes only). This is the one list of stages: session.Stage,
+# probes.PIPELINE and the app's partial records (app/rounds.py) are derived from it.
+STAGES: tuple[tuple[str, Optional[type]], ...] = (
+    ("context", None),
+    ("draft", None),
+    ("select", Selection),
+    ("verify", Verdict),
+    ("commit", Commitment),
+)
+STAGE_ORDER = tuple(name for name, _ in STAGES)
+
+
+def filled_by(stage: str) -> tuple[str, ...]:
+    """The RoundRecord fields `stage` fills in; until it runs they hold their defaults."""
+    part = dict(STAGES)[stage]
+    return () if part is None else tuple(f.name for f in fields(part))
+
+
+@dataclass(frozen=True)
 class StageRecord:
     stage: str
     before: EngineState
@@ -129,7 +174,8 @@ class StageRecord:
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """One round as far as it has run. Each stage returns a new one with more filled in."""
+    """One round as far as it has run. Each stage returns a new one with more filled in:
+    its part of STAGES (Selection, Verdict, Commitment), spread over these fields."""
 
     round: int
     position: int  # the anchor's absolute position

@@ -5,7 +5,8 @@ candidates of each slot's logits (unary scores) and the edge scores between cons
 slots' candidates, `edge(prev, c) = sum_r pred[prev, r] * h[s, r] * succ[c, r]`, as one
 1 x K row for slot 0 (the anchor is the only predecessor) and a K x K matrix per later slot.
 The walk then runs over those small matrices in numpy, so its host time does not depend on
-the vocabulary size (no full sort of the logits ever reaches the host).
+the vocabulary size (no full sort of the logits ever reaches the host). `selector_record`
+turns the lattice and the walk into the plain record the selector panel shows.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import mlx.core as mx
 import numpy as np
 
 from .drafter import CandidateSelector
+from .records import Selector, SelectorSlot
 
 
 @dataclass
@@ -82,3 +84,25 @@ def walk(lattice: Lattice, temperature: float, rng: np.random.Generator | None):
             prev = int(np.argmax(score))
         picks.append(prev)
     return picks, (np.stack(q_rows) if q_rows else None)
+
+
+def selector_record(lattice: Lattice, picks: list[int], q_rows: np.ndarray | None,
+                    anchor: int) -> Selector:
+    """The walk as plain data: per slot, the candidates' scores from the predecessor the walk
+    actually came from, and the whole lattice (every predecessor of the previous slot)."""
+    slots = []
+    prev_index, prev_token = 0, anchor
+    for s, (unary, edges) in enumerate(zip(lattice.unary, lattice.edges)):
+        edge = edges[prev_index]
+        cands = lattice.candidates[s]
+        slots.append(SelectorSlot(
+            slot=s, candidates=tuple(int(c) for c in cands),
+            unary=tuple(float(u) for u in unary), edge=tuple(float(e) for e in edge),
+            score=tuple(float(v) for v in unary + edge),
+            chosen=int(cands[picks[s]]), argmax=int(cands[0]),
+            chosen_index=int(picks[s]), argmax_index=0, predecessor=int(prev_token),
+            lattice=tuple(tuple(float(v) for v in unary + row) for row in edges),
+            q=None if q_rows is None else tuple(float(v) for v in q_rows[s]),
+        ))
+        prev_index, prev_token = picks[s], int(cands[picks[s]])
+    return Selector(top_k=int(lattice.candidates.shape[1]), slots=tuple(slots))

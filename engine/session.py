@@ -1,8 +1,11 @@
 """A speculative decode that can be stepped one stage at a time (DESIGN.md section 4).
 
-A round is five stages, in order, each a method below: context -> draft -> select ->
-verify -> commit. Each stage reads and writes the session's state, probes its buffers and
-returns the round's record so far. Only plain data leaves: every MLX array stays here.
+A round is five stages, in order (records.STAGES): context -> draft -> select -> verify ->
+commit. `step_stage` runs one: each stage is a method below that takes what the earlier
+stages handed on (kept in the round's RoundScratch) and returns its own typed output. A
+stage's output carries the part of the round's record it fills in (records.Selection,
+Verdict, Commitment); `RoundScratch.record` builds the record from the parts so far. Only
+plain data leaves: every MLX array stays here.
 
 State carried between rounds:
   tokens        prompt + committed tokens; the last one is the anchor (not yet seen by the target)
@@ -15,7 +18,7 @@ State carried between rounds:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
@@ -24,31 +27,22 @@ import numpy as np
 
 from .acceptance import greedy_accept, rejection_sample, softmax_rows
 from .draft_config import DraftConfig
-from .drafter import DraftModel, block_masks
+from .drafter import block_masks
 from .errors import InputError, ParameterError
 from .probes import ProbeSink, first_nonfinite
+from .ranks import rank_arrays, slot_ranks
 from .records import (
-    EngineState, PrefillRecord, Rollback, RoundRecord, SelectorSlot, Selector, SessionInfo,
-    SlotRank, StageRecord, TopToken,
+    STAGE_ORDER, Commitment, EngineState, PrefillRecord, ProbeRow, Rollback, RoundRecord,
+    Selection, SessionInfo, StageRecord, Verdict,
 )
-from .selector import lattice_arrays, to_lattice, walk
+from .selector import lattice_arrays, selector_record, to_lattice, walk
 from .target import Target, backend
 
 if TYPE_CHECKING:
     from .api import Pair
 
-TOP_TOKENS = 5
-
-
-class Stage(str, Enum):
-    CONTEXT = "context"
-    DRAFT = "draft"
-    SELECT = "select"
-    VERIFY = "verify"
-    COMMIT = "commit"
-
-
-STAGES = tuple(Stage)
+# Stage.CONTEXT == "context", ... in the order of records.STAGES.
+Stage = Enum("Stage", [(name.upper(), name) for name in STAGE_ORDER], type=str)
 
 
 class SessionFinished(Exception):
@@ -71,6 +65,71 @@ class SessionOptions:
     # and gamma, returns the gamma proposals to verify instead of the drafter's. The drafter
     # still runs, so its probes, ranks and selector stay visible.
     proposer: Optional[Callable[[list[int], int], list[int]]] = None
+
+
+@dataclass(frozen=True)
+class Drafted:
+    """The draft stage's output, on the device."""
+
+    hidden: mx.array  # final-normed block rows 1..gamma [gamma, H]
+    logits: mx.array  # [gamma, V]
+    hproj: Optional[mx.array]  # DFlash2: the selector's projection of hidden [gamma, r]
+
+
+@dataclass(frozen=True)
+class Selected:
+    """The select stage's output: the proposals and what they were drawn from."""
+
+    part: Selection
+    q: Optional[np.ndarray]  # sampling rows (T > 0): [gamma, V], or [gamma, K] over candidates
+    candidates: Optional[np.ndarray]  # DFlash2: the top-K token ids per slot [gamma, K]
+
+
+@dataclass(frozen=True)
+class Verified:
+    """The verify stage's output: the verdict and what commit needs to settle it."""
+
+    part: Verdict
+    capture: mx.array  # the target's context rows of [anchor, proposals] [1, gamma+1, n*H]
+    saved: Optional[list]  # non-trimmable caches' state before verify (None: all trim)
+
+
+@dataclass
+class RoundScratch:
+    """The round in flight: where it stands, what each stage handed on, and what its record
+    gathers (stage timings, probe rows, raw buffers, token texts)."""
+
+    index: int
+    position: int  # the anchor's absolute position
+    anchor: int
+    gamma: int
+    state_before: EngineState
+    text_before: str  # the committed text when the round began
+    token_text: dict[int, str]
+    stages: list[StageRecord] = field(default_factory=list)
+    probes: list[ProbeRow] = field(default_factory=list)
+    raw: Optional[dict[str, np.ndarray]] = None
+    drafted: Optional[Drafted] = None
+    selected: Optional[Selected] = None
+    verified: Optional[Verified] = None
+    committed: Optional[Commitment] = None
+
+    def record(self) -> RoundRecord:
+        """The round's record so far: the header, then each stage's part spread over its fields."""
+        parts = (
+            self.selected.part if self.selected else None,
+            self.verified.part if self.verified else None,
+            self.committed,
+        )
+        filled = {f.name: getattr(p, f.name) for p in parts if p is not None for f in fields(p)}
+        probes = tuple(self.probes)
+        return RoundRecord(
+            round=self.index, position=self.position, anchor=self.anchor, gamma=self.gamma,
+            state_before=self.state_before, state_after=self.stages[-1].after,
+            stages=tuple(self.stages), probes=probes, first_nonfinite=first_nonfinite(probes),
+            token_text=dict(self.token_text), raw=self.raw,
+            **{"committed_text": self.text_before, **filled},
+        )
 
 
 class ContextCache:
@@ -168,12 +227,9 @@ class Session:
         self.finish_reason: Optional[str] = None
         self.prefill_record: Optional[PrefillRecord] = None
         self._next = Stage.CONTEXT
-        self._round: Optional[RoundRecord] = None
+        self._round: Optional[RoundScratch] = None  # the round in flight, until its commit
+        self._record: Optional[RoundRecord] = None  # the latest stage's record
         self.rounds: list[RoundRecord] = []
-        # Hand-offs between the stages of the round in flight.
-        self._hidden = self._logits = self._hproj = None
-        self._q = self._candidates = None
-        self._saved = self._verify_capture = None
 
     # ---- setup ---------------------------------------------------------------------------
 
@@ -287,6 +343,7 @@ class Session:
     # ---- stepping ------------------------------------------------------------------------
 
     def step_stage(self) -> RoundRecord:
+        """Run the next stage; return the round's record as far as it has run."""
         if self.prefill_record is None:
             raise RuntimeError("Session.step_stage() before prefill(): call prefill() first "
                                "(Pair.open does unless prefill=False)")
@@ -294,29 +351,33 @@ class Session:
             raise SessionFinished(self.finish_reason)
         stage = self._next
         if stage is Stage.CONTEXT:
-            self._begin_round()
+            self._round = self._begin_round()
+        r = self._round
         before = self.state()
         t0 = time.perf_counter()
         sink = ProbeSink(stage.value, self.options.probes, self.keep_raw)
-        fields = getattr(self, f"_{stage.value}")(sink) or {}
-        rows = sink.rows()
+        if stage is Stage.CONTEXT:
+            self._context(sink)
+        elif stage is Stage.DRAFT:
+            r.drafted = self._draft(r, sink)
+        elif stage is Stage.SELECT:
+            r.selected = self._select(r, r.drafted)
+        elif stage is Stage.VERIFY:
+            r.verified = self._verify(r, r.drafted, r.selected, sink)
+        else:
+            r.committed = self._commit(r, r.selected, r.verified)
+        r.probes.extend(sink.rows())
         ms = (time.perf_counter() - t0) * 1000
-        after = self.state()
-        record = self._round
-        probes = record.probes + tuple(rows)
-        raw = record.raw
         if self.keep_raw:
-            raw = {**(raw or {}), **sink.raw()}
-        self._round = replace(
-            record, **fields,
-            stages=record.stages + (StageRecord(stage.value, before, after, ms),),
-            probes=probes, first_nonfinite=first_nonfinite(probes), state_after=after, raw=raw,
-        )
-        index = STAGES.index(stage)
-        self._next = STAGES[(index + 1) % len(STAGES)]
+            r.raw = {**(r.raw or {}), **sink.raw()}
+        r.stages.append(StageRecord(stage.value, before, self.state(), ms))
+        self._record = r.record()
+        order = list(Stage)
+        self._next = order[(order.index(stage) + 1) % len(order)]
         if stage is Stage.COMMIT:
-            self.rounds.append(self._round)
-        return self._round
+            self.rounds.append(self._record)
+            self._round = None  # its device arrays go with it
+        return self._record
 
     def step_round(self) -> RoundRecord:
         """Run the rest of the current round (a whole round from its start)."""
@@ -333,24 +394,27 @@ class Session:
 
     @property
     def current(self) -> Optional[RoundRecord]:
-        return self._round
+        """The record of the latest stage run (None before the first)."""
+        return self._record
 
-    def _begin_round(self) -> None:
+    def _begin_round(self) -> RoundScratch:
         budget = self.options.max_tokens - len(self.generated)
-        state = self.state()
-        self._round = RoundRecord(
-            round=len(self.rounds), position=len(self.tokens) - 1, anchor=self.tokens[-1],
-            gamma=min(self.gamma, budget), state_before=state, state_after=state,
-            committed_text=self._committed_text(),
-            token_text=self.token_text([self.tokens[-1]]),
+        return RoundScratch(
+            index=len(self.rounds), position=len(self.tokens) - 1, anchor=self.tokens[-1],
+            gamma=min(self.gamma, budget), state_before=self.state(),
+            text_before=self._committed_text(), token_text=self.token_text([self.tokens[-1]]),
         )
 
     def _committed_text(self) -> str:
         return self.target.tokenizer.decode(self.generated)
 
+    def _remember_text(self, r: RoundScratch, ids) -> None:
+        """Add the display text of `ids` to the round's record."""
+        r.token_text.update(self.token_text(ids))
+
     # ---- the five stages -----------------------------------------------------------------
 
-    def _context(self, sink: ProbeSink) -> dict:
+    def _context(self, sink: ProbeSink) -> None:
         """Write the capture rows into every drafter layer's context cache."""
         ctx = self.drafter.project_context(self.capture, sink)
         kv = self.drafter.context_kv(ctx, self.capture_base, sink)
@@ -360,157 +424,108 @@ class Session:
         self.cursor += int(self.capture.shape[1])
         self.capture_base, self.capture = self.cursor, None
         assert self.cursor == len(self.tokens) - 1, "context: cursor must reach the anchor"
-        return {}
 
-    def _draft(self, sink: ProbeSink) -> dict:
+    def _draft(self, r: RoundScratch, sink: ProbeSink) -> Drafted:
         """The block forward: [anchor, mask x gamma] at positions p .. p+gamma."""
-        gamma, position = self._round.gamma, self._round.position
-        block = mx.array([[self._round.anchor] + [self.config.mask_token_id] * gamma])
+        block = mx.array([[r.anchor] + [self.config.mask_token_id] * r.gamma])
         x = self.target.embed_tokens(block) * self.embed_scale
         x = x.astype(self.drafter.fc.weight.dtype)
         kv = [(c.keys, c.values) for c in self.ctx_caches]
-        masks = block_masks(self.config, [c.length for c in self.ctx_caches], gamma + 1)
-        hidden = self.drafter.block_hidden(x, kv, position, masks, sink)[0, 1:]
+        masks = block_masks(self.config, [c.length for c in self.ctx_caches], r.gamma + 1)
+        hidden = self.drafter.block_hidden(x, kv, r.position, masks, sink)[0, 1:]
         sink("final_normed", None, hidden)
         logits = self.drafter.logits(hidden, self.target.lm_head)
         sink("logits", None, logits)
-        self._hidden, self._logits, self._hproj = hidden, logits, None
+        hproj = None
         if self.config.is_dflash2:
-            self._hproj = self.drafter.candidate_selector.hidden_projection(hidden)
-            sink("hproj", None, self._hproj)
-        mx.eval(hidden, logits, self._hproj if self._hproj is not None else [], *sink.pending())
-        return {}
+            hproj = self.drafter.candidate_selector.hidden_projection(hidden)
+            sink("hproj", None, hproj)
+        mx.eval(hidden, logits, hproj if hproj is not None else [], *sink.pending())
+        return Drafted(hidden, logits, hproj)
 
-    def _select(self, sink: ProbeSink) -> dict:
+    def _select(self, r: RoundScratch, drafted: Drafted) -> Selected:
         """DFlash2: the selector walk over the top-K lattice. DFlash: argmax (or sample)."""
-        fields = self._drafter_select()
-        if self.options.proposer is not None:
-            forced = [int(t) for t in self.options.proposer(list(self.tokens), self._round.gamma)]
-            if len(forced) != self._round.gamma:
-                raise ValueError(f"proposer returned {len(forced)} tokens for gamma {self._round.gamma}")
-            self._q = None  # forced proposals are verified greedily
-            fields["proposals"] = tuple(forced)
-            fields["token_text"] = {**fields["token_text"], **self.token_text(forced)}
-        return fields
+        selected = self._drafter_select(r, drafted)
+        if self.options.proposer is None:
+            return selected
+        forced = tuple(int(t) for t in self.options.proposer(list(self.tokens), r.gamma))
+        if len(forced) != r.gamma:
+            raise ValueError(f"proposer returned {len(forced)} tokens for gamma {r.gamma}")
+        self._remember_text(r, forced)
+        # Forced proposals are verified greedily (no q); the drafter's walk stays visible.
+        return replace(selected, part=replace(selected.part, proposals=forced), q=None)
 
-    def _drafter_select(self) -> dict:
+    def _drafter_select(self, r: RoundScratch, drafted: Drafted) -> Selected:
         temperature = self.options.temperature
-        self._candidates = None
         if self.config.is_dflash2:
-            arrays = lattice_arrays(
-                self.drafter.candidate_selector, self._hproj, self._logits,
-                self._round.anchor, self.config.selector_top_k,
-            )
+            arrays = lattice_arrays(self.drafter.candidate_selector, drafted.hproj,
+                                    drafted.logits, r.anchor, self.config.selector_top_k)
             mx.eval(*arrays)
             lattice = to_lattice(*(np.array(a) for a in arrays))
             picks, q_rows = walk(lattice, temperature, self.rng)
-            proposals = [int(lattice.candidates[s, i]) for s, i in enumerate(picks)]
-            self._candidates = lattice.candidates
-            self._q = q_rows
-            selector = self._selector_record(lattice, picks, q_rows)
-            ids = [int(t) for t in lattice.candidates.reshape(-1)]
-            return {"proposals": tuple(proposals), "selector": selector,
-                    "token_text": {**self._round.token_text, **self.token_text(ids + proposals)}}
+            proposals = tuple(int(lattice.candidates[s, i]) for s, i in enumerate(picks))
+            self._remember_text(r, [*lattice.candidates.reshape(-1), *proposals])
+            selector = selector_record(lattice, picks, q_rows, r.anchor)
+            return Selected(Selection(proposals, selector), q_rows, lattice.candidates)
+        q = None
         if temperature > 0:
-            probs = softmax_rows(np.array(self._logits.astype(mx.float32)), temperature)
-            proposals = [int(self.rng.choice(probs.shape[1], p=row)) for row in probs]
-            self._q = probs
+            q = softmax_rows(np.array(drafted.logits.astype(mx.float32)), temperature)
+            proposals = tuple(int(self.rng.choice(q.shape[1], p=row)) for row in q)
         else:
-            proposals = [int(t) for t in np.array(mx.argmax(self._logits, axis=-1))]
-            self._q = None
-        return {"proposals": tuple(proposals),
-                "token_text": {**self._round.token_text, **self.token_text(proposals)}}
+            proposals = tuple(int(t) for t in np.array(mx.argmax(drafted.logits, axis=-1)))
+        self._remember_text(r, proposals)
+        return Selected(Selection(proposals), q, None)
 
-    def _selector_record(self, lattice, picks, q_rows) -> Selector:
-        slots = []
-        prev_index, prev_token = 0, self._round.anchor
-        for s, (unary, edges) in enumerate(zip(lattice.unary, lattice.edges)):
-            edge = edges[prev_index]
-            score = unary + edge
-            cands = lattice.candidates[s]
-            slots.append(SelectorSlot(
-                slot=s, candidates=tuple(int(c) for c in cands),
-                unary=tuple(float(u) for u in unary), edge=tuple(float(e) for e in edge),
-                score=tuple(float(v) for v in score),
-                chosen=int(cands[picks[s]]), argmax=int(cands[0]),
-                chosen_index=int(picks[s]), argmax_index=0, predecessor=int(prev_token),
-                lattice=tuple(tuple(float(v) for v in unary + row) for row in edges),
-                q=None if q_rows is None else tuple(float(v) for v in q_rows[s]),
-            ))
-            prev_index, prev_token = picks[s], int(cands[picks[s]])
-        return Selector(top_k=int(lattice.candidates.shape[1]), slots=tuple(slots))
-
-    def _verify(self, sink: ProbeSink) -> dict:
+    def _verify(self, r: RoundScratch, drafted: Drafted, selected: Selected,
+                sink: ProbeSink) -> Verified:
         """One target forward over [anchor, proposals]; decide the accepted prefix and bonus."""
-        proposals = list(self._round.proposals)
-        gamma = len(proposals)
-        self._saved = self.target.checkpoint()
-        logits, capture = self.target.forward(mx.array([[self._round.anchor] + proposals]))
+        proposals = list(selected.part.proposals)
+        gamma, temperature = len(proposals), self.options.temperature
+        saved = self.target.checkpoint()
+        logits, capture = self.target.forward(mx.array([[r.anchor] + proposals]))
         logits = logits[0]
         sink("target_logits", None, logits)
         sink("capture", None, capture)
         target_argmax = mx.argmax(logits, axis=-1)
-        rank_arrays = _rank_arrays(self._logits, logits[:gamma], target_argmax[:gamma],
-                                   self.options.temperature)
-        mx.eval(logits, capture, target_argmax, *rank_arrays, *sink.pending())
-        self._verify_capture = capture
+        ranks = rank_arrays(drafted.logits, logits[:gamma], target_argmax[:gamma], temperature)
+        mx.eval(logits, capture, target_argmax, *ranks, *sink.pending())
         targets = [int(t) for t in np.array(target_argmax)]
-        if self.options.temperature > 0 and self._q is not None:
-            probs = softmax_rows(np.array(logits.astype(mx.float32)), self.options.temperature)
-            accepted, bonus = rejection_sample(proposals, probs, self._dense_q(), self.rng)
+        if temperature > 0 and selected.q is not None:
+            probs = softmax_rows(np.array(logits.astype(mx.float32)), temperature)
+            accepted, bonus = rejection_sample(proposals, probs, self._dense_q(selected), self.rng)
         else:
             accepted, bonus = greedy_accept(proposals, targets)
-        ranks = self._ranks(proposals, targets, accepted, *(np.array(a) for a in rank_arrays))
-        ids = {bonus, *targets}
-        for r in ranks:
-            ids.update(t.token for t in r.drafter_top + r.target_top)
-        return {"target_tokens": tuple(targets), "accepted": accepted, "bonus": bonus,
-                "ranks": ranks, "token_text": {**self._round.token_text, **self.token_text(ids)}}
+        slots = slot_ranks(proposals, targets, accepted, selected.candidates,
+                           tuple(np.array(a) for a in ranks))
+        self._remember_text(r, {bonus, *targets, *(t.token for s in slots
+                                                    for t in s.drafter_top + s.target_top)})
+        return Verified(Verdict(tuple(targets), accepted, bonus, slots), capture, saved)
 
-    def _dense_q(self) -> np.ndarray:
-        if not self.config.is_dflash2:
-            return self._q
-        dense = np.zeros((self._q.shape[0], self.target.vocab_size))
-        np.put_along_axis(dense, self._candidates.astype(np.int64), self._q, axis=1)
+    def _dense_q(self, selected: Selected) -> np.ndarray:
+        """The drafter's q over the whole vocabulary (DFlash2's lives on its candidates)."""
+        if selected.candidates is None:
+            return selected.q
+        dense = np.zeros((selected.q.shape[0], self.target.vocab_size))
+        np.put_along_axis(dense, selected.candidates.astype(np.int64), selected.q, axis=1)
         return dense
 
-    def _ranks(self, proposals, targets, accepted, rank, p_target, d_ids, d_logits, d_probs,
-               t_ids, t_logits, t_probs) -> tuple[SlotRank, ...]:
-        out = []
-        for s, proposal in enumerate(proposals):
-            in_cands = None
-            if self._candidates is not None:
-                in_cands = bool(targets[s] in self._candidates[s])
-            out.append(SlotRank(
-                slot=s, proposal=proposal, target=targets[s], rank=int(rank[s]),
-                p_target=float(p_target[s]), in_candidates=in_cands,
-                after_rejection=s > accepted, accepted=s < accepted,
-                drafter_top=tuple(TopToken(int(i), float(l), float(p))
-                                  for i, l, p in zip(d_ids[s], d_logits[s], d_probs[s])),
-                target_top=tuple(TopToken(int(i), float(l), float(p))
-                                 for i, l, p in zip(t_ids[s], t_logits[s], t_probs[s])),
-            ))
-        return tuple(out)
-
-    def _commit(self, sink: ProbeSink) -> dict:
+    def _commit(self, r: RoundScratch, selected: Selected, verified: Verified) -> Commitment:
         """Append accepted + bonus; drop the target's rejected rows; keep their capture rows."""
-        proposals = list(self._round.proposals)
-        accepted, bonus = self._round.accepted, self._round.bonus
+        proposals = list(selected.part.proposals)
+        accepted, bonus = verified.part.accepted, verified.part.bonus
         gamma = len(proposals)
         new = proposals[:accepted] + [bonus]
-        keep = [self._round.anchor] + proposals[:accepted]
+        keep = [r.anchor] + proposals[:accepted]
         rollback = Rollback()
         if accepted < gamma:
-            if self._saved is None:
+            if verified.saved is None:
                 self.target.trim(gamma - accepted)
                 rollback = Rollback("trim", gamma - accepted)
             else:
-                self.target.restore_and_replay(self._saved, gamma + 1, keep)
+                self.target.restore_and_replay(verified.saved, gamma + 1, keep)
                 rollback = Rollback("replay", len(keep))
-        self._saved = None
-        self.capture = self._verify_capture[:, : accepted + 1]
-        self.capture_base = self._round.position
-        self._verify_capture = None
+        self.capture = verified.capture[:, : accepted + 1]
+        self.capture_base = r.position
         # Stop at EOS and at the token budget (tokens past either are never committed).
         for i, token in enumerate(new):
             if token in self.eos_ids:
@@ -519,8 +534,7 @@ class Session:
         new = new[: self.options.max_tokens - len(self.generated)]
         self.tokens.extend(new)
         self._check_finished()
-        return {"committed_tokens": tuple(new), "rollback": rollback,
-                "committed_text": self._committed_text(), "finish_reason": self.finish_reason}
+        return Commitment(tuple(new), rollback, self._committed_text(), self.finish_reason)
 
     def close(self) -> None:
         self.target.unhook()
@@ -551,26 +565,3 @@ def token_display(tokenizer, token: int) -> str:
         raw = bytes(_BYTES[ch] for ch in piece)
         return raw.decode("utf-8", errors="backslashreplace")
     return text
-
-
-def _rank_arrays(draft_logits, target_logits, target_tokens, temperature):
-    """Device side of the per-slot numbers: rank and probability of the target's token in the
-    drafter's logits, and both models' top tokens."""
-    d = draft_logits.astype(mx.float32)
-    t = target_logits.astype(mx.float32)
-    scale = 1.0 / temperature if temperature > 0 else 1.0
-    d_logp = d * scale - mx.logsumexp(d * scale, axis=-1, keepdims=True)
-    t_logp = t * scale - mx.logsumexp(t * scale, axis=-1, keepdims=True)
-    at_target = mx.take_along_axis(d, target_tokens[:, None], axis=-1)
-    rank = (d > at_target).sum(axis=-1)
-    p_target = mx.exp(mx.take_along_axis(d_logp, target_tokens[:, None], axis=-1))[:, 0]
-    return (rank, p_target, *_top(d, d_logp), *_top(t, t_logp))
-
-
-def _top(logits, logp, n: int = TOP_TOKENS):
-    n = min(n, logits.shape[-1])
-    ids = mx.argpartition(-logits, kth=n - 1, axis=-1)[:, :n]
-    vals = mx.take_along_axis(logits, ids, axis=-1)
-    order = mx.argsort(-vals, axis=-1)
-    ids = mx.take_along_axis(ids, order, axis=-1)
-    return ids, mx.take_along_axis(logits, ids, axis=-1), mx.exp(mx.take_along_axis(logp, ids, axis=-1))

@@ -281,8 +281,8 @@ def test_lossy_engine_is_caught(make_pair, prompts_dir, tmp_path, capsys, monkey
     wrong_at = 4
     commit = Session._commit
 
-    def lossy_commit(self, sink):
-        fields = commit(self, sink)
+    def lossy_commit(self, *stage_inputs):
+        fields = commit(self, *stage_inputs)
         at = len(self.prompt_ids) + wrong_at
         if len(self.tokens) > at and not getattr(self, "_made_lossy", False):
             self.tokens[at] = (self.tokens[at] + 1) % self.target.vocab_size

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Optional
 
-from ..engine.records import STAGE_ORDER, Rollback, RoundRecord
+from ..engine.records import STAGE_ORDER, RoundRecord, filled_by
 
-# The record fields each stage fills in (engine/session.py): before a stage runs they hold
-# their empty defaults.
-_EMPTY_UNTIL = {
-    "select": {"proposals": None, "selector": None},
-    "verify": {"target_tokens": None, "ranks": (), "accepted": None, "bonus": None},
-    "commit": {"committed_tokens": (), "rollback": Rollback(), "finish_reason": None},
-}
+_DEFAULTS = {f.name: f.default for f in fields(RoundRecord)}
 
 
 def text_before(record: RoundRecord, previous: Optional[str]) -> str:
@@ -37,11 +31,11 @@ def record_at_stage(record: RoundRecord, last: int, before: str) -> RoundRecord:
         return record
     stages = record.stages[: last + 1]
     ran = {s.stage for s in stages}
-    blank: dict = {}
-    for stage, fields in _EMPTY_UNTIL.items():
-        if stage not in ran:
-            blank.update(fields)
-    if "commit" not in ran:
+    # Fields of the stages not yet run go back to their defaults, except the committed text,
+    # which holds the text before the round until commit replaces it.
+    blank = {name: _DEFAULTS[name] for stage in STAGE_ORDER if stage not in ran
+             for name in filled_by(stage)}
+    if "committed_text" in blank:
         blank["committed_text"] = before
     first = record.first_nonfinite
     if first is not None and first.stage not in ran:
