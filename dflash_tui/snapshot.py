@@ -1,159 +1,90 @@
 """Round records <-> the snapshot JSON of docs/SNAPSHOT.md, plus atomic file writes.
 
-Pure Python (no MLX): replay rebuilds the very same records from a trace with no model.
+Fields travel through the generic record codec (engine/codec.py); what is written here is
+only where the snapshot's layout differs from the record's: the stage reached and the
+timings (derived), the state before and after under `state`, and the first non-finite buffer
+by name. Pure Python (no MLX): replay rebuilds the very same records with no model.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-from dataclasses import asdict, fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Optional
 
+from .engine.codec import decode, encode
 from .engine.files import write_atomic
-from .engine.records import (
-    EngineState, PrefillRecord, ProbeRow, Rollback, RoundRecord, Selector, SelectorSlot,
-    SessionInfo, SlotRank, StageRecord, TopToken,
-)
+from .engine.records import EngineState, PrefillRecord, ProbeRow, RoundRecord, SessionInfo
 
 SNAPSHOT_SCHEMA = "dflash-tui/snapshot@1"
 TRACE_SCHEMA = "dflash-tui/trace@1"
 SUMMARY_SCHEMA = "dflash-tui/summary@1"
 
 
-def _finite(x):
-    """JSON has no inf/nan: such floats are written as null."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
-def _clean(obj):
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return _finite(obj)
-
-
-def state_json(state: EngineState) -> dict:
-    return asdict(state)
-
-
-def probe_json(row: ProbeRow) -> dict:
-    d = asdict(row)
-    d["shape"] = list(row.shape)
-    return d
-
-
 def session_json(info: SessionInfo) -> dict:
-    return _clean(asdict(info))
+    return encode(info)
+
+
+def session_from_json(d: dict) -> SessionInfo:
+    return decode(SessionInfo, d)
 
 
 def round_json(record: RoundRecord, info: Optional[SessionInfo] = None) -> dict:
+    f = encode(replace(record, first_nonfinite=None, raw=None))  # raw buffers go to the NPZ
     first = record.first_nonfinite
+
+    def keys(*names: str) -> dict:
+        return {name: f[name] for name in names}
+
     out = {
         "schema": SNAPSHOT_SCHEMA,
-        "round": record.round,
-        "position": record.position,
-        "anchor": record.anchor,
-        "gamma": record.gamma,
+        **keys("round", "position", "anchor", "gamma"),
         "stage": record.stage,
-        "proposals": list(record.proposals) if record.proposals is not None else None,
-        "target_tokens": list(record.target_tokens) if record.target_tokens is not None else None,
-        "accepted": record.accepted,
-        "bonus": record.bonus,
-        "committed_tokens": list(record.committed_tokens),
-        "ranks": [asdict(r) for r in record.ranks],
-        "probes": [probe_json(p) for p in record.probes],
+        **keys("proposals", "target_tokens", "accepted", "bonus", "committed_tokens", "ranks",
+               "probes"),
         "first_nonfinite": None if first is None else
             {"stage": first.stage, "layer": first.layer, "name": first.name},
-        "selector": None if record.selector is None else asdict(record.selector),
-        "state": {"before": state_json(record.state_before),
-                  "after": state_json(record.state_after)},
-        "stages": [{"stage": s.stage, "before": state_json(s.before),
-                    "after": state_json(s.after), "ms": s.ms} for s in record.stages],
-        "rollback": asdict(record.rollback),
-        "timings_ms": record.timings_ms,
-        "committed_text": record.committed_text,
-        "finish_reason": record.finish_reason,
-        "token_text": {str(k): v for k, v in record.token_text.items()},
+        "selector": f["selector"],
+        "state": {"before": f["state_before"], "after": f["state_after"]},
+        **keys("stages", "rollback"),
+        "timings_ms": encode(record.timings_ms),
+        **keys("committed_text", "finish_reason", "token_text"),
     }
     if info is not None:
         out["session"] = session_json(info)
-    return _clean(out)
-
-
-def _build(cls, data: dict):
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})
-
-
-def _state(d: dict) -> EngineState:
-    return _build(EngineState, d)
+    return out
 
 
 def round_from_json(d: dict) -> RoundRecord:
     """Rebuild the RoundRecord a snapshot or trace line was written from."""
-    probes = tuple(_build(ProbeRow, {**p, "shape": tuple(p["shape"])}) for p in d["probes"])
-    first = None
-    if d.get("first_nonfinite"):
-        f = d["first_nonfinite"]
-        first = next((p for p in probes if (p.stage, p.layer, p.name) == (f["stage"], f["layer"], f["name"])), None)
-    ranks = tuple(
-        _build(SlotRank, {**r, "drafter_top": tuple(_build(TopToken, t) for t in r.get("drafter_top", ())),
-                          "target_top": tuple(_build(TopToken, t) for t in r.get("target_top", ()))})
-        for r in d.get("ranks", ())
-    )
-    selector = None
-    if d.get("selector"):
-        s = d["selector"]
-        slots = tuple(
-            _build(SelectorSlot, {
-                **slot,
-                **{k: tuple(slot[k]) for k in ("candidates", "unary", "edge", "score")},
-                "lattice": tuple(tuple(row) for row in slot["lattice"]),
-                "q": None if slot.get("q") is None else tuple(slot["q"]),
-            })
-            for slot in s["slots"]
-        )
-        selector = Selector(top_k=s["top_k"], slots=slots)
-    stages = tuple(StageRecord(s["stage"], _state(s["before"]), _state(s["after"]), s["ms"])
-                   for s in d.get("stages", ()))
-    return RoundRecord(
-        round=d["round"], position=d["position"], anchor=d["anchor"], gamma=d["gamma"],
-        state_before=_state(d["state"]["before"]), state_after=_state(d["state"]["after"]),
-        stages=stages, probes=probes, first_nonfinite=first,
-        proposals=None if d.get("proposals") is None else tuple(d["proposals"]),
-        selector=selector,
-        target_tokens=None if d.get("target_tokens") is None else tuple(d["target_tokens"]),
-        ranks=ranks, accepted=d.get("accepted"), bonus=d.get("bonus"),
-        committed_tokens=tuple(d.get("committed_tokens", ())),
-        rollback=_build(Rollback, d.get("rollback") or {}),
-        committed_text=d.get("committed_text", ""), finish_reason=d.get("finish_reason"),
-        token_text={int(k): v for k, v in d.get("token_text", {}).items()},
-    )
+    state = d["state"]
+    record = decode(RoundRecord, d, state_before=decode(EngineState, state["before"]),
+                    state_after=decode(EngineState, state["after"]), first_nonfinite=None)
+    return replace(record, first_nonfinite=_named(record.probes, d.get("first_nonfinite")))
 
 
-def session_from_json(d: dict) -> SessionInfo:
-    d = dict(d)
-    d["target_layer_ids"] = tuple(d.get("target_layer_ids", ()))
-    d["notes"] = tuple(d.get("notes", ()))
-    return _build(SessionInfo, d)
+def _named(probes: tuple[ProbeRow, ...], where: Optional[dict]) -> Optional[ProbeRow]:
+    if not where:
+        return None
+    key = (where.get("stage"), where.get("layer"), where.get("name"))
+    return next((p for p in probes if (p.stage, p.layer, p.name) == key), None)
 
 
 def prefill_json(p: PrefillRecord) -> dict:
-    return _clean({"first_token": p.first_token, "first_text": p.first_text,
-                   "state": state_json(p.state), "ms": p.ms,
-                   "probes": [probe_json(r) for r in p.probes]})
+    """The trace header's prefill block: the record without its session (the header has it)."""
+    return {f.name: encode(getattr(p, f.name)) for f in fields(p) if f.name != "info"}
+
+
+def prefill_from_json(d: dict, info: SessionInfo) -> PrefillRecord:
+    return decode(PrefillRecord, d, info=info)
 
 
 # ---- files -------------------------------------------------------------------------------
 
 def write_json(path: Path, obj: Any) -> None:
-    write_atomic(path, (json.dumps(_clean(obj), indent=1) + "\n").encode())
+    write_atomic(path, (json.dumps(encode(obj), indent=1) + "\n").encode())
 
 
 def write_npz(path: Path, arrays: dict) -> None:

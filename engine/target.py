@@ -24,6 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: paths onl
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_map, tree_map_with_path
+from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from .errors import InputError, ParameterError
 
@@ -155,8 +156,6 @@ class Target:
     # ---- cache ---------------------------------------------------------------------------
 
     def make_cache(self) -> list:
-        from mlx_lm.models.cache import make_prompt_cache
-
         return make_prompt_cache(self.model)
 
     def reset(self) -> None:
@@ -171,7 +170,7 @@ class Target:
 
     @property
     def trimmable(self) -> bool:
-        return all(c.is_trimmable() for c in self.cache)
+        return can_trim_prompt_cache(self.cache)
 
     def checkpoint(self) -> Optional[list]:
         """Before verify: copies of every non-trimmable cache's state (None if all trim)."""
@@ -180,8 +179,8 @@ class Target:
         return [None if c.is_trimmable() else _copy_fields(c) for c in self.cache]
 
     def trim(self, rows: int) -> None:
-        for c in self.cache:
-            c.trim(rows)
+        """Drop the last `rows` positions of every (trimmable) cache."""
+        trim_prompt_cache(self.cache, rows)
 
     def restore_and_replay(self, saved: list, verify_rows: int, keep: list[int]) -> None:
         """Undo a whole verify pass, then run the accepted tokens through again."""

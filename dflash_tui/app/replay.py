@@ -9,13 +9,15 @@ apart so round numbers and text never mix.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..engine.errors import InputError
-from ..engine.records import EngineState, PrefillRecord, ProbeRow, RoundRecord, SessionInfo
-from ..snapshot import SNAPSHOT_SCHEMA, TRACE_SCHEMA, round_from_json, session_from_json
+from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
+from ..snapshot import (
+    SNAPSHOT_SCHEMA, TRACE_SCHEMA, prefill_from_json, round_from_json, session_from_json,
+)
 
 
 @dataclass(frozen=True)
@@ -121,19 +123,12 @@ def _short(error: Exception, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _build(cls, data: dict):
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})
-
-
 def _prefill(data: Optional[dict], info: SessionInfo) -> Optional[PrefillRecord]:
-    """The trace header's prefill block (snapshot.prefill_json) back into a record."""
+    """The trace header's prefill block, or None where it is missing or damaged (the
+    rounds replay without it)."""
     if not data:
         return None
     try:
-        probes = tuple(_build(ProbeRow, {**p, "shape": tuple(p["shape"])}) for p in data.get("probes", ()))
-        return PrefillRecord(info=info, first_token=data["first_token"], first_text=data["first_text"],
-                             state=_build(EngineState, data["state"]), ms=data.get("ms", 0.0),
-                             probes=probes)
-    except (KeyError, TypeError):
+        return prefill_from_json(data, info)
+    except (KeyError, TypeError, ValueError):
         return None
