@@ -1,7 +1,7 @@
 """Engine benchmarks (not tests): probe overhead and the DFlash2 selector walk's host time.
 
     LD_PRELOAD=$(python -c 'from dflash_tui.blas import openblas_path; print(openblas_path())') \
-        python benchmarks/bench_engine.py [--rounds 12] [--draft DIR]
+        python -m benchmarks.bench_engine [--rounds 12] [--draft DIR]     (from the repository root)
 
 1. Round time with probes on vs off, on the sample target, measured in one run with the two
    settings interleaved round by round (so drift hits both alike). Goal: ratio <= 1.10.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,13 +21,11 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from dflash_tui import sample  # noqa: E402
-from dflash_tui.engine import SessionOptions, load_pair  # noqa: E402
-from dflash_tui.engine.draft_config import parse_config  # noqa: E402
-from dflash_tui.engine.drafter import CandidateSelector  # noqa: E402
-from dflash_tui.engine.selector import lattice_arrays, to_lattice, walk  # noqa: E402
+from dflash_tui import sample
+from dflash_tui.engine import SessionOptions, load_pair
+from dflash_tui.engine.draft_config import parse_config
+from dflash_tui.engine.drafter import CandidateSelector
+from dflash_tui.engine.selector import lattice_arrays, to_lattice, walk
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
@@ -39,7 +36,7 @@ def probe_overhead(draft: Path | None, rounds: int, gamma: int) -> dict:
         try:
             draft = sample.sample_drafter()
         except Exception:
-            from fixtures import write_sample_shaped_drafter
+            from tests.fixtures import write_sample_shaped_drafter
 
             draft = write_sample_shaped_drafter(Path(tempfile.mkdtemp()) / "drafter", layers=2)
     pair = load_pair(model, draft)

@@ -1,7 +1,9 @@
 """How the TUI feels: time from launch to the first frame, and key-press-to-screen latency
 while the engine is computing rounds.
 
-    python benchmarks/bench_tui.py [MODEL] [--draft DIR] [--keys 20] [--launches 5] [--json F]
+    python -m benchmarks.bench_tui [MODEL] [--draft DIR] [--keys 20] [--launches 5] [--json F]
+
+(from the repository root: it shares tests/pty_terminal.py with the quit test)
 
 Runs the real `dflash-tui` console script (OpenBLAS re-exec included) on a pseudo-terminal,
 so what is measured is what a person sees: bytes reaching the terminal.
@@ -25,8 +27,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from pty_terminal import Terminal  # shared with tests/test_app_quit.py
+from tests.pty_terminal import Terminal
 
 FIRST_FRAME = ("dflash-tui", "quit")  # header and key bar: the whole screen is drawn
 READY = "ready after prefill"

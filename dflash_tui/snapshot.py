@@ -133,30 +133,3 @@ class TraceWriter:
 
     def close(self) -> None:
         self._file.close()
-
-
-def read_trace_sessions(path: Path) -> list[tuple[Optional[SessionInfo], list[RoundRecord]]]:
-    """Every session in a trace, in order. A torn line (a crash mid-write) is skipped."""
-    sessions: list[tuple[Optional[SessionInfo], list[RoundRecord]]] = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if obj.get("schema") == TRACE_SCHEMA:
-                sessions.append((session_from_json(obj["session"]), []))
-            elif obj.get("schema") == SNAPSHOT_SCHEMA:
-                if not sessions:
-                    sessions.append((None, []))
-                sessions[-1][1].append(round_from_json(obj))
-    return sessions
-
-
-def read_trace(path: Path) -> tuple[Optional[SessionInfo], list[RoundRecord]]:
-    """The last session of a trace (a restarted session appends a new header)."""
-    sessions = read_trace_sessions(path)
-    return sessions[-1] if sessions else (None, [])

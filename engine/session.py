@@ -37,6 +37,7 @@ from .records import (
 )
 from .selector import lattice_arrays, selector_record, to_lattice, walk
 from .target import Target, backend
+from .tokens import token_display
 
 if TYPE_CHECKING:
     from .api import Pair
@@ -293,8 +294,7 @@ class Session:
         return self.finish_reason
 
     def token_text(self, ids) -> dict[int, str]:
-        """Display text of each token id (a token that is part of a UTF-8 character shows
-        its bytes, e.g. '\\xe2', rather than a replacement character)."""
+        """Display text of each token id (engine/tokens.py), remembered per session."""
         out = {}
         for t in ids:
             t = int(t)
@@ -538,30 +538,3 @@ class Session:
 
     def close(self) -> None:
         self.target.unhook()
-
-
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2 byte-level BPE's printable-character -> byte table."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) \
-        + list(range(ord("\xae"), ord("\xff") + 1))
-    chars, n = list(printable), 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
-
-
-_BYTES = _byte_decoder()
-
-
-def token_display(tokenizer, token: int) -> str:
-    text = tokenizer.decode([token])
-    if "\ufffd" not in text:
-        return text
-    piece = tokenizer.convert_ids_to_tokens(token)
-    if isinstance(piece, str) and piece and all(ch in _BYTES for ch in piece):
-        raw = bytes(_BYTES[ch] for ch in piece)
-        return raw.decode("utf-8", errors="backslashreplace")
-    return text

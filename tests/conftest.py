@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fixtures import drafter_tensors, write_drafter, write_pair  # noqa: E402
+from fixtures import drafter_tensors, write_drafter, write_pair
 
 TARGETS = ("llama", "qwen35")
 DRAFTERS = ("DFlashDraftModel", "DFlash2DraftModel")

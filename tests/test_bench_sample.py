@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dflash_tui.cli import main
 from dflash_tui.sample import SAMPLE_DRAFTER
+
+pytestmark = pytest.mark.slow
 
 
 def test_bench_on_the_sample(sample_gguf, tmp_path, capsys):

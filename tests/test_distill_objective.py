@@ -119,7 +119,7 @@ def test_block_loss_is_the_weighted_mean_of_slot_cross_entropies(setup):
 
 
 def test_selector_loss_swaps_a_missing_label_in_for_the_lowest_candidate():
-    from fixtures import zlab_config  # tests/ is on sys.path (conftest.py)
+    from fixtures import zlab_config  # tests/ is on pytest's pythonpath (pyproject.toml)
 
     from dflash_tui.engine.draft_config import parse_config
     from dflash_tui.engine.drafter import CandidateSelector

@@ -86,6 +86,7 @@ def test_accepted_lengths_match_reference_loop(make_pair, reference_drafter, tar
     assert ours == theirs
 
 
+@pytest.mark.slow
 def test_shipped_drafter_on_the_sample_matches_reference_loop(sample_gguf, reference_drafter):
     """The real pair, where the drafter is right often: every round's accepted length (and
     the text) equals Z Lab's loop on the same target weights and drafter weights."""

@@ -10,6 +10,8 @@ from greedy import greedy_tokens
 
 from dflash_tui.engine import SessionOptions, load_pair
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def sample_pair(sample_gguf, tmp_path_factory):

@@ -35,6 +35,7 @@ def accepted_by(sample_gguf, tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_shipped_drafter_beats_a_random_one_of_the_same_shape(accepted_by, tmp_path):
     shipped = sample_drafter()
     config = json.loads((shipped / "config.json").read_text())

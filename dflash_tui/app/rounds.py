@@ -44,7 +44,3 @@ def record_at_stage(record: RoundRecord, last: int, before: str) -> RoundRecord:
         record, stages=stages, probes=tuple(p for p in record.probes if p.stage in ran),
         first_nonfinite=first, state_after=stages[-1].after, raw=None, **blank,
     )
-
-
-def stage_index(stage: Optional[str]) -> int:
-    return -1 if stage is None else STAGE_ORDER.index(stage)
