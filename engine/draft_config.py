@@ -1,4 +1,4 @@
-"""A drafter's config.json, parsed and checked (DESIGN.md section 3).
+"""A drafter's config.json, parsed and checked (docs/DFLASH2.md, "Checkpoints").
 
 Z Lab's format keeps some fields at the top level and some in `dflash_config`; either place
 is accepted. Everything a user can get wrong becomes an InputError naming the file and key.

@@ -1,11 +1,11 @@
-"""The DFlash / DFlash2 drafter as MLX modules (DESIGN.md section 3).
+"""The DFlash / DFlash2 drafter as MLX modules (docs/DFLASH2.md).
 
 Parameter names are exactly Z Lab's checkpoint names, so a checkpoint loads with no
 renaming. The same modules serve inference (one block, batch 1) and training (many blocks
 of one sequence as a batch, with a mask that limits each block to its context prefix).
 
 Every forward takes a `probe(name, layer, tensor)` callable and hands it each buffer in
-pipeline order (DESIGN.md section 5); the default does nothing.
+pipeline order (docs/ARCHITECTURE.md, "Probes"); the default does nothing.
 """
 
 from __future__ import annotations

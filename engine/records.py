@@ -40,7 +40,8 @@ class ProbeRow:
 
 @dataclass(frozen=True)
 class EngineState:
-    """The bookkeeping between target and drafter at one instant (DESIGN.md section 4)."""
+    """The bookkeeping between target and drafter at one instant (docs/ARCHITECTURE.md,
+    "A round: the state machine")."""
 
     cursor: int  # positions whose context K/V the drafter holds
     capture_base: int  # position of the first captured row not yet written to the drafter

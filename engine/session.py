@@ -1,4 +1,4 @@
-"""A speculative decode that can be stepped one stage at a time (DESIGN.md section 4).
+"""A speculative decode that can be stepped one stage at a time (docs/ARCHITECTURE.md).
 
 A round is five stages, in order (records.STAGES): context -> draft -> select -> verify ->
 commit. `step_stage` runs one: each stage is a method below that takes what the earlier

@@ -3,7 +3,7 @@
 cursor        positions whose context K/V the drafter holds
 capture       target rows waiting to be written to the drafter (base position, rows)
 target offset tokens in the target's cache
-lag           anchor position - cursor: closed by the next context stage (DESIGN.md s4)
+lag           anchor position - cursor: closed by the next context stage (docs/ARCHITECTURE.md)
 ring          sliding drafter layers: rows held / rows kept
 """
 

@@ -1,4 +1,4 @@
-"""The round's bookkeeping invariants (DESIGN.md section 4), every stage of every round."""
+"""The round's bookkeeping invariants (docs/ARCHITECTURE.md), every stage of every round."""
 
 from __future__ import annotations
 
