@@ -230,7 +230,9 @@ class Session:
         self._next = Stage.CONTEXT
         self._round: Optional[RoundScratch] = None  # the round in flight, until its commit
         self._record: Optional[RoundRecord] = None  # the latest stage's record
-        self.rounds: list[RoundRecord] = []
+        # Completed rounds. The session keeps no history (a record can be tens of KB and a
+        # decode thousands of rounds): a caller that wants the records keeps them.
+        self.rounds_done = 0
 
     # ---- setup ---------------------------------------------------------------------------
 
@@ -375,7 +377,7 @@ class Session:
         order = list(Stage)
         self._next = order[(order.index(stage) + 1) % len(order)]
         if stage is Stage.COMMIT:
-            self.rounds.append(self._record)
+            self.rounds_done += 1
             self._round = None  # its device arrays go with it
         return self._record
 
@@ -400,7 +402,7 @@ class Session:
     def _begin_round(self) -> RoundScratch:
         budget = self.options.max_tokens - len(self.generated)
         return RoundScratch(
-            index=len(self.rounds), position=len(self.tokens) - 1, anchor=self.tokens[-1],
+            index=self.rounds_done, position=len(self.tokens) - 1, anchor=self.tokens[-1],
             gamma=min(self.gamma, budget), state_before=self.state(),
             text_before=self._committed_text(), token_text=self.token_text([self.tokens[-1]]),
         )

@@ -3,6 +3,8 @@ a Session that says what is wrong when used out of order, errors that name param
 
 from __future__ import annotations
 
+import gc
+import weakref
 from dataclasses import FrozenInstanceError
 
 import pytest
@@ -57,3 +59,17 @@ def test_errors_name_the_parameter_and_the_cli_names_its_flag(pair, make_pair):
         load_pair(*make_pair("llama", "DFlash2DraftModel"), dtype="float64")
     assert str(caught.value) == "dtype='float64': expected one of float32, float16, bfloat16"
     assert user_message(caught.value).startswith("--dtype 'float64': expected one of")
+
+
+def test_a_session_keeps_no_history(pair):
+    """A decode of thousands of rounds must not hold thousands of records: the session
+    counts rounds and keeps the latest record; history is the caller's."""
+    session = pair.open("Hi", options=SessionOptions(gamma=3, max_tokens=100))
+    first = weakref.ref(session.step_round())
+    for _ in range(3):
+        session.step_round()
+    gc.collect()
+    assert first() is None
+    assert session.rounds_done == 4 and session.current.round == 3
+    assert session.step_stage().round == 4
+    session.close()

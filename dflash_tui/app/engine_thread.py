@@ -240,7 +240,7 @@ class EngineThread(threading.Thread):
             self.emit(Idle("finished", session.finished))
             return
         stage = session.next_stage.value
-        round_index = len(session.rounds)
+        round_index = session.rounds_done
         self.busy_stage = stage
         self.emit(StageStarted(round_index, stage, "stage" if single else self._running))
         try:
