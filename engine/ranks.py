@@ -43,7 +43,8 @@ def _top(logits: mx.array, logp: mx.array, n: int = TOP_TOKENS):
 
 
 def slot_ranks(proposals: list[int], targets: list[int], accepted: int,
-               candidates: Optional[np.ndarray], arrays: tuple[np.ndarray, ...]) -> tuple[SlotRank, ...]:
+               candidates: Optional[np.ndarray],
+               arrays: tuple[np.ndarray, ...]) -> tuple[SlotRank, ...]:
     """Host side: one SlotRank per proposal from `rank_arrays`, evaluated. candidates: the
     DFlash2 selector's top-K per slot (None for DFlash)."""
     rank, p_target, d_ids, d_logits, d_probs, t_ids, t_logits, t_probs = arrays

@@ -231,7 +231,7 @@ class SessionInfo:
     drafter_layers: int
     drafter_hidden: int
     block_size: int  # what the drafter was built for (anchor + proposals)
-    target_layer_ids: tuple[int, ...]  # after --layer-offset
+    target_layer_ids: tuple[int, ...]  # after layer_offset
     layer_offset: int
     mask_token_id: int
     top_k: Optional[int]

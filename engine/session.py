@@ -194,7 +194,8 @@ class Session:
         self.options = options
         self.layer_ids = check_pair(target, config, options.layer_offset, str(pair.draft_dir))
         if not prompt_ids:
-            raise ParameterError("prompt_ids", list(prompt_ids), "expected at least one token (the prompt is empty)")
+            raise ParameterError("prompt_ids", list(prompt_ids),
+                                 "expected at least one token (the prompt is empty)")
         self.gamma = self._check_gamma(config.block_size - 1 if options.gamma is None else options.gamma)
         self.keep_raw = options.keep_raw
         self.prompt_ids = list(prompt_ids)
@@ -314,7 +315,6 @@ class Session:
         t0 = time.perf_counter()
         self.target.reset()
         self.target.hook(self.layer_ids)
-
         sink = ProbeSink("prefill", self.options.probes)
         logits, capture = self.target.prefill(self.prompt_ids)
         sink("capture", None, capture)
