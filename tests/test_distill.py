@@ -11,7 +11,7 @@ import pytest
 from fixtures import write_sample_shaped_drafter
 
 from dflash_tui.cli import main
-from dflash_tui.distill.settings import TrainSettings
+from dflash_tui_distill.settings import TrainSettings
 from dflash_tui.engine.checkpoint import expected_shapes, load_drafter
 from dflash_tui.engine.draft_config import DFLASH2, DraftConfig
 from dflash_tui.engine.session import Session, SessionOptions

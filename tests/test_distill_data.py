@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from dflash_tui.distill.architecture import choose_mask_token
-from dflash_tui.distill.batches import BatchSampler, make_batch
-from dflash_tui.distill.data_phase import assign_splits
-from dflash_tui.distill.dataset import Sequences
-from dflash_tui.distill.generate import greedy_continuations, stop_token_ids
-from dflash_tui.distill.holdout import Holdout, read_holdout, refuse_clashes
-from dflash_tui.distill.prompts import make_prompts, split_counts
-from dflash_tui.distill.settings import DataSettings
+from dflash_tui_distill.architecture import choose_mask_token
+from dflash_tui_distill.batches import BatchSampler, make_batch
+from dflash_tui_distill.data_phase import assign_splits
+from dflash_tui_distill.dataset import Sequences
+from dflash_tui_distill.generate import greedy_continuations, stop_token_ids
+from dflash_tui_distill.holdout import Holdout, read_holdout, refuse_clashes
+from dflash_tui_distill.prompts import make_prompts, split_counts
+from dflash_tui_distill.settings import DataSettings
 from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.target import encode_prompt, load_target
 
@@ -90,7 +90,7 @@ def test_prompts_are_deterministic_distinct_and_of_every_kind():
 def test_ident_prompts_name_fresh_identifiers_and_leave_other_kinds_alone():
     import re
 
-    from dflash_tui.distill.settings import parse_mix
+    from dflash_tui_distill.settings import parse_mix
 
     base = make_prompts({"math": 50, "code": 50}, seed=0)
     mixed = make_prompts({"math": 50, "code": 50, "ident": 400}, seed=0)

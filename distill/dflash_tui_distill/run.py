@@ -6,7 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from ..engine.errors import InputError
+from dflash_tui.engine.errors import InputError
+
 from . import dataset, state as state_lib
 from .architecture import target_shape
 from .data_phase import run_data_phase
@@ -61,7 +62,7 @@ class Distill:
     @staticmethod
     def _target_path(given) -> Path:
         if given is None:
-            from ..sample import sample_target
+            from dflash_tui.sample import sample_target
 
             return sample_target()
         path = Path(given).expanduser()

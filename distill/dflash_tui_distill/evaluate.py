@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import mlx.core as mx
 import numpy as np
 
-from ..engine.drafter import DraftModel
+from dflash_tui.engine.drafter import DraftModel
+
 from .batches import anchor_range
 from .dataset import Sequences
 from .objective import TargetParts, draft_hidden, edge_scores, target_features, top_candidates
@@ -165,9 +166,9 @@ def session_check(target, drafter_dir, sequences: Sequences, gamma: int, max_tok
     """Run the saved checkpoint in the real engine on held-out prompts (one per kind):
     rounds, mean accepted per round, and whether the committed text equals the stored
     greedy continuation (lossless greedy decoding, up to batched-vs-single float noise)."""
-    from ..engine.checkpoint import load_drafter
-    from ..engine.session import Session, SessionOptions
-    from ..engine.target import encode_prompt
+    from dflash_tui.engine.checkpoint import load_drafter
+    from dflash_tui.engine.session import Session, SessionOptions
+    from dflash_tui.engine.target import encode_prompt
 
     drafter = load_drafter(drafter_dir)
     out, seen = [], {}

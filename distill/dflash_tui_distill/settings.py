@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
-from ..engine.errors import InputError
+from dflash_tui.engine.errors import InputError
 
 KINDS = ("math", "code", "prose", "self", "ident", "literal")
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")

@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from ..engine.checkpoint import load_drafter
-from ..engine.errors import InputError
-from ..engine.files import write_json_atomic
+from dflash_tui.engine.checkpoint import load_drafter
+from dflash_tui.engine.errors import InputError
+from dflash_tui.engine.files import write_json_atomic
+
 from . import dataset, state as state_lib
 from .evaluate import eval_blocks, evaluate, session_check, summary_line
 from .objective import target_parts

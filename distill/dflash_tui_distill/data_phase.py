@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..engine.errors import InputError
-from ..engine.target import encode_prompt
+from dflash_tui.engine.errors import InputError
+from dflash_tui.engine.target import encode_prompt
+
 from . import dataset, prompts as prompt_lib
 from .generate import generate_texts, greedy_continuations, stop_token_ids
 from .holdout import Holdout, refuse_clashes

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ..engine.errors import InputError
+from dflash_tui.engine.errors import InputError
 
 MIN_CHARS = 20
 
@@ -47,7 +47,7 @@ class Holdout:
 def read_holdout(directory: Optional[str | Path]) -> Holdout:
     """Every prompt under `directory` (default: the repository's sample_prompts/)."""
     if directory is None:
-        from ..sample import PROMPTS_DIR
+        from dflash_tui.sample import PROMPTS_DIR
 
         directory = PROMPTS_DIR
         if not directory.is_dir():

@@ -25,9 +25,10 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten
 
-from ..engine.draft_config import DFLASH, DFLASH2, DraftConfig
-from ..engine.drafter import DraftModel
-from ..engine.errors import InputError
+from dflash_tui.engine.draft_config import DFLASH, DFLASH2, DraftConfig
+from dflash_tui.engine.drafter import DraftModel
+from dflash_tui.engine.errors import InputError
+
 from .generate import stop_token_ids
 from .settings import TrainSettings
 

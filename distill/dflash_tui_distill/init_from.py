@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..engine.checkpoint import load_drafter, read_config
-from ..engine.draft_config import DFLASH2, DraftConfig
-from ..engine.errors import InputError
+from dflash_tui.engine.checkpoint import load_drafter, read_config
+from dflash_tui.engine.draft_config import DFLASH2, DraftConfig
+from dflash_tui.engine.errors import InputError
+
 from .settings import comparable
 
 # The drafter's own shape: fields of the checkpoint's config that the target does not fix.

@@ -33,7 +33,7 @@ from typing import Callable
 
 import mlx.core as mx
 
-from ..engine.drafter import DraftModel
+from dflash_tui.engine.drafter import DraftModel
 
 
 @dataclass

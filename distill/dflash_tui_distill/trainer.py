@@ -19,7 +19,8 @@ import mlx.core as mx
 import mlx.optimizers as optim
 from mlx.utils import tree_map
 
-from ..engine.drafter import DraftModel
+from dflash_tui.engine.drafter import DraftModel
+
 from .batches import Batch
 from .objective import TargetParts, losses, slot_weights, target_features
 from .settings import TrainSettings

@@ -14,9 +14,10 @@ from typing import Callable, Optional
 import mlx.core as mx
 import numpy as np
 
-from ..engine.draft_config import parse_config
-from ..engine.errors import InputError
-from ..engine.target import DTYPES, backend
+from dflash_tui.engine.draft_config import parse_config
+from dflash_tui.engine.errors import InputError
+from dflash_tui.engine.target import DTYPES, backend
+
 from . import dataset, state as state_lib
 from .architecture import build_config, choose_mask_token, init_drafter, parameter_bytes, target_shape
 from .batches import BatchSampler

@@ -14,7 +14,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_map_with_path
 
-from ..engine.target import DTYPES, Target, backend, load_target
+from dflash_tui.engine.target import DTYPES, Target, backend, load_target
 
 
 def resolve_dtype(name: str) -> str:

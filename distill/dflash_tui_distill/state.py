@@ -30,8 +30,8 @@ from typing import Optional
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
-from ..engine.errors import InputError
-from ..engine.files import write_atomic, write_json_atomic
+from dflash_tui.engine.errors import InputError
+from dflash_tui.engine.files import write_atomic, write_json_atomic
 
 TRAINING = "training"
 LATEST = "latest.json"

@@ -23,8 +23,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..engine.errors import InputError
-from ..engine.files import write_atomic, write_json_atomic
+from dflash_tui.engine.errors import InputError
+from dflash_tui.engine.files import write_atomic, write_json_atomic
 
 MANIFEST = "manifest.json"
 PROMPTS = "prompts.jsonl"
