@@ -18,7 +18,7 @@ time. What is chosen here:
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Optional
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -123,23 +123,31 @@ def target_shape(target) -> dict[str, int]:
     }
 
 
+def check_against_target(target, settings: TrainSettings, mask_token_id: Optional[int]) -> None:
+    """The settings that must fit the target: checked as soon as it loads, before any data
+    is generated, and again when the drafter is built."""
+    ids = settings.target_layer_ids or zlab_layer_ids(target.num_layers, settings.target_layers)
+    for i in ids:
+        if not 0 <= i < target.num_layers:
+            raise InputError(
+                f"--target-layer-ids {','.join(map(str, ids))}: {i} is out of range for a target "
+                f"with {target.num_layers} layers (expected 0..{target.num_layers - 1})")
+    if mask_token_id is not None and not 0 <= mask_token_id < target.vocab_size:
+        raise InputError(
+            f"--mask-token-id {mask_token_id}: out of range for a vocabulary of {target.vocab_size}")
+    group = settings.conv_group or math.gcd(target.hidden_size, 16)
+    if target.hidden_size % group:
+        raise InputError(f"--conv-group {group}: must divide the target's hidden size {target.hidden_size}")
+
+
 def build_config(target, settings: TrainSettings, mask_token_id: int) -> DraftConfig:
+    check_against_target(target, settings, mask_token_id)
     tc = _target_config(target)
     hidden = target.hidden_size
     rope = tc.get("rope_parameters") or {}
     rope_theta = float(tc.get("rope_theta", rope.get("rope_theta", 10000.0)))
     ids = settings.target_layer_ids or zlab_layer_ids(target.num_layers, settings.target_layers)
-    for i in ids:
-        if not 0 <= i < target.num_layers:
-            raise InputError(
-                f"--target-layer-ids {ids}: {i} is out of range for a target with "
-                f"{target.num_layers} layers (expected 0..{target.num_layers - 1})")
-    if not 0 <= mask_token_id < target.vocab_size:
-        raise InputError(
-            f"--mask-token-id {mask_token_id}: out of range for a vocabulary of {target.vocab_size}")
     group = settings.conv_group or math.gcd(hidden, 16)
-    if hidden % group:
-        raise InputError(f"--conv-group {group}: must divide the target's hidden size {hidden}")
     dflash2 = settings.kind == "dflash2"
     return DraftConfig(
         kind=DFLASH2 if dflash2 else DFLASH,

@@ -2,7 +2,7 @@
 
     --phase data    generate (or finish generating) the self-distillation data
     --phase train   train, resuming from OUT/training when it is there
-    --phase eval    final held-out evaluation of OUT's checkpoint + a real engine session
+    --phase eval    final validation evaluation of OUT's checkpoint + a real engine session
     --phase all     the three in order (default)
 
 Each phase can be its own command under a time limit (--time-limit SECONDS stops in time
@@ -33,17 +33,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--resume", action="store_true",
                    help="require a saved training state in OUT (it is resumed automatically anyway)")
     g.add_argument("--seed", type=int, metavar="S", help="seed for prompts, splits, init and batches (default 0)")
-    g.add_argument("--holdout", metavar="DIR",
-                   help="prompts never trained on (default: the repository's sample_prompts/)")
+    g.add_argument("--holdout", metavar="DIR", action="append",
+                   help="a test set, never trained on (repeatable; default: the repository's "
+                        "sample_prompts/ and test_prompts/)")
 
     g = p.add_argument_group("data")
     g.add_argument("--num-prompts", type=int, metavar="N", help="prompts to generate (default 2000)")
     g.add_argument("--mix", metavar="SPEC", help="prompt kinds math, code, prose, self, ident, literal (default math=0.35,code=0.35,prose=0.2,self=0.1)")
     g.add_argument("--max-new-tokens", type=int, metavar="N", help="greedy tokens per prompt (default 384)")
-    g.add_argument("--eval-prompts", type=int, metavar="N", help="held-out prompts (default 4%%, 8..256)")
+    g.add_argument("--eval-prompts", type=int, metavar="N",
+                   help="validation prompts among the generated ones (default 4%%, 8..256)")
     g.add_argument("--data-dtype", choices=("float32", "bfloat16", "float16"),
                    help="precision the target decodes the data in (default float32)")
     g.add_argument("--extra-prompts", metavar="FILE", help="more prompts, one per line")
+    g.add_argument("--prompts-from", metavar="FILE",
+                   help="real prompts as JSON lines with kind and train/validation split (built by "
+                        "python -m dflash_tui_distill.corpus), added to the --num-prompts generated ones")
     g.add_argument("--gen-batch", type=int, default=64, metavar="N",
                    help="sequences decoded together (default 64; 256+ on a GPU)")
 
@@ -91,9 +96,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("logging and evaluation")
     g.add_argument("--save-every", type=int, default=200, metavar="N", help="save every N steps (default 200)")
     g.add_argument("--eval-every", type=int, default=250, metavar="N",
-                   help="held-out eval every N steps, logged to OUT/eval.jsonl (0: off; default 250)")
+                   help="validation eval every N steps, logged to OUT/eval.jsonl (0: off; default 250)")
     g.add_argument("--eval-blocks", type=int, default=256, metavar="N",
-                   help="held-out blocks per eval (default 256; the final eval uses 4x)")
+                   help="validation blocks per eval (default 256; the final eval uses 4x)")
     g.add_argument("--eval-gammas", metavar="LIST",
                    help="proposals per round to evaluate (default 2,4,7, those within the drafter's block)")
     g.add_argument("--log-every", type=int, default=10, metavar="N", help="log every N steps (default 10)")
@@ -120,6 +125,7 @@ def settings_from_args(args) -> tuple[RunSettings, dict, dict]:
         "mix": parse_mix(args.mix) if args.mix else None,
         "max_new_tokens": args.max_new_tokens, "eval_prompts": args.eval_prompts,
         "data_dtype": args.data_dtype, "extra_prompts": args.extra_prompts,
+        "prompts_from": str(Path(args.prompts_from).expanduser().resolve()) if args.prompts_from else None,
     }
     train = {
         "seed": args.seed, "kind": args.kind, "layers": args.layers, "gamma": args.block,

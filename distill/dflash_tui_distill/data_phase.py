@@ -1,9 +1,11 @@
 """The data phase: prompts -> the target's greedy continuations -> shards under --data.
 
-1. Build the prompt set once (prompts.py), dropping anything that clashes with the
-   held-out sample_prompts/. The "self" prompts are the target's own greedy replies to
-   seed instructions, cleaned to one line.
-2. Split off the held-out evaluation prompts, stratified by kind, with the seed.
+1. Build the prompt set once: the generated kinds (prompts.py), dropping anything that
+   clashes with a test set (sample_prompts/, test_prompts/), and the real prompts of
+   --prompts-from. The "self" prompts are the target's own greedy replies to seed
+   instructions, cleaned to one line.
+2. Split off the validation prompts (model selection), stratified by kind, with the seed;
+   a --prompts-from file brings its own split.
 3. Continue every prompt not already in a shard, in batches, and write a shard every
    `shard_size` finished sequences. A deadline stops between decode steps; what is in a
    shard stays, the next data command does the rest.
@@ -22,6 +24,7 @@ from dflash_tui.engine.target import encode_prompt
 from . import dataset, prompts as prompt_lib
 from .generate import generate_texts, greedy_continuations, stop_token_ids
 from .holdout import Holdout, refuse_clashes
+from .prompts_from import file_digest, read_prompts_from
 from .settings import DataSettings, to_json
 
 SELF_PROMPT_TOKENS = 64
@@ -35,7 +38,7 @@ def eval_count(settings: DataSettings, total: int) -> int:
 
 
 def assign_splits(items: list[dict], settings: DataSettings) -> None:
-    """Mark eval prompts, spread over the kinds in proportion (every kind gets some)."""
+    """Mark validation prompts, spread over the kinds in proportion (every kind gets some)."""
     r = random.Random(f"{settings.seed}:split")
     n_eval = eval_count(settings, len(items))
     by_kind: dict[str, list[dict]] = {}
@@ -47,7 +50,7 @@ def assign_splits(items: list[dict], settings: DataSettings) -> None:
     for kind in kinds:
         group = by_kind[kind]
         for item in r.sample(group, min(quota[kind], len(group) - 1)):
-            item["split"] = "eval"
+            item["split"] = "validation"
 
 
 def read_extra_prompts(path: str) -> list[str]:
@@ -66,7 +69,8 @@ def build_prompt_list(target, settings: DataSettings, holdout: Holdout, gen_batc
     counts = prompt_lib.split_counts(settings.num_prompts, settings.mix)
     reject = lambda text: holdout.clashes(text) is not None  # noqa: E731
     made = prompt_lib.make_prompts(counts, settings.seed, reject)
-    items = [{"kind": p.kind, "text": p.text} for p in made if p.kind != "self"]
+    generated = f"dflash-tui prompt generators (seed {settings.seed})"
+    items = [{"kind": p.kind, "text": p.text, "source": generated} for p in made if p.kind != "self"]
     seeds = [p.text for p in made if p.kind == "self"]
     if seeds:
         say(f"data: the target writes {len(seeds)} prompts of its own")
@@ -80,18 +84,23 @@ def build_prompt_list(target, settings: DataSettings, holdout: Holdout, gen_batc
             text = prompt_lib.clean_self_prompt(reply)
             if text and text not in seen and not reject(text):
                 seen.add(text)
-                items.append({"kind": "self", "text": text})
+                items.append({"kind": "self", "text": text, "source": "the target's own (seed prompts)"})
     if settings.extra_prompts:
         seen = {i["text"] for i in items}
         extra = [t for t in read_extra_prompts(settings.extra_prompts) if t not in seen]
         refuse_clashes(((f"--extra-prompts {settings.extra_prompts}", t) for t in extra), holdout)
-        items.extend({"kind": "extra", "text": t} for t in extra)
+        items.extend({"kind": "extra", "text": t, "source": settings.extra_prompts} for t in extra)
+    if items:
+        assign_splits(items, settings)
+    if settings.prompts_from:
+        real = read_prompts_from(settings.prompts_from)
+        refuse_clashes(((f"--prompts-from {settings.prompts_from}", r["text"]) for r in real), holdout)
+        seen = {i["text"] for i in items}
+        items.extend(r for r in real if r["text"] not in seen)
     if not items:
         raise InputError("the prompt set is empty (check --num-prompts and --mix)")
-    assign_splits(items, settings)
-    for i, item in enumerate(items):
-        item["i"] = i
-    return [{"i": it["i"], "kind": it["kind"], "split": it["split"], "text": it["text"]} for it in items]
+    return [{"i": i, "kind": it["kind"], "split": it["split"], "text": it["text"], "source": it["source"]}
+            for i, it in enumerate(items)]
 
 
 def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Holdout,
@@ -115,10 +124,12 @@ def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Hol
         dataset.write_prompts(directory, items)
         manifest["prompts"] = len(items)
         manifest["kinds"] = _count(items, "kind")
-        manifest["eval_prompts"] = sum(1 for i in items if i["split"] == "eval")
+        manifest["validation_prompts"] = sum(1 for i in items if i["split"] == "validation")
+        manifest["sources"] = _by_source(items)
+        if settings.prompts_from:
+            manifest["prompts_from_sha256"] = file_digest(settings.prompts_from)
         dataset.write_manifest(directory, manifest)
-    refuse_clashes(((f"{directory / dataset.PROMPTS} line {i['i'] + 1}", i["text"])
-                    for i in items if i["split"] == "train"), holdout)
+    refuse_clashes(((f"{directory / dataset.PROMPTS} line {i['i'] + 1}", i["text"]) for i in items), holdout)
 
     done = dataset.done_prompt_indices(directory, manifest)
     todo = [i for i in items if i["i"] not in done]
@@ -160,14 +171,23 @@ def _flush(directory: Path, manifest: dict, pending: list) -> None:
 
 def _finish(directory: Path, manifest: dict, say: Say) -> dict:
     train = dataset.load_sequences(directory, "train")
-    held = dataset.load_sequences(directory, "eval")
+    validation = dataset.load_sequences(directory, "validation")
     manifest["complete"] = True
-    manifest["sequences"] = {"train": len(train), "eval": len(held)}
-    manifest["tokens"] = {"train": train.total_tokens, "eval": held.total_tokens}
+    manifest["sequences"] = {"train": len(train), "validation": len(validation)}
+    manifest["tokens"] = {"train": train.total_tokens, "validation": validation.total_tokens}
     dataset.write_manifest(directory, manifest)
     say(f"data: complete: {len(train)} training sequences ({train.total_tokens} tokens), "
-        f"{len(held)} held out ({held.total_tokens} tokens)")
+        f"{len(validation)} for validation ({validation.total_tokens} tokens)")
     return manifest
+
+
+def _by_source(items: list[dict]) -> dict[str, dict[str, int]]:
+    """Prompts per source and split: what the drafter's config records it was made from."""
+    out: dict[str, dict[str, int]] = {}
+    for item in items:
+        counts = out.setdefault(item.get("source", "unknown"), {"train": 0, "validation": 0})
+        counts[item["split"]] += 1
+    return out
 
 
 def _count(items: list[dict], key: str) -> dict[str, int]:

@@ -2,7 +2,7 @@
 in pieces, and reused.
 
     manifest.json   the target's fingerprint, the DataSettings, the shard list, complete?
-    prompts.jsonl   every prompt: {"i", "kind", "text", "split": "train" | "eval"}
+    prompts.jsonl   every prompt: {"i", "kind", "text", "source", "split": "train" | "validation"}
     shard-NNNNN.npz sequences as they finished: tokens (flat int32), lengths, prompt_lens,
                     prompt_index, stopped
 
@@ -82,9 +82,13 @@ def read_prompts(directory: Path) -> Optional[list[dict]]:
     if not path.is_file():
         return None
     try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        prompts = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InputError(f"{path}: unreadable prompt list ({error})") from None
+    for prompt in prompts:  # data written before the split was called validation
+        if prompt.get("split") == "eval":
+            prompt["split"] = "validation"
+    return prompts
 
 
 def write_shard(directory: Path, number: int, rows: list[tuple[int, list[int], int, bool]]) -> str:
@@ -138,7 +142,7 @@ class Sequences:
 
 
 def load_sequences(directory: Path, split: str, shards: Optional[list[str]] = None) -> Sequences:
-    """The `split` ("train" or "eval") sequences of the given shards (default: all listed)."""
+    """The `split` ("train" or "validation") sequences of the given shards (default: all listed)."""
     manifest = read_manifest(directory)
     prompts = read_prompts(directory)
     if manifest is None or prompts is None:

@@ -1,8 +1,8 @@
 """The eval phase: the checkpoint in --out, loaded the way a user loads it, judged on the
-held-out split, then run for real in the engine.
+validation split, then run for real in the engine.
 
 The target is in float32 here whatever training used: that is how `dflash-tui bench`
-runs it by default, so these are the numbers the bench should see (on held-out data of
+runs it by default, so these are the numbers the bench should see (on validation data of
 the same kinds; sample_prompts/ itself is the bench's).
 """
 
@@ -35,9 +35,9 @@ def run_eval_phase(load_target32, out: Path, data_dir: Path, run: RunSettings, s
     seq_len = int(training.get("train", {}).get("seq_len", 512))
     saved = state_lib.latest_state(out)
     shards = saved["shards"] if saved else None
-    held = dataset.load_sequences(data_dir, "eval", shards)
+    held = dataset.load_sequences(data_dir, "validation", shards)
     if len(held) == 0:
-        raise InputError(f"--data {data_dir}: no held-out sequences to evaluate on")
+        raise InputError(f"--data {data_dir}: no validation sequences to evaluate on")
     target = load_target32()
     target.hook(config.target_layer_ids)
     gammas = list(run.eval_gammas)
@@ -45,7 +45,7 @@ def run_eval_phase(load_target32, out: Path, data_dir: Path, run: RunSettings, s
     result = evaluate(drafter, target_parts(target, config), target, held, blocks, gammas,
                       seq_len, batch=8)
     result.update({"final": True, "step": training.get("step")})
-    say(f"eval: step {training.get('step')}, {result['blocks']} held-out blocks")
+    say(f"eval: step {training.get('step')}, {result['blocks']} validation blocks")
     say("eval: " + summary_line(result))
     for g, r in result["gamma"].items():
         say(f"eval: g={g} slot accuracy (walk) {r['slot_acc']}")
@@ -65,7 +65,7 @@ def run_eval_phase(load_target32, out: Path, data_dir: Path, run: RunSettings, s
 
 
 def _record_in_config(out: Path, result: dict) -> None:
-    """Put the final held-out numbers beside the training record in config.json."""
+    """Put the final validation numbers beside the training record in config.json."""
     path = out / "config.json"
     config = json.loads(path.read_text())
     record = config.setdefault("dflash_tui_training", {})

@@ -1,6 +1,6 @@
-"""Held-out acceptance, counted exactly as greedy verification counts it.
+"""Validation acceptance, counted exactly as greedy verification counts it.
 
-For each evaluated gamma g, every held-out block is a real inference block: [anchor,
+For each evaluated gamma g, every validation block is a real inference block: [anchor,
 mask x g] (g + 1 rows, no hidden rows), context = the target's capture rows before the
 anchor. Proposals are what the engine would propose at temperature 0: for DFlash2 the
 selector's walk over the top-K lattice (the same math as engine/selector.py's
@@ -8,8 +8,8 @@ lattice_arrays + walk, batched on the device: candidates best-unary-first, score
 edge from the previous pick, argmax); for DFlash the argmax per slot. Accepted = the
 longest prefix of proposals equal to the labels, which are the target's greedy tokens.
 
-The anchors are fixed (spread evenly over each held-out continuation, see eval_blocks), so
-the numbers logged at different steps are comparable: eval.jsonl is the held-out
+The anchors are fixed (spread evenly over each validation continuation, see eval_blocks), so
+the numbers logged at different steps are comparable: eval.jsonl is the validation
 acceptance curve.
 """
 
@@ -38,7 +38,7 @@ GOLDEN = 0.6180339887498949
 
 
 def eval_blocks(sequences: Sequences, total: int, seq_len: int, max_gamma: int) -> EvalBlocks:
-    """About `total` anchors, spread evenly over each held-out continuation, valid for
+    """About `total` anchors, spread evenly over each validation continuation, valid for
     blocks of up to max_gamma proposals.
 
     Sequence i takes `per` anchors, one in each of `per` equal strata of its anchor range,
@@ -158,12 +158,12 @@ def summary_line(result: dict) -> str:
     for g, r in result.get("gamma", {}).items():
         kinds = " ".join(f"{k} {v:.2f}" for k, v in r["by_kind"].items())
         parts.append(f"g={g}: {r['accepted']:.3f} ({kinds})")
-    return "held-out accepted/round  " + "  |  ".join(parts)
+    return "validation accepted/round  " + "  |  ".join(parts)
 
 
 def session_check(target, drafter_dir, sequences: Sequences, gamma: int, max_tokens: int,
                   per_kind: int = 1) -> list[dict]:
-    """Run the saved checkpoint in the real engine on held-out prompts (one per kind):
+    """Run the saved checkpoint in the real engine on validation prompts (one per kind):
     rounds, mean accepted per round, and whether the committed text equals the stored
     greedy continuation (lossless greedy decoding, up to batched-vs-single float noise)."""
     from dflash_tui.engine.checkpoint import load_drafter

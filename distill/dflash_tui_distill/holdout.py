@@ -1,4 +1,8 @@
-"""sample_prompts/ is held out: the drafter is judged on it, so it is never trained on.
+"""The test sets are held out: the drafter is judged on them, so they are never trained on.
+
+Two test sets by default: sample_prompts/ (what the bench reports) and test_prompts/ (real
+prompts from sources the training corpus does not read; test_prompts/README.md). Neither
+decides anything during training: model selection uses the validation split of the data.
 
 Prompt files are laid out as sample_prompts/README.md says: one prompt per *.txt file in a
 workload folder; hidden files and folders are not prompts. A held-out "unit" is each
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 from dflash_tui.engine.errors import InputError
 
@@ -44,14 +48,22 @@ class Holdout:
         return None
 
 
-def read_holdout(directory: Optional[str | Path]) -> Holdout:
-    """Every prompt under `directory` (default: the repository's sample_prompts/)."""
-    if directory is None:
-        from dflash_tui.sample import PROMPTS_DIR
+def default_test_sets() -> list[Path]:
+    """The repository's two test sets (absent from an installed copy without the prompts)."""
+    from dflash_tui.sample import PROMPTS_DIR
 
-        directory = PROMPTS_DIR
-        if not directory.is_dir():
-            return Holdout([], str(directory))  # an installed copy without the prompts
+    return [d for d in (PROMPTS_DIR, PROMPTS_DIR.parent / "test_prompts") if d.is_dir()]
+
+
+def read_holdouts(directories: Optional[Sequence[str | Path]]) -> Holdout:
+    """Every prompt under each directory (default: the repository's two test sets)."""
+    chosen = list(directories) if directories else default_test_sets()
+    parts = [read_holdout(d) for d in chosen]
+    return Holdout([u for part in parts for u in part.units], ", ".join(str(d) for d in chosen))
+
+
+def read_holdout(directory: str | Path) -> Holdout:
+    """Every prompt under `directory`."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"--holdout {directory}: no such directory (expected a folder of prompt files)")
@@ -70,10 +82,10 @@ def read_holdout(directory: Optional[str | Path]) -> Holdout:
 
 
 def refuse_clashes(texts: Iterable[tuple[str, str]], holdout: Holdout) -> None:
-    """Raise if any (where, text) clashes with the held-out prompts."""
+    """Raise if any (where, text) clashes with a test prompt."""
     for where, text in texts:
         unit = holdout.clashes(text)
         if unit is not None:
             raise InputError(
-                f"{where}: training prompt {text[:60]!r} matches the held-out prompt "
-                f"{unit[:60]!r} from {holdout.source} (held-out prompts are never trained on)")
+                f"{where}: prompt {text[:60]!r} matches the test prompt {unit[:60]!r} from "
+                f"{holdout.source} (test prompts are never trained on nor used to select a model)")

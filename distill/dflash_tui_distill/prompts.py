@@ -29,9 +29,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from . import pools
 from . import prompts_identifiers as identifiers
 from . import prompts_literals as literals
 from . import prompts_requests as requests
+
+_POOLS = pools.load("prompts")
 
 # Share of math, code and prose drawn as a multi-constraint request (prompts_requests.py)
 # instead of a one-line template: the first drafter, trained on templates only, accepted half as much on
@@ -45,85 +48,14 @@ class Prompt:
     text: str
 
 
-TOPICS = [
-    "photosynthesis", "black holes", "the water cycle", "volcanoes", "plate tectonics",
-    "the immune system", "vaccines", "DNA", "evolution", "climate change", "renewable energy",
-    "solar panels", "wind turbines", "electric cars", "batteries", "the internet", "encryption",
-    "machine learning", "neural networks", "databases", "operating systems", "compilers",
-    "the Roman Empire", "ancient Egypt", "the printing press", "the industrial revolution",
-    "the French Revolution", "the Silk Road", "the Renaissance", "the Cold War",
-    "the moon landing", "the history of writing", "democracy", "inflation", "supply and demand",
-    "interest rates", "the stock market", "budgeting", "saving for retirement",
-    "healthy sleep", "nutrition", "exercise", "meditation", "stress", "learning a language",
-    "public speaking", "time management", "teamwork", "leadership", "negotiation",
-    "gardening", "composting", "bees", "coral reefs", "rainforests", "deserts", "glaciers",
-    "ocean currents", "earthquakes", "hurricanes", "lightning", "rainbows", "the seasons",
-    "the solar system", "Mars", "comets", "telescopes", "gravity", "magnetism", "electricity",
-    "light", "sound", "heat", "friction", "simple machines", "bridges", "skyscrapers",
-    "airplanes", "trains", "ships", "bicycles", "cooking pasta", "baking bread", "coffee",
-    "tea", "chocolate", "cheese", "spices", "recycling", "plastic pollution", "clean water",
-    "cities", "public transport", "libraries", "museums", "music theory", "jazz",
-    "classical music", "painting", "photography", "film making", "poetry", "novels",
-    "mythology", "chess", "football", "the Olympics", "marathons", "mountains", "rivers",
-    "islands", "maps", "time zones", "calendars", "money", "banks", "taxes", "insurance",
-    "friendship", "kindness", "curiosity", "honesty", "memory", "dreams", "habits",
-    "robots", "3D printing", "smartphones", "social media", "video games", "open source",
-]
+TOPICS = _POOLS["TOPICS"]
 
-PROSE_TEMPLATES = [
-    "Explain {topic} in simple terms.",
-    "Explain {topic} to a ten-year-old.",
-    "Write a short paragraph about {topic}.",
-    "What are the most important facts about {topic}?",
-    "Give me three interesting facts about {topic}.",
-    "Why does {topic} matter?",
-    "Write a short story that involves {topic}.",
-    "Describe the history of {topic} in a few sentences.",
-    "What are the advantages and disadvantages of {topic}?",
-    "Summarize what a beginner should know about {topic}.",
-    "Write a friendly email to a colleague about {topic}.",
-    "Write a short poem about {topic}.",
-    "What is a common misconception about {topic}?",
-    "How would you teach {topic} to a group of students?",
-    "Compare {topic} and {other}.",
-    "What is the connection between {topic} and {other}?",
-    "List five questions people often ask about {topic}, with short answers.",
-    "Write an introduction for an essay about {topic}.",
-    "Give some practical tips related to {topic}.",
-    "Describe a day in the life of someone who works with {topic}.",
-    "What might {topic} look like in fifty years?",
-    "Write a product description for a book about {topic}.",
-    "Tell me about {topic}.",
-    "Write a blog post outline about {topic}.",
-    "Explain the difference between {topic} and {other} in two paragraphs.",
-    "Write a polite letter to a local council about {topic}.",
-    "Write a complaint email to a company about a problem related to {topic}.",
-    "Write the opening paragraph of a story set in a world shaped by {topic}.",
-    "Summarize the main arguments for and against {topic}.",
-    "Write a short speech for a school assembly about {topic}.",
-    "Write a thank-you note to a teacher who taught you about {topic}.",
-    "Write a short news report about a new discovery in {topic}.",
-    "Why do people find {topic} interesting? Answer in a short paragraph.",
-    "Write a resignation email to a manager at a company that works on {topic}.",
-]
+PROSE_TEMPLATES = _POOLS["PROSE_TEMPLATES"]
 
-NAMES = [
-    "Alice", "Ben", "Carla", "David", "Emma", "Farid", "Grace", "Hiro", "Ines", "Jamal",
-    "Kate", "Liam", "Maya", "Noah", "Olga", "Pedro", "Quinn", "Rosa", "Sam", "Tara",
-    "Umar", "Vera", "Will", "Xena", "Yusuf", "Zoe", "Anna", "Omar", "Lena", "Marco",
-]
-OBJECTS = [
-    ("apple", "apples"), ("book", "books"), ("marble", "marbles"), ("pencil", "pencils"),
-    ("cookie", "cookies"), ("sticker", "stickers"), ("card", "cards"), ("shell", "shells"),
-    ("stamp", "stamps"), ("coin", "coins"), ("orange", "oranges"), ("cupcake", "cupcakes"),
-    ("toy car", "toy cars"), ("flower", "flowers"), ("balloon", "balloons"), ("egg", "eggs"),
-]
-ITEMS_PRICED = ["notebook", "sandwich", "ticket", "shirt", "lamp", "pen", "mug", "game", "plant"]
-UNITS = [
-    ("kilometers", "meters", 1000), ("meters", "centimeters", 100), ("hours", "minutes", 60),
-    ("minutes", "seconds", 60), ("kilograms", "grams", 1000), ("liters", "milliliters", 1000),
-    ("days", "hours", 24), ("weeks", "days", 7), ("feet", "inches", 12), ("yards", "feet", 3),
-]
+NAMES = _POOLS["NAMES"]
+OBJECTS = _POOLS["OBJECTS"]
+ITEMS_PRICED = _POOLS["ITEMS_PRICED"]
+UNITS = _POOLS["UNITS"]
 
 
 def _arithmetic(r: random.Random) -> str:
@@ -190,24 +122,7 @@ def _percent_units(r: random.Random) -> str:
     return f"A car travels at {speed} km per hour for {hours} hours. How far does it go?"
 
 
-WORD_PROBLEMS = [
-    "{n1} has {a} {objs}. {n2} gives {n1} {b} more. How many {objs} does {n1} have now?",
-    "{n1} had {a} {objs} and gave {b} of them to {n2}. How many {objs} does {n1} have left?",
-    "{n1} buys {a} boxes with {b} {objs} in each box. How many {objs} does {n1} have in total?",
-    "{n1} shares {ab} {objs} equally among {b} friends. How many {objs} does each friend get?",
-    "{n1} has {a} {objs} and {n2} has {b} {objs}. How many more {objs} does {n1} have than {n2}?",
-    "{n1} reads {a} pages a day. How many pages does {n1} read in {b} days?",
-    "A {item} costs ${a}. {n1} buys {b} of them and pays with ${c}. How much change does {n1} get?",
-    "{n1} saves ${a} every week. How many weeks will it take to save ${ab}?",
-    "There are {a} students in a class and {b} of them are absent. What fraction of the class is present?",
-    "{n1} walks {a} km on Monday and {b} km on Tuesday. How far did {n1} walk in total, and what was the average per day?",
-    "A train leaves at {h}:00 and the trip takes {b} hours. At what time does it arrive?",
-    "{n1} is {a} years old. {n2} is {b} years older. How old will {n2} be in {c} years?",
-    "A farmer has {a} chickens and {b} cows. How many legs do the animals have altogether?",
-    "A recipe needs {b} eggs for {a} cookies. How many eggs are needed for {ac} cookies?",
-    "{n1} and {n2} together have {ab2} {objs}. {n1} has {a} more than {n2}. How many does each have?",
-    "A tank holds {ab} liters. It is filled at {b} liters per minute. How long does it take to fill?",
-]
+WORD_PROBLEMS = _POOLS["WORD_PROBLEMS"]
 
 
 def _word_problem(r: random.Random) -> str:
@@ -223,9 +138,8 @@ def _word_problem(r: random.Random) -> str:
     return text
 
 
-FUNCTIONS = ["x^{a}", "{a}x^{b}", "sin(x)", "cos(x)", "e^x", "ln(x)", "x^{a} + {b}x", "sqrt(x)"]
-WORKING = [" Show your working.", " Show each step.", " Explain each step.", " Think step by step.",
-           " Show your working step by step.", " Explain your reasoning.", ""]
+FUNCTIONS = _POOLS["FUNCTIONS"]
+WORKING = _POOLS["WORKING"]
 
 
 def _calculus(r: random.Random) -> str:
@@ -308,77 +222,13 @@ def math_prompt(r: random.Random) -> Prompt:
     return Prompt("math", text)
 
 
-LANGUAGES = ["Python", "Python", "Python", "JavaScript", "TypeScript", "C", "C++", "Java",
-             "Rust", "Go", "Bash", "SQL", "Ruby"]
-CODE_TASKS = [
-    "reverses a string", "checks whether a number is prime", "returns the nth Fibonacci number",
-    "computes the factorial of a number", "finds the largest element in a list",
-    "removes duplicates from a list", "counts the vowels in a string",
-    "checks whether a string is a palindrome", "sorts a list of numbers with bubble sort",
-    "implements binary search", "merges two sorted lists", "computes the greatest common divisor",
-    "converts Celsius to Fahrenheit", "counts the words in a sentence",
-    "returns the sum of the digits of a number", "flattens a nested list",
-    "checks whether two strings are anagrams", "finds the second largest number in a list",
-    "computes the average of a list of numbers", "reads a file and counts its lines",
-    "validates an email address", "converts a decimal number to binary",
-    "returns the common elements of two lists", "capitalizes the first letter of every word",
-    "computes the median of a list", "rotates a list by k positions",
-    "checks whether a year is a leap year", "generates all subsets of a set",
-    "computes the power of a number recursively", "finds the longest word in a sentence",
-    "implements a stack with push and pop", "implements a queue using two stacks",
-    "counts the frequency of each character in a string", "transposes a matrix",
-    "multiplies two matrices", "checks whether parentheses are balanced",
-    "returns the first non-repeating character in a string", "implements quicksort",
-    "implements merge sort", "finds all prime numbers below n with a sieve",
-    "converts a Roman numeral to an integer", "returns the n largest items of a list",
-    "groups a list of words by their first letter", "computes a running total of a list",
-    "parses a date string like 2024-03-15", "truncates a string to n characters with an ellipsis",
-    "computes the distance between two points", "shuffles a list", "chunks a list into pieces of size n",
-    "finds the index of the minimum value", "checks whether a list is sorted",
-    "computes simple interest", "returns the unique words of a text in sorted order",
-    "converts a string to title case", "implements a linked list with insert and delete",
-    "computes the Levenshtein distance between two strings", "finds the mode of a list",
-    "counts how many times a substring occurs", "checks whether a number is a perfect square",
-    "returns the prime factors of a number", "implements a simple LRU cache",
-]
-CODE_TEMPLATES = [
-    "Write a {lang} function that {task}.",
-    "Write a {lang} function that {task}. Include a short docstring or comment.",
-    "How do I write a function in {lang} that {task}?",
-    "Show me {lang} code that {task}, and explain how it works.",
-    "Write a {lang} program that {task} and prints the result for an example input.",
-    "Implement a function in {lang} that {task}. Then write two test cases for it.",
-    "Write an efficient {lang} function that {task} and give its time complexity.",
-]
+LANGUAGES = _POOLS["LANGUAGES"]
+CODE_TASKS = _POOLS["CODE_TASKS"]
+CODE_TEMPLATES = _POOLS["CODE_TEMPLATES"]
 # Tasks with a named signature: answers that must copy identifiers from the prompt are a
 # large share of real code requests (and of what a drafter can get right cheaply).
-NAMED_TASKS = [
-    ("is_palindrome(text)", "returns True when a string reads the same backwards, ignoring case and spaces"),
-    ("chunk(items, size)", "splits a list into consecutive pieces of at most size elements"),
-    ("word_counts(text)", "returns a dictionary mapping each word to how often it occurs"),
-    ("flatten(nested)", "turns a list of lists into a single flat list"),
-    ("clamp(value, low, high)", "limits a number to the range from low to high"),
-    ("parse_csv_line(line)", "splits one CSV line into fields, respecting double quotes"),
-    ("merge_dicts(a, b)", "merges two dictionaries, with values from b winning on conflicts"),
-    ("median(values)", "returns the median of a non-empty list of numbers"),
-    ("rotate(items, k)", "rotates a list to the right by k positions"),
-    ("top_n(scores, n)", "returns the n highest scores in descending order"),
-    ("slugify(title)", "turns a title into a lowercase URL slug with hyphens"),
-    ("retry(func, attempts)", "calls a function until it succeeds or the attempts run out"),
-    ("read_lines(path)", "reads a text file and returns its non-empty lines without trailing newlines"),
-    ("group_by(items, key)", "groups a list of records into a dictionary keyed by key(record)"),
-    ("safe_divide(a, b)", "divides two numbers and returns None instead of raising on division by zero"),
-    ("to_snake_case(name)", "converts a CamelCase identifier to snake_case"),
-    ("running_max(values)", "returns a list whose i-th element is the largest of the first i+1 values"),
-    ("count_vowels(word)", "counts the vowels in a word"),
-    ("pairwise_sums(numbers)", "returns the sums of each pair of neighbouring numbers"),
-    ("format_bytes(size)", "formats a byte count as a human-readable string such as 1.5 MB"),
-]
-NAMED_EXTRAS = [
-    "", " Include a docstring.", " Include a docstring and two examples.",
-    " Add type hints.", " Then show how to call it.", " Explain the edge cases it handles.",
-    " Keep it short.", " Add a few doctest examples.",
-]
+NAMED_TASKS = _POOLS["NAMED_TASKS"]
+NAMED_EXTRAS = _POOLS["NAMED_EXTRAS"]
 
 
 def _named_task(r: random.Random) -> str:
@@ -393,33 +243,13 @@ def _named_task(r: random.Random) -> str:
     return lead.format(lang=lang, sig=signature, task=task) + r.choice(NAMED_EXTRAS)
 
 
-SQL_TASKS = [
-    "select all customers from the city of {city}", "count the orders per customer",
-    "find the five most expensive products", "compute the average salary per department",
-    "list employees hired after {year}", "find customers who have never placed an order",
-    "join the orders and customers tables and show the customer name with each order total",
-    "delete rows with a NULL email from the users table",
-]
-SHELL_TASKS = [
-    "backs up a directory into a dated tar.gz archive", "renames all .jpeg files in a folder to .jpg",
-    "counts the lines in every .py file under a directory", "deletes log files older than 7 days",
-    "checks whether a website responds and prints the status code", "finds the 10 largest files in a directory",
-    "prints the disk usage of each subdirectory", "monitors a log file and prints lines containing ERROR",
-]
-JS_TASKS = [
-    "debounces a function call", "throttles a function", "deep-clones an object", "fetches JSON from a URL and handles errors",
-    "groups an array of objects by a key", "formats a number as a currency string", "validates a form field",
-    "flattens a nested array", "memoizes a function", "parses query parameters from a URL",
-]
-CONFIG_TASKS = [
-    "holds the settings of a web server (host, port, debug flag) with defaults",
-    "loads settings from environment variables with type conversion",
-    "validates a configuration dictionary and reports missing keys",
-    "reads a JSON config file and merges it with defaults",
-]
-CITIES = ["Paris", "Lagos", "Tokyo", "Lima", "Oslo", "Cairo", "Toronto", "Sydney", "Mumbai"]
-VAR_NAMES = ["items", "values", "numbers", "data", "scores", "prices", "words", "nums"]
-FUNC_NAMES = ["process", "compute", "helper", "transform", "solve", "calc", "run", "check"]
+SQL_TASKS = _POOLS["SQL_TASKS"]
+SHELL_TASKS = _POOLS["SHELL_TASKS"]
+JS_TASKS = _POOLS["JS_TASKS"]
+CONFIG_TASKS = _POOLS["CONFIG_TASKS"]
+CITIES = _POOLS["CITIES"]
+VAR_NAMES = _POOLS["VAR_NAMES"]
+FUNC_NAMES = _POOLS["FUNC_NAMES"]
 
 
 def _snippet(r: random.Random) -> str:
@@ -504,16 +334,8 @@ def prose_prompt(r: random.Random) -> Prompt:
     return Prompt("prose", r.choice(PROSE_TEMPLATES).format(topic=topic, other=other))
 
 
-WHO = ["a curious student", "a teacher", "a software engineer", "a parent", "a traveler",
-       "a scientist", "a small business owner", "a retired nurse", "a child", "a journalist"]
-SELF_SEEDS = [
-    "Write one question that {who} might ask about {topic}. Reply with the question only.",
-    "Write a short request that {who} might send to an AI assistant about {topic}. Reply with the request only.",
-    "Ask a question about {topic} that has a clear answer. Reply with the question only.",
-    "Write a homework question about {topic}. Reply with the question only.",
-    "Write a task about {topic} that {who} would give to an assistant. Reply with the task only.",
-    "Write an instruction asking for a short essay about {topic}. Reply with the instruction only.",
-]
+WHO = _POOLS["WHO"]
+SELF_SEEDS = _POOLS["SELF_SEEDS"]
 
 
 def self_seed(r: random.Random) -> Prompt:

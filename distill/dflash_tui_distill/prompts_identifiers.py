@@ -14,28 +14,16 @@ from __future__ import annotations
 
 import random
 
+from . import pools
 from .prompts_requests import camel_case
 
+_POOLS = pools.load("prompts_identifiers")
+
 # entity -> (plural, numeric fields, text fields, date fields)
-ENTITIES = {
-    "invoice": ("invoices", ["amount", "tax", "discount"], ["customer", "currency", "status"], ["issued_on", "due_on"]),
-    "shipment": ("shipments", ["weight_kg", "cost", "parcels"], ["carrier", "destination", "tracking_code"], ["sent_on", "delivered_on"]),
-    "ticket": ("tickets", ["priority", "minutes_spent", "reopen_count"], ["assignee", "title", "queue"], ["opened_at", "closed_at"]),
-    "booking": ("bookings", ["nights", "price", "guests"], ["guest_name", "room_type", "channel"], ["check_in", "check_out"]),
-    "reading": ("readings", ["temperature", "humidity", "pressure"], ["sensor_id", "location", "unit"], ["taken_at"]),
-    "employee": ("employees", ["salary", "age", "years_employed"], ["full_name", "team", "office"], ["hired_on"]),
-    "song": ("songs", ["duration_s", "plays", "rating"], ["title", "artist", "genre"], ["released_on"]),
-    "recipe": ("recipes", ["servings", "prep_minutes", "calories"], ["name", "cuisine", "author"], ["published_on"]),
-    "trip": ("trips", ["distance_km", "fare", "passengers"], ["driver", "city", "payment_method"], ["started_at", "ended_at"]),
-    "loan": ("loans", ["principal", "rate", "term_months"], ["borrower", "branch", "purpose"], ["approved_on"]),
-    "order": ("orders", ["quantity", "unit_price", "shipping_fee"], ["sku", "buyer", "warehouse"], ["placed_at"]),
-    "match": ("matches", ["home_goals", "away_goals", "attendance"], ["home_team", "away_team", "stadium"], ["played_on"]),
-    "patient_visit": ("patient_visits", ["cost", "duration_min", "follow_ups"], ["doctor", "ward", "diagnosis"], ["visited_on"]),
-    "listing": ("listings", ["rent", "bedrooms", "floor_area"], ["address", "agent", "district"], ["listed_on"]),
-}
-VERBS_FILTER = ["filter", "select", "keep", "find"]
-VERBS_SUM = ["total", "sum", "aggregate"]
-ENV_PREFIXES = ["APP", "SVC", "WORKER", "BILLING", "SYNC", "REPORT", "API", "JOB"]
+ENTITIES = _POOLS["ENTITIES"]
+VERBS_FILTER = _POOLS["VERBS_FILTER"]
+VERBS_SUM = _POOLS["VERBS_SUM"]
+ENV_PREFIXES = _POOLS["ENV_PREFIXES"]
 
 
 def _pascal(name: str) -> str:

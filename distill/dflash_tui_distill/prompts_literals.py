@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import random
 
-WORDS = ["report", "invoice", "sensor", "upload", "audit", "metrics", "billing", "export",
-         "session", "orders", "events", "payroll", "traffic", "inventory", "signup",
-         "render", "thumbnail", "ledger", "forecast", "survey", "weather", "playlist", "build"]
-ROOTS = ["/var/log", "/srv/data", "~/Downloads", "./exports", "/mnt/archive", "~/projects",
-         "/opt/app", "./build", "/tmp/cache", "~/Documents", "/data/incoming", "./logs"]
-EXTS = ["csv", "json", "log", "txt", "xml", "gz", "png", "md", "yaml", "parquet"]
-DATE_FORMATS = ["YYYY-MM-DD", "YYYYMMDD", "DD.MM.YYYY", "YYYY-MM-DD_HHmm", "%Y-%m-%d",
-                "%Y%m%d-%H%M", "%d/%m/%Y"]
-LANGS = ["Python", "Python", "bash", "JavaScript", "Go", "Ruby"]
+from . import pools
+
+_POOLS = pools.load("prompts_literals")
+
+WORDS = _POOLS["WORDS"]
+ROOTS = _POOLS["ROOTS"]
+EXTS = _POOLS["EXTS"]
+DATE_FORMATS = _POOLS["DATE_FORMATS"]
+LANGS = _POOLS["LANGS"]
 
 
 def _word(r: random.Random) -> str:

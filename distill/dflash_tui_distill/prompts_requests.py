@@ -16,66 +16,16 @@ from __future__ import annotations
 
 import random
 
+from . import pools
+
+_POOLS = pools.load("prompts_requests")
+
 # ---- code ------------------------------------------------------------------------------
 
 # (signature, what it does). Python-style names; JS/TS get the camelCase form.
-SIGNATURES = [
-    ("interleave(a, b)", "alternates the elements of two lists, appending the rest of the longer one"),
-    ("count_words(path)", "returns how many words a text file contains"),
-    ("longest_run(values)", "returns the length of the longest run of equal neighbouring values"),
-    ("parse_duration(text)", "turns strings like '1h30m' or '45s' into a number of seconds"),
-    ("mask_email(address)", "hides all but the first letter of the part before the @"),
-    ("nth_prime(n)", "returns the n-th prime number, counting 2 as the first"),
-    ("moving_average(values, window)", "returns the averages of every window of consecutive values"),
-    ("invert_dict(mapping)", "swaps keys and values, collecting keys that share a value into a list"),
-    ("roman_to_int(numeral)", "converts a Roman numeral such as 'MCMXCIV' to an integer"),
-    ("int_to_words(n)", "spells out a number below one thousand in English words"),
-    ("is_valid_ipv4(address)", "checks whether a string is a valid dotted IPv4 address"),
-    ("merge_intervals(intervals)", "merges overlapping (start, end) intervals and returns them sorted"),
-    ("split_evenly(total, parts)", "splits an integer amount into parts that differ by at most one"),
-    ("caesar(text, shift)", "shifts every letter by shift places in the alphabet, leaving other characters alone"),
-    ("most_common(items, k)", "returns the k most frequent items with their counts"),
-    ("deep_get(data, path)", "reads a value from nested dictionaries using a dotted path such as 'a.b.c'"),
-    ("batch_sum(rows, key)", "adds up the numeric field key over a list of dictionaries"),
-    ("normalize_whitespace(text)", "collapses runs of spaces and tabs into one space and trims the ends"),
-    ("first_duplicate(values)", "returns the first value that appears a second time, or None"),
-    ("binary_search(sorted_values, target)", "returns the index of target in a sorted list, or -1"),
-    ("zigzag(matrix)", "returns the elements of a 2D list in zigzag diagonal order"),
-    ("percent_change(old, new)", "returns the percentage change from old to new, rounded to one decimal"),
-    ("strip_comments(source)", "removes '#' comments from lines of Python source, keeping strings intact"),
-    ("weekday_name(date_string)", "returns the weekday of a date given as 'YYYY-MM-DD'"),
-    ("compress(text)", "run-length encodes a string, so 'aaabcc' becomes 'a3b1c2'"),
-    ("validate_password(password)", "checks length, a digit, an upper-case letter and a symbol, and says which rule failed"),
-    ("sum_of_squares(n)", "returns 1^2 + 2^2 + ... + n^2 without a loop"),
-    ("histogram(values, bins)", "counts how many values fall into each of bins equal-width ranges"),
-    ("camel_to_kebab(name)", "converts camelCase names to kebab-case"),
-    ("unique_paths(rows, cols)", "counts the paths from the top-left to the bottom-right of a grid moving only right or down"),
-    ("transpose(matrix)", "returns the transpose of a rectangular list of lists"),
-    ("word_frequencies(text, stop_words)", "counts words case-insensitively, skipping the stop words"),
-    ("next_business_day(day)", "returns the next date that is not a Saturday or Sunday"),
-    ("partition(values, predicate)", "splits a list into the items that pass a test and those that fail it"),
-    ("hex_to_rgb(color)", "converts a colour like '#1a2b3c' to a tuple of three integers"),
-    ("window_max(values, k)", "returns the maximum of every window of k consecutive values"),
-    ("anagram_groups(words)", "groups words that are anagrams of each other"),
-    ("digits_sum(n)", "adds the digits of a non-negative integer until one digit is left"),
-    ("balance_after(transactions)", "applies a list of ('deposit' | 'withdraw', amount) pairs to a zero balance, refusing overdrafts"),
-    ("pad_table(rows)", "formats a list of rows as a text table with aligned columns"),
-]
-LANGS_FOR_SIGNATURES = ["Python", "Python", "Python", "Python", "JavaScript", "TypeScript", "Go", "Rust"]
-CODE_EXTRAS = [
-    "Include a docstring and a couple of doctest examples.",
-    "Add type hints and a docstring.",
-    "Handle the empty input without raising an error.",
-    "Explain the time complexity in one sentence.",
-    "Then write three unit tests for it, including an edge case.",
-    "Keep it under fifteen lines.",
-    "Do not use any imports.",
-    "Raise a ValueError with a clear message on invalid input.",
-    "Then show an example call and its output.",
-    "Add a short comment explaining the trickiest line.",
-    "Explain why you chose this approach over a simpler one.",
-    "Make it work for very large inputs too.",
-]
+SIGNATURES = _POOLS["SIGNATURES"]
+LANGS_FOR_SIGNATURES = _POOLS["LANGS_FOR_SIGNATURES"]
+CODE_EXTRAS = _POOLS["CODE_EXTRAS"]
 
 
 def camel_case(name: str) -> str:
@@ -102,42 +52,8 @@ def signature_request(r: random.Random) -> str:
 
 
 # (description of intent, symptom, code with one bug)
-BUGGY = [
-    ("return the largest value in a list", "it returns the wrong answer when every value is negative",
-     "def largest(values):\n    best = 0\n    for v in values:\n        if v > best:\n            best = v\n    return best"),
-    ("count how many words start with a capital letter", "it always returns one less than expected",
-     "def count_capitalised(text):\n    count = 0\n    words = text.split()\n    for i in range(1, len(words)):\n        if words[i][0].isupper():\n            count += 1\n    return count"),
-    ("return the average of the numbers in a list", "it crashes on an empty list",
-     "def mean(numbers):\n    return sum(numbers) / len(numbers)"),
-    ("reverse the words in a sentence", "the words come back unchanged",
-     "def reverse_words(sentence):\n    words = sentence.split()\n    words.reversed()\n    return ' '.join(words)"),
-    ("check whether a year is a leap year", "it says 1900 was a leap year",
-     "def is_leap(year):\n    return year % 4 == 0"),
-    ("add an item to a list and return the list", "items from earlier calls keep showing up",
-     "def add_item(item, items=[]):\n    items.append(item)\n    return items"),
-    ("return the first n Fibonacci numbers", "it returns one number too many",
-     "def fib(n):\n    out = [0, 1]\n    while len(out) <= n:\n        out.append(out[-1] + out[-2])\n    return out"),
-    ("find the position of a value in a sorted list", "it loops forever on some inputs",
-     "def search(values, target):\n    lo, hi = 0, len(values) - 1\n    while lo <= hi:\n        mid = (lo + hi) // 2\n        if values[mid] < target:\n            lo = mid\n        elif values[mid] > target:\n            hi = mid - 1\n        else:\n            return mid\n    return -1"),
-    ("remove the even numbers from a list in place", "some even numbers survive",
-     "def drop_evens(values):\n    for v in values:\n        if v % 2 == 0:\n            values.remove(v)\n    return values"),
-    ("convert a temperature from Fahrenheit to Celsius", "32 degrees comes out as a large negative number",
-     "def to_celsius(f):\n    return f - 32 * 5 / 9"),
-    ("sum the numbers from 1 to n", "the total is short by n",
-     "def total(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s"),
-    ("return a copy of a dictionary with one key changed", "the original dictionary changes too",
-     "def with_key(d, key, value):\n    new = d\n    new[key] = value\n    return new"),
-    ("return the initials of a full name", "it crashes when the name has two spaces in a row",
-     "def initials(name):\n    return ''.join(part[0].upper() for part in name.split(' '))"),
-    ("capitalise the first letter of each word", "only the first word is capitalised",
-     "def title(text):\n    return text.capitalize()"),
-]
-DEBUG_ASKS = [
-    "Find the bug and show the corrected code.",
-    "Explain what is wrong and give a fixed version.",
-    "What causes this, and how would you fix it? Show the corrected function.",
-    "Fix it and add a test that would have caught the bug.",
-]
+BUGGY = _POOLS["BUGGY"]
+DEBUG_ASKS = _POOLS["DEBUG_ASKS"]
 
 
 def debug_request(r: random.Random) -> str:
@@ -151,38 +67,7 @@ def debug_request(r: random.Random) -> str:
 
 
 # (table, columns) pairs that go together, with a question over them.
-SQL_SCHEMAS = [
-    ("employees(id, name, department_id, salary, hired_on)", "departments(id, name, city)",
-     ["the average salary per department name, highest first",
-      "the {n} best-paid employees hired after {year}, with their department name",
-      "every department with more than {n} employees, and how many it has",
-      "employees who earn more than the average salary of their own department"]),
-    ("students(id, name, year)", "grades(student_id, course, score, term)",
-     ["each student's average score in {year}, best first",
-      "the {n} students with the highest average score, with their names",
-      "courses where nobody scored below {low}",
-      "students who have no grades at all"]),
-    ("books(id, title, author, published)", "loans(id, book_id, member_id, borrowed_on, returned_on)",
-     ["the {n} most borrowed books in {year}, with their authors",
-      "books that are currently on loan and were borrowed more than 30 days ago",
-      "authors whose books were borrowed more than {n} times in total",
-      "books that have never been borrowed"]),
-    ("products(id, name, category, price)", "sales(id, product_id, quantity, sold_at)",
-     ["total revenue per category in {year}, highest first",
-      "the {n} products with the most units sold, with their category",
-      "categories whose average price is above {low} dollars",
-      "products that sold nothing in the last 30 days"]),
-    ("flights(id, origin, destination, departs_at, seats)", "bookings(id, flight_id, passenger, price)",
-     ["the {n} busiest routes by number of bookings",
-      "flights that are more than 90% full, with their route",
-      "the average ticket price per destination in {year}",
-      "passengers who booked more than {n} flights"]),
-    ("patients(id, name, born_on)", "visits(id, patient_id, doctor, visited_on, cost)",
-     ["the total cost of visits per doctor in {year}",
-      "patients with more than {n} visits, most visits first",
-      "each patient's most recent visit",
-      "doctors whose average visit cost is above {low}"]),
-]
+SQL_SCHEMAS = _POOLS["SQL_SCHEMAS"]
 
 
 def sql_request(r: random.Random) -> str:
@@ -199,32 +84,7 @@ def sql_request(r: random.Random) -> str:
     return lead.format(t1=t1, t2=t2, q=question) + tail
 
 
-JS_UTILITIES = [
-    ("throttle(fn, interval)", "calls fn at most once every interval milliseconds",
-     "scroll events on a long page"),
-    ("once(fn)", "runs fn only the first time and returns the same result afterwards",
-     "initialising an analytics library"),
-    ("memoize(fn)", "caches results by the arguments it was called with",
-     "an expensive price calculation"),
-    ("retryFetch(url, attempts)", "retries a failed fetch with a growing delay between attempts",
-     "loading a flaky API"),
-    ("groupBy(array, keyFn)", "groups array items into an object keyed by keyFn(item)",
-     "grouping orders by customer"),
-    ("chunk(array, size)", "splits an array into arrays of at most size items",
-     "sending records to a server in batches"),
-    ("deepEqual(a, b)", "compares two values structurally, including nested objects and arrays",
-     "checking whether a form's state changed"),
-    ("formatCurrency(amount, currency)", "formats a number as money for the user's locale",
-     "showing prices in a shopping cart"),
-    ("parseQuery(search)", "turns a query string like '?a=1&b=two' into an object",
-     "reading filters from the page URL"),
-    ("sleep(ms)", "returns a promise that resolves after ms milliseconds",
-     "pausing between steps of an animation"),
-    ("pick(object, keys)", "returns a new object with only the given keys",
-     "sending part of a user record to the client"),
-    ("createCounter(start)", "returns an object with increment, decrement and reset methods",
-     "a like button"),
-]
+JS_UTILITIES = _POOLS["JS_UTILITIES"]
 
 
 def js_request(r: random.Random) -> str:
@@ -241,18 +101,7 @@ def js_request(r: random.Random) -> str:
                                      f" Then give an example with {use}.", ""])
 
 
-SHELL_JOBS = [
-    ("finds every `{ext}` file under `{src}` larger than {size} MB", "print their sizes, largest first"),
-    ("moves `{ext}` files older than {days} days from `{src}` into `{dst}`", "keep the folder structure"),
-    ("compresses each subfolder of `{src}` into its own `.tar.gz` archive in `{dst}`", "skip archives that already exist"),
-    ("counts the `{ext}` files in `{src}` per month they were modified", "print a small table"),
-    ("checks every URL listed in `{src}/urls.txt`", "write the ones that fail to `{dst}/failed.txt`"),
-    ("renames every `{ext}` file in `{src}` to its modification date", "add a number when two files share a date"),
-    ("deletes empty folders under `{src}`", "ask for confirmation unless `-y` is given"),
-    ("syncs `{src}` to `{dst}` with rsync", "log what it did to a file named after today's date"),
-    ("watches `{src}` and runs the tests whenever a `{ext}` file changes", "stop cleanly on Ctrl-C"),
-    ("prints the {n} most common words in every `{ext}` file in `{src}`", "ignore case"),
-]
+SHELL_JOBS = _POOLS["SHELL_JOBS"]
 
 
 def shell_request(r: random.Random) -> str:
@@ -269,24 +118,7 @@ def shell_request(r: random.Random) -> str:
     return lead.format(job=job.format(**fill), extra=extra.format(**fill)) + tail
 
 
-CLASSES = [
-    ("Invoice", [("number", "str", None), ("amount", "float", "0.0"), ("paid", "bool", "False")],
-     "a method `overdue(today)` that says whether it is unpaid thirty days after an `issued` date"),
-    ("Rectangle", [("width", "float", "1.0"), ("height", "float", "1.0")],
-     "methods for the area, the perimeter and whether it is a square"),
-    ("BankAccount", [("owner", "str", None), ("balance", "float", "0.0")],
-     "`deposit` and `withdraw` methods that refuse negative amounts and overdrafts"),
-    ("Temperature", [("celsius", "float", "0.0")],
-     "properties for Fahrenheit and Kelvin and a classmethod `from_fahrenheit`"),
-    ("TodoItem", [("title", "str", None), ("done", "bool", "False"), ("priority", "int", "3")],
-     "a classmethod `from_line(line)` that parses lines like '[x] (1) Buy milk'"),
-    ("RetryPolicy", [("attempts", "int", "3"), ("delay", "float", "0.5"), ("backoff", "float", "2.0")],
-     "a method `delays()` that returns the wait before each retry"),
-    ("Book", [("title", "str", None), ("author", "str", None), ("pages", "int", "0")],
-     "a `__str__` that prints 'Title by Author (N pages)' and ordering by title"),
-    ("CacheSettings", [("max_items", "int", "1000"), ("ttl_seconds", "int", "300"), ("enabled", "bool", "True")],
-     "a classmethod `from_dict(data)` that ignores unknown keys and converts the types"),
-]
+CLASSES = _POOLS["CLASSES"]
 
 
 def class_request(r: random.Random) -> str:
@@ -308,10 +140,8 @@ def code_request(r: random.Random) -> str:
 
 # ---- math ------------------------------------------------------------------------------
 
-PEOPLE = ["Amira", "Bruno", "Chen", "Dana", "Elif", "Felix", "Gita", "Hugo", "Ivy", "Jonas",
-          "Keiko", "Luca", "Mina", "Nils", "Oona", "Priya", "Rafael", "Sofia", "Tomas", "Uma"]
-SHOW = ["Show your working step by step.", "Explain each step.", "Show each step.",
-        "Show your steps and check the answer.", "Explain your reasoning clearly."]
+PEOPLE = _POOLS["PEOPLE"]
+SHOW = _POOLS["SHOW"]
 
 
 def _motion(r: random.Random) -> str:
@@ -474,54 +304,12 @@ def math_request(r: random.Random) -> str:
 
 # ---- prose -----------------------------------------------------------------------------
 
-OCCASIONS = [
-    ("my neighbours", "let them know we are renovating the kitchen for three weeks from Monday",
-     ["apologise for the noise", "say work stops at 5 pm", "give my phone number for problems"]),
-    ("a client", "tell them the project will be two weeks late",
-     ["explain that the supplier delayed the parts", "offer a discount on the next invoice", "propose a call on Thursday"]),
-    ("my landlord", "ask for the broken heating to be repaired",
-     ["mention it has been cold for ten days", "note that I reported it twice", "ask for a date for the repair"]),
-    ("the parents of my class", "invite them to the end-of-year school play",
-     ["give the date and time", "ask them to bring a snack to share", "mention the children wrote the script"]),
-    ("a hiring manager", "follow up after a job interview",
-     ["thank them for their time", "mention one thing I learned about the team", "say I am still very interested"]),
-    ("my book club", "suggest we move our meetings to the first Sunday of the month",
-     ["explain why Fridays are hard for several members", "propose a new venue", "ask for a quick vote"]),
-    ("a hotel", "ask for a refund for a cancelled booking",
-     ["give the booking dates", "mention the cancellation was within their free window", "ask for a reply within a week"]),
-    ("my team", "announce that a new colleague, Tomas, starts on Monday",
-     ["say he will work on the mobile app", "ask someone to show him around", "suggest a welcome lunch"]),
-    ("a local newspaper", "complain about the lack of bicycle parking at the train station",
-     ["say how many bikes are locked to railings", "suggest a covered rack", "mention the safety risk"]),
-    ("an old friend", "congratulate them on opening a bakery",
-     ["recall the bread we baked as students", "promise to visit next month", "ask what their best seller is"]),
-]
-AUDIENCES = ["a curious eight-year-old", "a busy manager", "a first-year university student",
-             "my grandmother", "a group of teenagers", "someone who has never used a computer"]
-STORY_PREMISES = [
-    "a night-train conductor who notices one passenger never gets older",
-    "a beekeeper whose bees start bringing back blue honey",
-    "a girl who finds a map of her town with one street she has never seen",
-    "an astronaut who receives a phone call from her childhood home",
-    "a baker who can taste people's memories in the bread they buy",
-    "a museum guard who hears the paintings arguing at night",
-    "two strangers stuck in a lift during a city-wide blackout",
-    "a fisherman who catches a bottle with his own handwriting inside",
-]
-PRODUCTS = [
-    ("a wool blanket", ["150 x 200 cm", "woven in Wales", "machine washable at 30 degrees"]),
-    ("a bamboo cutting board", ["40 x 25 cm", "juice groove on one side", "oiled by hand"]),
-    ("a pair of running socks", ["cushioned heel", "made from recycled yarn", "sold in packs of three"]),
-    ("a leather notebook cover", ["fits A5 notebooks", "brass press studs", "ages to a darker brown"]),
-    ("a glass teapot", ["900 ml", "steel infuser", "safe on a gas hob"]),
-    ("a desk plant kit", ["three succulents", "terracotta pots", "care card included"]),
-]
-DECISIONS = ["moving our team to a four-day week", "switching the office to hot desks",
-             "replacing our weekly meeting with written updates", "letting staff choose their own hours",
-             "buying laptops instead of desktop computers", "hiring a contractor instead of a full-time designer",
-             "moving our servers to the cloud", "closing the office in August"]
-WORD_LIMITS = ["about 100 words", "no more than 120 words", "two short paragraphs", "about 200 words",
-               "five bullet points", "three sentences"]
+OCCASIONS = _POOLS["OCCASIONS"]
+AUDIENCES = _POOLS["AUDIENCES"]
+STORY_PREMISES = _POOLS["STORY_PREMISES"]
+PRODUCTS = _POOLS["PRODUCTS"]
+DECISIONS = _POOLS["DECISIONS"]
+WORD_LIMITS = _POOLS["WORD_LIMITS"]
 
 
 def prose_request(r: random.Random, topics: list[str]) -> str:

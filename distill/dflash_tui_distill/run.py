@@ -9,10 +9,11 @@ from typing import Callable
 from dflash_tui.engine.errors import InputError
 
 from . import dataset, state as state_lib
-from .architecture import target_shape
+from .architecture import check_against_target, target_shape
 from .data_phase import run_data_phase
-from .holdout import read_holdout, refuse_clashes
+from .holdout import read_holdouts, refuse_clashes
 from .init_from import apply_shape, refuse_other_target
+from .outputs import check_out, writable_dir
 from .settings import (DataSettings, RunSettings, TrainSettings, check_data, check_train,
                        eval_gammas_for, merge)
 from .target_setup import load_for_distill, resolve_dtype, retype, target_dtype_name
@@ -29,8 +30,9 @@ class Distill:
         self.run_settings, self.say = run, say
         self.out = Path(run.out).expanduser()
         self.data_dir = Path(run.data).expanduser() if run.data else self.out / "data"
-        if self.out.exists() and not self.out.is_dir():
-            raise InputError(f"--out {self.out}: exists and is not a directory")
+        check_out(self.out, run.phase)
+        if run.phase in ("data", "all"):
+            writable_dir(self.data_dir, "--data")
         self.target_path = self._target_path(run.target)
         self.deadline = Deadline(started, run.time_limit)
         manifest = dataset.read_manifest(self.data_dir)
@@ -47,17 +49,16 @@ class Distill:
         self.train = merge(TrainSettings, train_given, saved_train, where)
         check_train(self.train)
         self.run_settings = replace(run, eval_gammas=eval_gammas_for(run.eval_gammas, self.train.gamma))
-        self.holdout = read_holdout(run.holdout)
-        self._refuse_held_out_data()
+        self.holdout = read_holdouts(run.holdout)
+        self._refuse_test_prompts_in_data()
         self.target = None
 
-    def _refuse_held_out_data(self) -> None:
-        """Before anything loads: data that holds a held-out prompt is never used."""
+    def _refuse_test_prompts_in_data(self) -> None:
+        """Before anything loads: data that holds a test prompt is never used."""
         prompts = dataset.read_prompts(self.data_dir)
         if prompts:
             where = self.data_dir / dataset.PROMPTS
-            refuse_clashes(((f"{where} line {p['i'] + 1}", p["text"]) for p in prompts
-                            if p["split"] == "train"), self.holdout)
+            refuse_clashes(((f"{where} line {p['i'] + 1}", p["text"]) for p in prompts), self.holdout)
 
     @staticmethod
     def _target_path(given) -> Path:
@@ -84,11 +85,13 @@ class Distill:
     # ---- phases --------------------------------------------------------------------------
 
     def _data(self) -> bool:
-        self.say(f"data: target {self.target_path} in {self.data.data_dtype}; held out: "
+        self.say(f"data: target {self.target_path} in {self.data.data_dtype}; test sets kept out: "
                  f"{len(self.holdout)} prompt units from {self.holdout.source}")
         self.target = load_for_distill(self.target_path, self.data.data_dtype, dequantize=True)
-        if self.train.init_from and self.saved is None:
-            refuse_other_target(self.train.init_from, target_shape(self.target))
+        if self.saved is None:  # what the drafter will need of this target, before the data costs time
+            if self.train.init_from:
+                refuse_other_target(self.train.init_from, target_shape(self.target))
+            check_against_target(self.target, self.train, self.train.mask_token_id)
         manifest = run_data_phase(self.target, self.data_dir, self.data, self.holdout,
                                   self.run_settings.gen_batch, self.deadline.at, self.say)
         return bool(manifest.get("complete"))

@@ -27,13 +27,14 @@ class DataSettings:
     """What data the target generates (recorded in DATA/manifest.json)."""
 
     seed: int = 0
-    num_prompts: int = 2000  # procedural + self-written, before the held-out split
+    num_prompts: int = 2000  # procedural + self-written, before the validation split
     mix: dict[str, float] = field(default_factory=lambda: {
         "math": 0.35, "code": 0.35, "prose": 0.2, "self": 0.1})
     max_new_tokens: int = 384
-    eval_prompts: int = 0  # held-out split size; 0 = 4% of the prompts, 8..256
+    eval_prompts: int = 0  # validation split of the generated prompts; 0 = 4%, 8..256
     data_dtype: str = "float32"  # the precision the continuations are decoded in
     extra_prompts: Optional[str] = None  # a file of more prompts, one per line
+    prompts_from: Optional[str] = None  # JSON lines of real prompts with their split (prompts_from.py)
 
 
 @dataclass
@@ -86,7 +87,7 @@ class RunSettings:
     out: str = ""
     data: Optional[str] = None
     target: Optional[str] = None
-    holdout: Optional[str] = None
+    holdout: Optional[list[str]] = None  # test sets (default: sample_prompts/ and test_prompts/)
     time_limit: Optional[float] = None
     stop_at: Optional[int] = None  # stop this command at this step (saved; rerun to go on)
     resume: bool = False
@@ -135,8 +136,8 @@ def parse_int_list(text: str, flag: str) -> list[int]:
 
 
 def check_data(s: DataSettings) -> None:
-    if s.num_prompts < 1:
-        raise InputError(f"--num-prompts {s.num_prompts}: expected at least 1")
+    if s.num_prompts < (0 if s.prompts_from else 1):
+        raise InputError(f"--num-prompts {s.num_prompts}: expected at least 1 (0 with --prompts-from)")
     if s.max_new_tokens < 2:
         raise InputError(f"--max-new-tokens {s.max_new_tokens}: expected at least 2")
     if s.eval_prompts < 0:

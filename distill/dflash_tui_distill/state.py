@@ -7,7 +7,7 @@
     OUT/training/step-000N/optimizer.safetensors AdamW moments and step
     OUT/training/step-000N/state.json        step, sampler state (epoch, cursor, RNG),
                                              settings, data shards, drafter config, clock
-    OUT/train.jsonl, OUT/eval.jsonl          the logs (eval.jsonl is the held-out
+    OUT/train.jsonl, OUT/eval.jsonl          the logs (eval.jsonl is the validation
                                              acceptance curve)
 
 A save writes a new step directory, then points latest.json at it (atomic rename), then

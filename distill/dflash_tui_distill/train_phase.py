@@ -45,6 +45,8 @@ def training_record(train: TrainSettings, data_manifest: dict, step: int, target
             "target": data_manifest.get("target"),
             "prompts": data_manifest.get("prompts"),
             "kinds": data_manifest.get("kinds"),
+            "sources": data_manifest.get("sources"),
+            "prompts_from_sha256": data_manifest.get("prompts_from_sha256"),
             "sequences": data_manifest.get("sequences"),
             "tokens": data_manifest.get("tokens"),
         },
@@ -75,7 +77,7 @@ class TrainPhase:
             raise InputError(f"--data {self.data_dir}: no finished sequences yet (run --phase data)")
         self.shards = shards
         self.train_set = dataset.load_sequences(self.data_dir, "train", shards)
-        self.eval_set = dataset.load_sequences(self.data_dir, "eval", shards)
+        self.eval_set = dataset.load_sequences(self.data_dir, "validation", shards)
         if saved:
             self.config = parse_config(saved["drafter_config"], f"{saved['_dir']}/state.json")
         else:
@@ -124,7 +126,7 @@ class TrainPhase:
             f"mask token {self.config.mask_token_id}; {size:.1f} MB in bfloat16")
         self.say(
             f"train: {len(self.sampler)} training sequences ({self.train_set.total_tokens} tokens), "
-            f"{len(self.blocks.rows)} held-out blocks; target {target_dtype_name(self.target)}, "
+            f"{len(self.blocks.rows)} validation blocks; target {target_dtype_name(self.target)}, "
             f"drafter compute {self.compute_dtype_name} on {backend()}"
             + (f"; resuming at step {self.trainer.step}" if saved else ""))
 
