@@ -5,7 +5,8 @@ Run by path with a Python that has `mathematics-dataset==1.0.1`, `sympy==1.5.1` 
 
     python corpus_math.py PER_MODULE SEED > math.jsonl
 
-One JSON line per question: {"module", "question"}. Only the generator's training modules
+One JSON line per question: {"module", "question"}; the same arguments give the same file
+(the script runs itself with PYTHONHASHSEED=0, as sympy's set order feeds the draws). Only the generator's training modules
 (`modules.train`, full difficulty range) are called; its interpolation and extrapolation
 test sets are never generated. The modules kept are the ones whose questions read like
 something a person asks (arithmetic, equations, derivatives, conversions, number facts,
@@ -16,6 +17,7 @@ left out, and so is `polynomials__add`, which fails even with those pins.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 
@@ -62,4 +64,6 @@ def main(per_module: int, seed: int) -> None:
 
 
 if __name__ == "__main__":
+    if os.environ.get("PYTHONHASHSEED") != "0":  # sympy's set order feeds the draws: fix it
+        os.execve(sys.executable, sys.orig_argv, {**os.environ, "PYTHONHASHSEED": "0"})
     main(int(sys.argv[1]), int(sys.argv[2]))

@@ -24,7 +24,7 @@ from dflash_tui.engine.target import encode_prompt
 from . import dataset, prompts as prompt_lib
 from .generate import generate_texts, greedy_continuations, stop_token_ids
 from .holdout import Holdout, refuse_clashes
-from .prompts_from import file_digest, read_prompts_from
+from .prompts_from import describe, read_prompts_from
 from .settings import DataSettings, to_json
 
 SELF_PROMPT_TOKENS = 64
@@ -127,7 +127,7 @@ def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Hol
         manifest["validation_prompts"] = sum(1 for i in items if i["split"] == "validation")
         manifest["sources"] = _by_source(items)
         if settings.prompts_from:
-            manifest["prompts_from_sha256"] = file_digest(settings.prompts_from)
+            manifest["prompts_from"] = describe(settings.prompts_from)
         dataset.write_manifest(directory, manifest)
     refuse_clashes(((f"{directory / dataset.PROMPTS} line {i['i'] + 1}", i["text"]) for i in items), holdout)
 

@@ -24,7 +24,8 @@ def check_out(out: Path, phase: str) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a directory")
     if phase != "eval" and out.is_dir():
-        found = sorted(p.name for p in out.iterdir())
+        # an empty folder is what a command stopped before its first write leaves
+        found = sorted(p.name for p in out.iterdir() if not (p.is_dir() and not any(p.iterdir())))
         if found and not _resumable(out):
             raise InputError(
                 f"--out {out}: not empty ({found[0]}{', ...' if len(found) > 1 else ''}) and not a "

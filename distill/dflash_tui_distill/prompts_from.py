@@ -50,5 +50,15 @@ def read_prompts_from(path: str) -> list[dict]:
     return rows
 
 
-def file_digest(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def describe(path: str) -> dict:
+    """What the drafter's record keeps of the file: its hash and, when corpus.py's
+    sources.json lies beside it, each source's archive, archive hash and licence."""
+    out = {"sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+    beside = Path(path).with_name("sources.json")
+    try:
+        sources = json.loads(beside.read_text(encoding="utf-8"))["sources"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return out
+    out["sources"] = {name: {k: v for k, v in s.items() if k in ("archive", "sha256", "licence", "note")}
+                      for name, s in sources.items()}
+    return out

@@ -30,9 +30,8 @@ class Distill:
         self.run_settings, self.say = run, say
         self.out = Path(run.out).expanduser()
         self.data_dir = Path(run.data).expanduser() if run.data else self.out / "data"
-        check_out(self.out, run.phase)
-        if run.phase in ("data", "all"):
-            writable_dir(self.data_dir, "--data")
+        if self.out.exists() and not self.out.is_dir():
+            raise InputError(f"--out {self.out}: exists and is not a directory")
         self.target_path = self._target_path(run.target)
         self.deadline = Deadline(started, run.time_limit)
         manifest = dataset.read_manifest(self.data_dir)
@@ -51,6 +50,10 @@ class Distill:
         self.run_settings = replace(run, eval_gammas=eval_gammas_for(run.eval_gammas, self.train.gamma))
         self.holdout = read_holdouts(run.holdout)
         self._refuse_test_prompts_in_data()
+        # last, once every setting is known to be good: nothing is written before this
+        check_out(self.out, run.phase)
+        if run.phase in ("data", "all"):
+            writable_dir(self.data_dir, "--data")
         self.target = None
 
     def _refuse_test_prompts_in_data(self) -> None:

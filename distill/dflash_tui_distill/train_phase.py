@@ -46,7 +46,7 @@ def training_record(train: TrainSettings, data_manifest: dict, step: int, target
             "prompts": data_manifest.get("prompts"),
             "kinds": data_manifest.get("kinds"),
             "sources": data_manifest.get("sources"),
-            "prompts_from_sha256": data_manifest.get("prompts_from_sha256"),
+            "prompts_from": data_manifest.get("prompts_from"),
             "sequences": data_manifest.get("sequences"),
             "tokens": data_manifest.get("tokens"),
         },
