@@ -7,18 +7,19 @@
 #   STAGE=N bash scripts/device_train_sample.sh data+train SECONDS   # data, then train
 #   STAGE=N bash scripts/device_train_sample.sh train SECONDS        # continue training
 #   STAGE=N bash scripts/device_train_sample.sh eval SECONDS         # final validation eval
-#   STAGE=N bash scripts/device_train_sample.sh bench SECONDS        # bench RUN_DIR on BENCH_PROMPTS
+#   STAGE=N bash scripts/device_train_sample.sh bench SECONDS        # bench RUN_DIR (or BENCH_DRAFT)
+#                                                                    # on BENCH_PROMPTS at BENCH_BLOCKS
 #
-# The machine needs a python3 that imports MLX for its GPU (`pip install "mlx[cuda13]"` on
-# CUDA, `pip install mlx` on Apple silicon; DEVICE_ENV=FILE is sourced first for a build
-# carried in by other means), mlx-lm and the project's other dependencies, and
-# TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stage 5 also needs its corpus in the tree
+# The machine needs a python3 (or PYTHON) that imports MLX for its GPU (`pip install
+# "mlx[cuda13]"` on CUDA, `pip install mlx` on Apple silicon; DEVICE_ENV=FILE is sourced
+# first for a build carried in by other means), mlx-lm and the project's other dependencies,
+# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stage 5 also needs its corpus in the tree
 # (runs/corpus, made by scripts/build_prompt_corpus.sh; it travels as an ignored folder).
 # SECONDS is this command's budget; 25 s of it are kept to pack the results.
 #
 # $OUT gets the checkpoint in 15 MiB parts (`cat model.part* > model.safetensors`) and
 # run.tgz (config.json, train/eval logs, eval_final.json, the data manifest, the command's
-# log): at most 5 files. `bench` writes bench-NAME.json instead.
+# log): at most 5 files. `bench` writes bench-PROMPTS[-BENCH_NAME].json instead.
 set -euo pipefail
 t0=$(date +%s)
 budget=${2:?usage: $0 data+train|train|eval|bench SECONDS}
@@ -37,9 +38,9 @@ fi
 cd /tmp/proj
 export PYTHONPATH=/tmp/proj:${PYTHONPATH:-} PYTHONUNBUFFERED=1 DFLASH_TUI_BLAS=reference
 export STAGE=${STAGE:-1} RUN_ROOT=/tmp/run TARGET RUN_DIR=/tmp/run/stage${STAGE:-1}
-export DFLASH="python3 -m dflash_tui"
-mkdir -p "$RUN_DIR"
-log="$RUN_DIR/device.log"
+export DFLASH="${PYTHON:-python3} -m dflash_tui"
+mkdir -p /tmp/run
+log="/tmp/run/stage$STAGE.log"  # beside the run: distill refuses a run folder with others' files
 left() { echo $(( budget - ($(date +%s) - t0) - 25 )); }
 
 case "$1" in
@@ -52,14 +53,17 @@ case "$1" in
     TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh "$1" 2>&1 | tee -a "$log" ;;
   bench)
     prompts=${BENCH_PROMPTS:-test_prompts}
-    timeout "$(left)" $DFLASH bench "$TARGET" --draft "$RUN_DIR" --prompts "$prompts" \
+    timeout "$(left)" $DFLASH bench "$TARGET" --draft "${BENCH_DRAFT:-$RUN_DIR}" --prompts "$prompts" \
       --blocks "${BENCH_BLOCKS:-7}" --max-tokens "${BENCH_MAX_TOKENS:-200}" \
-      --json "$OUT/bench-$(basename "$prompts").json" 2>&1 | tee -a "$log"
+      --json "$OUT/bench-$(basename "$prompts")${BENCH_NAME:+-$BENCH_NAME}.json" 2>&1 | tee -a "$log"
     exit 0 ;;
   *) echo "usage: $0 data+train|train|eval|bench SECONDS" >&2; exit 2 ;;
 esac
 if [ -f "$RUN_DIR/model.safetensors" ]; then
   split -b 15M -d "$RUN_DIR/model.safetensors" "$OUT/model.part"
 fi
-(cd "$RUN_DIR" && tar czf "$OUT/run.tgz" --ignore-failed-read config.json train.jsonl eval.jsonl \
-   eval_final.json data/manifest.json device.log 2>/dev/null) || true
+files=()
+for f in config.json train.jsonl eval.jsonl eval_final.json data/manifest.json; do
+  if [ -f "$RUN_DIR/$f" ]; then files+=("$f"); fi
+done
+tar czf "$OUT/run.tgz" -C "$RUN_DIR" "${files[@]}" -C /tmp/run "stage$STAGE.log"

@@ -1,4 +1,5 @@
-"""The packed-block forward and the training objective (DESIGN.md sections 3-4).
+"""The packed-block forward and the training objective (docs/DFLASH2.md has the block and
+the selector it trains; docs/DISTILL.md, "The objective", the choices).
 
 The forward is the engine's own drafter (engine/drafter.py), run on a batch of blocks:
 
