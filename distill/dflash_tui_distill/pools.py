@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from types import SimpleNamespace
 
 
-def load(name: str) -> dict:
-    """prompt_data/NAME.json: {"POOL_NAME": list or dict, ...}."""
+def load(name: str) -> SimpleNamespace:
+    """prompt_data/NAME.json's pools as attributes: P.TOPICS, P.NAMES, ..."""
     text = resources.files(__package__).joinpath("prompt_data", f"{name}.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    return SimpleNamespace(**json.loads(text))

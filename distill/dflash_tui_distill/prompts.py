@@ -34,7 +34,7 @@ from . import prompts_identifiers as identifiers
 from . import prompts_literals as literals
 from . import prompts_requests as requests
 
-_POOLS = pools.load("prompts")
+P = pools.load("prompts")  # the pools: prompt_data/prompts.json
 
 # Share of math, code and prose drawn as a multi-constraint request (prompts_requests.py)
 # instead of a one-line template: the first drafter, trained on templates only, accepted half as much on
@@ -46,16 +46,6 @@ REQUEST_SHARE = 0.5
 class Prompt:
     kind: str  # math | code | prose | self
     text: str
-
-
-TOPICS = _POOLS["TOPICS"]
-
-PROSE_TEMPLATES = _POOLS["PROSE_TEMPLATES"]
-
-NAMES = _POOLS["NAMES"]
-OBJECTS = _POOLS["OBJECTS"]
-ITEMS_PRICED = _POOLS["ITEMS_PRICED"]
-UNITS = _POOLS["UNITS"]
 
 
 def _arithmetic(r: random.Random) -> str:
@@ -112,40 +102,33 @@ def _percent_units(r: random.Random) -> str:
         return f"What is {p}% of {n}?"
     if kind == 1:
         price, off = r.randint(10, 500), r.choice([10, 15, 20, 25, 30, 40, 50])
-        item = r.choice(ITEMS_PRICED)
+        item = r.choice(P.ITEMS_PRICED)
         return f"A {item} costs ${price}. It is on sale for {off}% off. What is the sale price?"
     if kind == 2:
-        big, small, factor = r.choice(UNITS)
+        big, small, factor = r.choice(P.UNITS)
         n = r.randint(2, 90)
         return f"How many {small} are in {n} {big}?"
     speed, hours = r.randint(20, 120), r.randint(2, 9)
     return f"A car travels at {speed} km per hour for {hours} hours. How far does it go?"
 
 
-WORD_PROBLEMS = _POOLS["WORD_PROBLEMS"]
-
-
 def _word_problem(r: random.Random) -> str:
-    n1, n2 = r.sample(NAMES, 2)
-    obj, objs = r.choice(OBJECTS)
+    n1, n2 = r.sample(P.NAMES, 2)
+    obj, objs = r.choice(P.OBJECTS)
     a, b = r.randint(3, 60), r.randint(2, 12)
-    template = r.choice(WORD_PROBLEMS)
+    template = r.choice(P.WORD_PROBLEMS)
     text = template.format(
         n1=n1, n2=n2, obj=obj, objs=objs, a=a, b=b, c=r.randint(a * b + 1, a * b + 100),
-        ab=a * b, ac=a * r.randint(2, 5), ab2=2 * b + a, item=r.choice(ITEMS_PRICED),
+        ab=a * b, ac=a * r.randint(2, 5), ab2=2 * b + a, item=r.choice(P.ITEMS_PRICED),
         h=r.randint(5, 14),
     )
     return text
 
 
-FUNCTIONS = _POOLS["FUNCTIONS"]
-WORKING = _POOLS["WORKING"]
-
-
 def _calculus(r: random.Random) -> str:
     a, b = r.randint(2, 6), r.randint(2, 9)
-    f = r.choice(FUNCTIONS).format(a=a, b=b)
-    g = r.choice(FUNCTIONS).format(a=r.randint(2, 5), b=r.randint(2, 9))
+    f = r.choice(P.FUNCTIONS).format(a=a, b=b)
+    g = r.choice(P.FUNCTIONS).format(a=r.randint(2, 5), b=r.randint(2, 9))
     kind = r.randint(0, 4)
     if kind == 0:
         return f"Find the derivative of f(x) = {f} * {g}."
@@ -202,7 +185,7 @@ def _money(r: random.Random) -> str:
         return f"If you invest ${principal} at {rate}% interest compounded yearly, how much do you have after {years} years?"
     if kind == 1:
         price, off, tax = r.randint(20, 400), r.choice([10, 15, 20, 30]), r.choice([5, 7, 8, 10])
-        return f"A {r.choice(ITEMS_PRICED)} costs ${price}. It is {off}% off, and then {tax}% tax is added. What do you pay?"
+        return f"A {r.choice(P.ITEMS_PRICED)} costs ${price}. It is {off}% off, and then {tax}% tax is added. What do you pay?"
     if kind == 2:
         d, v1, v2 = r.randint(100, 600), r.randint(40, 90), r.randint(40, 90)
         return (f"Two cyclists start {d} km apart and ride towards each other at {v1} km/h and {v2} km/h. "
@@ -218,21 +201,14 @@ def math_prompt(r: random.Random) -> Prompt:
                       _calculus, _probability, _equations, _money])
     text = maker(r)
     if r.random() < 0.5 and not text.endswith(("step.", "steps.", "work.", "reasoning.")):
-        text += r.choice(WORKING)
+        text += r.choice(P.WORKING)
     return Prompt("math", text)
 
 
-LANGUAGES = _POOLS["LANGUAGES"]
-CODE_TASKS = _POOLS["CODE_TASKS"]
-CODE_TEMPLATES = _POOLS["CODE_TEMPLATES"]
-# Tasks with a named signature: answers that must copy identifiers from the prompt are a
-# large share of real code requests (and of what a drafter can get right cheaply).
-NAMED_TASKS = _POOLS["NAMED_TASKS"]
-NAMED_EXTRAS = _POOLS["NAMED_EXTRAS"]
-
-
 def _named_task(r: random.Random) -> str:
-    signature, task = r.choice(NAMED_TASKS)
+    """P.NAMED_TASKS has a named signature: answers that must copy identifiers from the
+    prompt are a large share of real code requests (and of what a drafter gets cheaply)."""
+    signature, task = r.choice(P.NAMED_TASKS)
     lang = r.choice(["Python", "Python", "Python", "JavaScript", "TypeScript"])
     lead = r.choice([
         "Write a {lang} function `{sig}` that {task}.",
@@ -240,21 +216,12 @@ def _named_task(r: random.Random) -> str:
         "I need a {lang} function called `{sig}`. It {task}.",
         "Please write `{sig}` in {lang}, which {task}.",
     ])
-    return lead.format(lang=lang, sig=signature, task=task) + r.choice(NAMED_EXTRAS)
-
-
-SQL_TASKS = _POOLS["SQL_TASKS"]
-SHELL_TASKS = _POOLS["SHELL_TASKS"]
-JS_TASKS = _POOLS["JS_TASKS"]
-CONFIG_TASKS = _POOLS["CONFIG_TASKS"]
-CITIES = _POOLS["CITIES"]
-VAR_NAMES = _POOLS["VAR_NAMES"]
-FUNC_NAMES = _POOLS["FUNC_NAMES"]
+    return lead.format(lang=lang, sig=signature, task=task) + r.choice(P.NAMED_EXTRAS)
 
 
 def _snippet(r: random.Random) -> str:
     """A small, valid Python function built from pieces."""
-    name, var = r.choice(FUNC_NAMES), r.choice(VAR_NAMES)
+    name, var = r.choice(P.FUNC_NAMES), r.choice(P.VAR_NAMES)
     k = r.randint(2, 9)
     body = r.choice([
         ["    result = []", f"    for x in {var}:", f"        if x % {k} == 0:",
@@ -278,7 +245,7 @@ def _snippet(r: random.Random) -> str:
 
 def _buggy_snippet(r: random.Random) -> str:
     """A small Python function with one planted bug."""
-    var, k = r.choice(VAR_NAMES), r.randint(2, 9)
+    var, k = r.choice(P.VAR_NAMES), r.randint(2, 9)
     return r.choice([
         f"def last_items({var}, n):\n    return {var}[len({var}) - n - 1:]",
         f"def average({var}):\n    total = 0\n    for x in {var}:\n        total += x\n    return total / len({var}) - 1",
@@ -296,10 +263,10 @@ def code_prompt(r: random.Random) -> Prompt:
     if roll < 0.15:
         kind = r.randint(0, 2)
         if kind == 0:
-            return Prompt("code", f"Write a bash script that {r.choice(SHELL_TASKS)}.")
+            return Prompt("code", f"Write a bash script that {r.choice(P.SHELL_TASKS)}.")
         if kind == 1:
-            return Prompt("code", f"Write a JavaScript function that {r.choice(JS_TASKS)}. Explain how it works.")
-        return Prompt("code", f"Write a Python dataclass that {r.choice(CONFIG_TASKS)}.")
+            return Prompt("code", f"Write a JavaScript function that {r.choice(P.JS_TASKS)}. Explain how it works.")
+        return Prompt("code", f"Write a Python dataclass that {r.choice(P.CONFIG_TASKS)}.")
     if roll < 0.25:
         code = _buggy_snippet(r)
         ask = r.choice(["This function has a bug. Find it and fix it:",
@@ -309,11 +276,11 @@ def code_prompt(r: random.Random) -> Prompt:
     if roll < 0.45:
         return Prompt("code", _named_task(r))
     if roll < 0.75:
-        lang = r.choice(LANGUAGES)
+        lang = r.choice(P.LANGUAGES)
         if lang == "SQL":
-            task = r.choice(SQL_TASKS).format(city=r.choice(CITIES), year=r.randint(2005, 2023))
+            task = r.choice(P.SQL_TASKS).format(city=r.choice(P.CITIES), year=r.randint(2005, 2023))
             return Prompt("code", f"Write an SQL query to {task}.")
-        return Prompt("code", r.choice(CODE_TEMPLATES).format(lang=lang, task=r.choice(CODE_TASKS)))
+        return Prompt("code", r.choice(P.CODE_TEMPLATES).format(lang=lang, task=r.choice(P.CODE_TASKS)))
     code = _snippet(r)
     ask = r.choice([
         "Explain what this Python function does:",
@@ -329,18 +296,14 @@ def code_prompt(r: random.Random) -> Prompt:
 
 def prose_prompt(r: random.Random) -> Prompt:
     if r.random() < REQUEST_SHARE:
-        return Prompt("prose", requests.prose_request(r, TOPICS))
-    topic, other = r.sample(TOPICS, 2)
-    return Prompt("prose", r.choice(PROSE_TEMPLATES).format(topic=topic, other=other))
-
-
-WHO = _POOLS["WHO"]
-SELF_SEEDS = _POOLS["SELF_SEEDS"]
+        return Prompt("prose", requests.prose_request(r, P.TOPICS))
+    topic, other = r.sample(P.TOPICS, 2)
+    return Prompt("prose", r.choice(P.PROSE_TEMPLATES).format(topic=topic, other=other))
 
 
 def self_seed(r: random.Random) -> Prompt:
     """A seed for the target to write a prompt from; the prompt is its greedy answer."""
-    return Prompt("self", r.choice(SELF_SEEDS).format(topic=r.choice(TOPICS), who=r.choice(WHO)))
+    return Prompt("self", r.choice(P.SELF_SEEDS).format(topic=r.choice(P.TOPICS), who=r.choice(P.WHO)))
 
 
 def clean_self_prompt(text: str) -> str | None:

@@ -17,13 +17,9 @@ import random
 from . import pools
 from .prompts_requests import camel_case
 
-_POOLS = pools.load("prompts_identifiers")
-
-# entity -> (plural, numeric fields, text fields, date fields)
-ENTITIES = _POOLS["ENTITIES"]
-VERBS_FILTER = _POOLS["VERBS_FILTER"]
-VERBS_SUM = _POOLS["VERBS_SUM"]
-ENV_PREFIXES = _POOLS["ENV_PREFIXES"]
+# the pools: prompt_data/prompts_identifiers.json; P.ENTITIES maps an entity to
+# (plural, numeric fields, text fields, date fields)
+P = pools.load("prompts_identifiers")
 
 
 def _pascal(name: str) -> str:
@@ -31,8 +27,8 @@ def _pascal(name: str) -> str:
 
 
 def _entity(r: random.Random):
-    name = r.choice(sorted(ENTITIES))
-    plural, numeric, text, dates = ENTITIES[name]
+    name = r.choice(sorted(P.ENTITIES))
+    plural, numeric, text, dates = P.ENTITIES[name]
     return name, plural, numeric, text, dates
 
 
@@ -41,9 +37,9 @@ def function_request(r: random.Random) -> str:
     num, txt, date = r.choice(numeric), r.choice(text), r.choice(dates)
     lang = r.choice(["Python", "Python", "Python", "JavaScript", "TypeScript"])
     task = r.choice([
-        (f"{r.choice(VERBS_SUM)}_{num}_by_{txt}", [plural],
+        (f"{r.choice(P.VERBS_SUM)}_{num}_by_{txt}", [plural],
          f"takes a list of {plural} (dictionaries with `{num}` and `{txt}` keys) and returns the total `{num}` for each `{txt}`"),
-        (f"{r.choice(VERBS_FILTER)}_{plural}_before", [plural, "cutoff"],
+        (f"{r.choice(P.VERBS_FILTER)}_{plural}_before", [plural, "cutoff"],
          f"returns the {plural} whose `{date}` is earlier than `cutoff`, oldest first"),
         (f"top_{plural}_by_{num}", [plural, "n"],
          f"returns the `n` {plural} with the largest `{num}`, ties broken by `{txt}`"),
@@ -68,7 +64,7 @@ def function_request(r: random.Random) -> str:
 
 def class_request(r: random.Random) -> str:
     name, plural, numeric, text, dates = _entity(r)
-    prefix = r.choice(ENV_PREFIXES)
+    prefix = r.choice(P.ENV_PREFIXES)
     fields = [(r.choice(text), "str", f'"{r.choice(["unknown", "default", "n/a", "main"])}"'),
               (r.choice(numeric), r.choice(["int", "float"]), str(r.choice([0, 1, 10, 100]))),
               ("active", "bool", r.choice(["True", "False"]))]

@@ -18,35 +18,30 @@ import random
 
 from . import pools
 
-_POOLS = pools.load("prompts_literals")
+P = pools.load("prompts_literals")  # the pools: prompt_data/prompts_literals.json
 
-WORDS = _POOLS["WORDS"]
-ROOTS = _POOLS["ROOTS"]
-EXTS = _POOLS["EXTS"]
-DATE_FORMATS = _POOLS["DATE_FORMATS"]
-LANGS = _POOLS["LANGS"]
 
 
 def _word(r: random.Random) -> str:
-    return r.choice(WORDS)
+    return r.choice(P.WORDS)
 
 
 def _two(r: random.Random, sep: str) -> str:
-    a, b = r.sample(WORDS, 2)
+    a, b = r.sample(P.WORDS, 2)
     return f"{a}{sep}{b}"
 
 
 def _path(r: random.Random) -> str:
-    return f"{r.choice(ROOTS)}/{_two(r, r.choice(['_', '-', '/']))}"
+    return f"{r.choice(P.ROOTS)}/{_two(r, r.choice(['_', '-', '/']))}"
 
 
 def _pattern(r: random.Random) -> str:
-    ext = r.choice(EXTS)
+    ext = r.choice(P.EXTS)
     return r.choice([
-        f"{_word(r)}-{r.choice(DATE_FORMATS)}.{ext}",
+        f"{_word(r)}-{r.choice(P.DATE_FORMATS)}.{ext}",
         f"{_word(r)}_{r.choice(['001', 'v2', 'final', 'part1', 'raw'])}.{ext}",
         f"{_two(r, '-')}.{ext}",
-        f"{_word(r).upper()}_{r.choice(DATE_FORMATS)}",
+        f"{_word(r).upper()}_{r.choice(P.DATE_FORMATS)}",
     ])
 
 
@@ -65,8 +60,8 @@ def _url(r: random.Random) -> str:
 
 
 def file_task(r: random.Random) -> str:
-    src, dst, pattern, ext = _path(r), _path(r), _pattern(r), r.choice(EXTS)
-    lang = r.choice(LANGS)
+    src, dst, pattern, ext = _path(r), _path(r), _pattern(r), r.choice(P.EXTS)
+    lang = r.choice(P.LANGS)
     task = r.choice([
         f"renames every `.{ext}` file in `{src}` to the pattern `{pattern}`",
         f"compresses `{src}` into an archive named `{pattern}` inside `{dst}`",
@@ -80,12 +75,12 @@ def file_task(r: random.Random) -> str:
 
 def message_task(r: random.Random) -> str:
     fn = f"{r.choice(['load', 'read', 'parse', 'sync', 'check'])}_{_word(r)}"
-    path, message = _path(r) + "." + r.choice(EXTS), _message(r)
+    path, message = _path(r) + "." + r.choice(P.EXTS), _message(r)
     return r.choice([
         f"Write a Python function `{fn}(path)` that reads `{path}` by default and raises "
         f"`ValueError(\"{message}\")` when the file is empty.",
         f"Write a Python script that logs each {_word(r)} it handles in the format "
-        f"`{r.choice(DATE_FORMATS)} | {message}` and writes the log to `{path}`.",
+        f"`{r.choice(P.DATE_FORMATS)} | {message}` and writes the log to `{path}`.",
         f"Write a JavaScript function that fetches `{_url(r)}` and, if the request fails, "
         f"shows `{message}` in the element with id `{_two(r, '-')}`.",
     ])
@@ -102,7 +97,7 @@ def config_task(r: random.Random) -> str:
 def flag_task(r: random.Random) -> str:
     tool, flags = _word(r), [f"--{_two(r, '-')}" for _ in range(2)]
     return (f"Write a Python command-line tool `{tool}` with argparse that accepts `{flags[0]}` "
-            f"(a path, default `{_path(r)}`) and `{flags[1]}` (a date in `{r.choice(DATE_FORMATS)}` "
+            f"(a path, default `{_path(r)}`) and `{flags[1]}` (a date in `{r.choice(P.DATE_FORMATS)}` "
             f"format), and prints `{_message(r)}` when it finishes.")
 
 

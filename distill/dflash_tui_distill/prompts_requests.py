@@ -18,14 +18,13 @@ import random
 
 from . import pools
 
-_POOLS = pools.load("prompts_requests")
+# the pools: prompt_data/prompts_requests.json. P.SIGNATURES: (signature, what it does),
+# Python-style names (JS/TS get the camelCase form); P.BUGGY: (description of intent,
+# symptom, code with one bug); P.SQL_SCHEMAS: (table, columns) pairs that go together, with
+# questions over them.
+P = pools.load("prompts_requests")
 
 # ---- code ------------------------------------------------------------------------------
-
-# (signature, what it does). Python-style names; JS/TS get the camelCase form.
-SIGNATURES = _POOLS["SIGNATURES"]
-LANGS_FOR_SIGNATURES = _POOLS["LANGS_FOR_SIGNATURES"]
-CODE_EXTRAS = _POOLS["CODE_EXTRAS"]
 
 
 def camel_case(name: str) -> str:
@@ -35,8 +34,8 @@ def camel_case(name: str) -> str:
 
 
 def signature_request(r: random.Random) -> str:
-    signature, task = r.choice(SIGNATURES)
-    lang = r.choice(LANGS_FOR_SIGNATURES)
+    signature, task = r.choice(P.SIGNATURES)
+    lang = r.choice(P.LANGS_FOR_SIGNATURES)
     if lang != "Python":
         fname, args = signature.split("(", 1)
         signature = f"{camel_case(fname)}({', '.join(camel_case(a.strip()) for a in args[:-1].split(',') if a.strip())})"
@@ -47,31 +46,22 @@ def signature_request(r: random.Random) -> str:
         "Please write a {lang} function called `{sig}`, which {task}.",
         "Implement `{sig}` in {lang} so that it {task}.",
     ])
-    extras = r.sample(CODE_EXTRAS, r.randint(1, 2))
+    extras = r.sample(P.CODE_EXTRAS, r.randint(1, 2))
     return " ".join([lead.format(lang=lang, sig=signature, task=task), *extras])
 
 
-# (description of intent, symptom, code with one bug)
-BUGGY = _POOLS["BUGGY"]
-DEBUG_ASKS = _POOLS["DEBUG_ASKS"]
-
-
 def debug_request(r: random.Random) -> str:
-    intent, symptom, code = r.choice(BUGGY)
+    intent, symptom, code = r.choice(P.BUGGY)
     lead = r.choice([
         "This function should {intent}, but {symptom}.",
         "My function is meant to {intent}. The problem: {symptom}.",
         "I wrote this to {intent}, but {symptom}.",
     ]).format(intent=intent, symptom=symptom)
-    return f"{lead} {r.choice(DEBUG_ASKS)}\n\n```python\n{code}\n```"
-
-
-# (table, columns) pairs that go together, with a question over them.
-SQL_SCHEMAS = _POOLS["SQL_SCHEMAS"]
+    return f"{lead} {r.choice(P.DEBUG_ASKS)}\n\n```python\n{code}\n```"
 
 
 def sql_request(r: random.Random) -> str:
-    t1, t2, questions = r.choice(SQL_SCHEMAS)
+    t1, t2, questions = r.choice(P.SQL_SCHEMAS)
     question = r.choice(questions).format(n=r.randint(3, 10), year=r.randint(2015, 2025),
                                           low=r.choice([40, 50, 60, 100, 250]))
     lead = r.choice([
@@ -84,11 +74,8 @@ def sql_request(r: random.Random) -> str:
     return lead.format(t1=t1, t2=t2, q=question) + tail
 
 
-JS_UTILITIES = _POOLS["JS_UTILITIES"]
-
-
 def js_request(r: random.Random) -> str:
-    signature, behaviour, use = r.choice(JS_UTILITIES)
+    signature, behaviour, use = r.choice(P.JS_UTILITIES)
     lang = r.choice(["JavaScript", "JavaScript", "TypeScript"])
     lead = r.choice([
         "Implement a `{sig}` function in {lang} that {b}.",
@@ -101,11 +88,8 @@ def js_request(r: random.Random) -> str:
                                      f" Then give an example with {use}.", ""])
 
 
-SHELL_JOBS = _POOLS["SHELL_JOBS"]
-
-
 def shell_request(r: random.Random) -> str:
-    job, extra = r.choice(SHELL_JOBS)
+    job, extra = r.choice(P.SHELL_JOBS)
     fill = dict(ext=r.choice([".log", ".csv", ".png", ".txt", ".py", ".mp4", ".pdf"]),
                 src=r.choice(["~/Downloads", "~/projects", "/var/log/app", "./data", "~/Documents"]),
                 dst=r.choice(["./archive", "/mnt/backup", "~/old", "./out"]),
@@ -118,11 +102,8 @@ def shell_request(r: random.Random) -> str:
     return lead.format(job=job.format(**fill), extra=extra.format(**fill)) + tail
 
 
-CLASSES = _POOLS["CLASSES"]
-
-
 def class_request(r: random.Random) -> str:
-    name, fields, extra = r.choice(CLASSES)
+    name, fields, extra = r.choice(P.CLASSES)
     parts = []
     for field, typ, default in fields:
         parts.append(f"{field} ({typ}, default {default})" if default is not None else f"{field} ({typ})")
@@ -140,12 +121,9 @@ def code_request(r: random.Random) -> str:
 
 # ---- math ------------------------------------------------------------------------------
 
-PEOPLE = _POOLS["PEOPLE"]
-SHOW = _POOLS["SHOW"]
-
 
 def _motion(r: random.Random) -> str:
-    a, b = r.sample(PEOPLE, 2)
+    a, b = r.sample(P.PEOPLE, 2)
     v1, v2 = r.randint(3, 20) * 5, r.randint(3, 20) * 5
     d = (v1 + v2) * r.randint(1, 6)
     kind = r.randint(0, 2)
@@ -170,7 +148,7 @@ def _rates(r: random.Random) -> str:
         return (f"One pipe fills a tank in {h1} hours and another fills it in {h2} hours. How long do "
                 "they take together? What fraction of the tank does each pipe fill?")
     if kind == 1:
-        a, b = r.sample(PEOPLE, 2)
+        a, b = r.sample(P.PEOPLE, 2)
         return (f"{a} can paint a fence in {h1} hours and {b} in {h2} hours. If they work together "
                 f"for one hour and then {a} leaves, how much longer does {b} need to finish?")
     litres, pct, target = r.randint(2, 20), r.choice([10, 20, 25, 40]), r.choice([5, 8, 15])
@@ -298,47 +276,40 @@ def math_request(r: random.Random) -> str:
     text = r.choice([_motion, _rates, _percent_chain, _equation_check, _calculus_eval,
                      _probability_list, _series_explain, _geometry, _statistics])(r)
     if r.random() < 0.5 and not text.rstrip().endswith(("steps.", "step.", "answers.")):
-        text += " " + r.choice(SHOW)
+        text += " " + r.choice(P.SHOW)
     return text
 
 
 # ---- prose -----------------------------------------------------------------------------
 
-OCCASIONS = _POOLS["OCCASIONS"]
-AUDIENCES = _POOLS["AUDIENCES"]
-STORY_PREMISES = _POOLS["STORY_PREMISES"]
-PRODUCTS = _POOLS["PRODUCTS"]
-DECISIONS = _POOLS["DECISIONS"]
-WORD_LIMITS = _POOLS["WORD_LIMITS"]
-
 
 def prose_request(r: random.Random, topics: list[str]) -> str:
     kind = r.randint(0, 5)
     if kind == 0:
-        who, purpose, details = r.choice(OCCASIONS)
+        who, purpose, details = r.choice(P.OCCASIONS)
         picked = r.sample(details, r.randint(2, 3))
         tone = r.choice(["friendly", "polite but firm", "warm", "short and professional", "cheerful"])
         return (f"Write a {tone} email to {who} to {purpose}. " +
                 " ".join(f"{d[0].upper()}{d[1:]}." for d in picked))
     if kind == 1:
         topic = r.choice(topics)
-        limit = r.choice(WORD_LIMITS)
+        limit = r.choice(P.WORD_LIMITS)
         constraint = r.choice(["use one everyday comparison", "avoid technical terms",
                                "end with a question to think about", "start with a surprising fact"])
-        return f"Explain {topic} to {r.choice(AUDIENCES)} in {limit}, and {constraint}."
+        return f"Explain {topic} to {r.choice(P.AUDIENCES)} in {limit}, and {constraint}."
     if kind == 2:
-        premise = r.choice(STORY_PREMISES)
+        premise = r.choice(P.STORY_PREMISES)
         return r.choice([f"Write the opening paragraph of a story about {premise}.",
                          f"Write the first scene of a short story about {premise}. Keep it under 200 words.",
                          f"Write a short story about {premise}, told in the first person."])
     if kind == 3:
-        product, features = r.choice(PRODUCTS)
+        product, features = r.choice(P.PRODUCTS)
         return (f"Write a product description for {product}: {', '.join(features)}. "
                 f"{r.choice(['Keep it warm but simple.', 'Make it sound premium.', 'Aim it at gift buyers.', 'Keep it under 80 words.'])}")
     if kind == 4:
         boss = r.choice(["My manager", "Our director", "The head of my department"])
-        return (f"{boss} asked me to summarise the pros and cons of {r.choice(DECISIONS)}. Write a "
-                f"balanced summary of {r.choice(WORD_LIMITS)} that I can send, in a neutral tone.")
+        return (f"{boss} asked me to summarise the pros and cons of {r.choice(P.DECISIONS)}. Write a "
+                f"balanced summary of {r.choice(P.WORD_LIMITS)} that I can send, in a neutral tone.")
     topic = r.choice(topics)
     return (f"Write a letter to the editor of a local paper about {topic}. Make {r.choice(['two', 'three'])} "
             f"clear points, keep it {r.choice(['polite', 'passionate but fair', 'short'])}, and end with a call to action.")
