@@ -102,3 +102,11 @@ def test_the_debuggers_package_does_not_ship_the_trainer():
     assert trainer["tool"]["setuptools"]["packages"] == ["dflash_tui_distill"]
     data = trainer["tool"]["setuptools"]["package-data"]["dflash_tui_distill"]
     assert data == ["prompt_data/*.json"] and list((ROOT / "distill" / "dflash_tui_distill").glob(data[0]))
+
+
+def test_a_missing_prompts_from_file_is_refused_before_any_work(make_pair, tmp_path, capsys):
+    target_dir, _ = make_pair("llama")
+    out = tmp_path / "out"
+    code = main(["distill", str(target_dir), "--out", str(out), "--prompts-from", str(tmp_path / "no.jsonl")])
+    assert code == 2 and f"--prompts-from {tmp_path / 'no.jsonl'}: no such file" in one_line_error(capsys)
+    assert not out.exists()

@@ -38,6 +38,10 @@ class Distill:
         self.data = merge(DataSettings, data_given, manifest["settings"] if manifest else None,
                           str(self.data_dir / dataset.MANIFEST))
         check_data(self.data)
+        data_to_make = run.phase in ("data", "all") and not (manifest and manifest.get("prompts"))
+        if data_to_make and self.data.prompts_from and not Path(self.data.prompts_from).is_file():
+            raise InputError(f"--prompts-from {self.data.prompts_from}: no such file (expected JSON lines "
+                             "of prompts; scripts/build_prompt_corpus.sh makes the sample recipe's)")
         self.saved = state_lib.latest_state(self.out)
         if run.resume and self.saved is None:
             raise InputError(f"--resume: {self.out} has no saved training state ({state_lib.TRAINING}/{state_lib.LATEST})")
