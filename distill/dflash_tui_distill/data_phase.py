@@ -66,6 +66,8 @@ def read_extra_prompts(path: str) -> list[str]:
 def build_prompt_list(target, settings: DataSettings, holdout: Holdout, gen_batch: int,
                       say: Say, should_stop: Callable[[], bool]) -> list[dict] | None:
     """Every prompt with its kind and split; None if the deadline came first."""
+    real = read_prompts_from(settings.prompts_from) if settings.prompts_from else []
+    refuse_clashes(((f"--prompts-from {settings.prompts_from}", r["text"]) for r in real), holdout)
     counts = prompt_lib.split_counts(settings.num_prompts, settings.mix)
     reject = lambda text: holdout.clashes(text) is not None  # noqa: E731
     made = prompt_lib.make_prompts(counts, settings.seed, reject)
@@ -92,11 +94,8 @@ def build_prompt_list(target, settings: DataSettings, holdout: Holdout, gen_batc
         items.extend({"kind": "extra", "text": t, "source": settings.extra_prompts} for t in extra)
     if items:
         assign_splits(items, settings)
-    if settings.prompts_from:
-        real = read_prompts_from(settings.prompts_from)
-        refuse_clashes(((f"--prompts-from {settings.prompts_from}", r["text"]) for r in real), holdout)
-        seen = {i["text"] for i in items}
-        items.extend(r for r in real if r["text"] not in seen)
+    seen = {i["text"] for i in items}
+    items.extend(r for r in real if r["text"] not in seen)
     if not items:
         raise InputError("the prompt set is empty (check --num-prompts and --mix)")
     return [{"i": i, "kind": it["kind"], "split": it["split"], "text": it["text"], "source": it["source"]}
