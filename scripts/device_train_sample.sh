@@ -4,6 +4,7 @@
 # $OUT: the run lives in /tmp/run/stageN, so consecutive commands on the same machine
 # continue it.
 #
+#   STAGE=N bash scripts/device_train_sample.sh all SECONDS          # data, train, eval
 #   STAGE=N bash scripts/device_train_sample.sh data+train SECONDS   # data, then train
 #   STAGE=N bash scripts/device_train_sample.sh train SECONDS        # continue training
 #   STAGE=N bash scripts/device_train_sample.sh eval SECONDS         # final validation eval
@@ -15,14 +16,17 @@
 # first for a build carried in by other means), mlx-lm and the project's other dependencies,
 # and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stage 5 also needs its corpus in the tree
 # (runs/corpus, made by scripts/build_prompt_corpus.sh; it travels as an ignored folder).
-# SECONDS is this command's budget; 25 s of it are kept to pack the results.
+# SECONDS is this command's budget; 25 s of it are kept to pack the results, and `all`
+# keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
+# A machine that goes back between commands loses /tmp, so a stage that fits one command
+# (stage 5) runs as `all`: every command returns a checkpoint and its numbers.
 #
 # $OUT gets the checkpoint in 15 MiB parts (`cat model.part* > model.safetensors`) and
 # run.tgz (config.json, train/eval logs, eval_final.json, the data manifest, the command's
 # log): at most 5 files. `bench` writes bench-PROMPTS[-BENCH_NAME].json instead.
 set -euo pipefail
 t0=$(date +%s)
-budget=${2:?usage: $0 data+train|train|eval|bench SECONDS}
+budget=${2:?usage: $0 all|data+train|train|eval|bench SECONDS}
 if [ -n "${DEVICE_ENV:-}" ]; then . "$DEVICE_ENV"; fi
 : "${TARGET:?set TARGET to the sample GGUF (SmolLM2-135M-Instruct.Q4_1.gguf)}"
 # `python3 -m dflash_tui` from the checkout would find ./dflash_tui without its engine and
@@ -44,6 +48,14 @@ log="/tmp/run/stage$STAGE.log"  # beside the run: distill refuses a run folder w
 left() { echo $(( budget - ($(date +%s) - t0) - 25 )); }
 
 case "$1" in
+  all)
+    TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh data 2>&1 | tee -a "$log"
+    if [ "$(left)" -gt $(( ${EVAL_SECONDS:-60} + 60 )) ]; then
+      TIME_LIMIT=$(( $(left) - ${EVAL_SECONDS:-60} )) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
+    fi
+    if [ -f "$RUN_DIR/model.safetensors" ] && [ "$(left)" -gt 20 ]; then
+      TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh eval 2>&1 | tee -a "$log"
+    fi ;;
   data+train)
     TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh data 2>&1 | tee -a "$log"
     if [ "$(left)" -gt 60 ]; then
@@ -57,7 +69,7 @@ case "$1" in
       --blocks "${BENCH_BLOCKS:-7}" --max-tokens "${BENCH_MAX_TOKENS:-200}" \
       --json "$OUT/bench-$(basename "$prompts")${BENCH_NAME:+-$BENCH_NAME}.json" 2>&1 | tee -a "$log"
     exit 0 ;;
-  *) echo "usage: $0 data+train|train|eval|bench SECONDS" >&2; exit 2 ;;
+  *) echo "usage: $0 all|data+train|train|eval|bench SECONDS" >&2; exit 2 ;;
 esac
 if [ -f "$RUN_DIR/model.safetensors" ]; then
   split -b 15M -d "$RUN_DIR/model.safetensors" "$OUT/model.part"

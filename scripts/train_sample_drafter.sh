@@ -12,7 +12,7 @@
 #   5. fine-tune on real text: the corpus of scripts/build_prompt_corpus.sh (11,743 prompts
 #      from pinned wheels' functions, the Python docs and Debian Reference, and the
 #      Mathematics Dataset's train generator; PROMPTS_FROM) plus 6,000 generated prompts of
-#      every kind (seed 5), 1,200 steps
+#      every kind (seed 5), 1,000 steps
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
@@ -54,7 +54,7 @@ case "$STAGE" in
   2) recipe=(1 24000 math=0.32,code=0.26,ident=0.22,prose=0.12,self=0.08 3000 2e-4 150 "$RUN_ROOT/stage1") ;;
   3) recipe=(2 9000 code=0.35,ident=0.35,math=0.3 1200 1.5e-4 100 "$RUN_ROOT/stage2") ;;
   4) recipe=(4 24000 code=0.32,ident=0.22,math=0.22,prose=0.1,literal=0.08,self=0.06 2400 1.5e-4 120 "$RUN_ROOT/stage3") ;;
-  5) recipe=(5 6000 code=0.3,ident=0.2,math=0.25,prose=0.15,literal=0.05,self=0.05 1200 1.5e-4 60 "$RUN_ROOT/stage4" runs/corpus/prompts.jsonl) ;;
+  5) recipe=(5 6000 code=0.3,ident=0.2,math=0.25,prose=0.15,literal=0.05,self=0.05 1000 1.5e-4 50 "$RUN_ROOT/stage4" runs/corpus/prompts.jsonl) ;;
   *) echo "STAGE must be 1 to 5 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}
@@ -83,7 +83,7 @@ INIT_FROM=${INIT_FROM:-${recipe[6]}}
 # the target runs in float32, as the engine and the bench run it, so the drafter trains on
 # the features it will read
 TARGET_DTYPE=${TARGET_DTYPE:-float32}
-EVAL_EVERY=${EVAL_EVERY:-$([ "$STAGE" = 5 ] && echo 400 || echo 500)}
+EVAL_EVERY=${EVAL_EVERY:-$([ "$STAGE" = 5 ] && echo 250 || echo 500)}
 SAVE_EVERY=${SAVE_EVERY:-500}
 
 target_args=()
