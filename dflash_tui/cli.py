@@ -138,14 +138,24 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     return parsers
 
 
+def _trainer_cli():
+    """The trainer's command line: an optional part (the dflash-tui-distill package)."""
+    try:
+        import dflash_tui_distill.cli
+    except ModuleNotFoundError as error:
+        if error.name != "dflash_tui_distill":
+            raise
+        raise InputError('distill: the trainer is not installed: pip install "dflash-tui[distill]" '
+                         "(from a checkout: pip install ./distill)") from None
+    return dflash_tui_distill.cli
+
+
 def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
     parsers = build_parsers()
     command = argv[0] if argv and argv[0] in COMMANDS else "tui"
     rest = argv[1:] if command != "tui" else argv
     if command == "distill":
-        from .distill.cli import add_arguments
-
-        add_arguments(parsers["distill"])
+        _trainer_cli().add_arguments(parsers["distill"])
     args = parsers[command].parse_args(rest)
     if hasattr(args, "prompt"):
         args.prompt_text = _prompt_text(args)
@@ -165,7 +175,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         elif command == "bench":
             from .bench.command import run
         elif command == "distill":
-            from .distill.cli import run
+            run = _trainer_cli().run
         elif command == "replay":
             from .app.main import run_replay as run
         else:

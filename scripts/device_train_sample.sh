@@ -1,46 +1,81 @@
 #!/usr/bin/env bash
-# One command on the GPU machine, run from the project's root there, after
-# ../shared/device/stage.sh has carried MLX's CUDA build and the sample GGUF over
-# (docs/DISTILL.md, "The sample drafter on an H200", has the whole call sequence):
+# One command of the sample recipe (scripts/train_sample_drafter.sh) on a GPU machine that
+# runs commands of limited length from a copy of this checkout and hands back files from
+# $OUT: the run lives in /tmp/run/stageN, so consecutive commands on the same machine
+# continue it.
 #
+#   STAGE=N bash scripts/device_train_sample.sh all SECONDS          # data, train, eval
 #   STAGE=N bash scripts/device_train_sample.sh data+train SECONDS   # data, then train
 #   STAGE=N bash scripts/device_train_sample.sh train SECONDS        # continue training
-#   STAGE=N bash scripts/device_train_sample.sh eval SECONDS         # final held-out eval
+#   STAGE=N bash scripts/device_train_sample.sh eval SECONDS         # final validation eval
+#   STAGE=N bash scripts/device_train_sample.sh bench SECONDS        # bench RUN_DIR (or BENCH_DRAFT)
+#                                                                    # on BENCH_PROMPTS at BENCH_BLOCKS
 #
-# STAGE (1-4) picks the stage of train_sample_drafter.sh; its run lives in
-# /tmp/run/stageN, where the next stage finds it as its start.
-# SECONDS is this command's budget (a device call runs at most 600 s). The checkpoint comes
-# back in $OUT after every command, in 15 MiB parts (calls return files of 16 MiB at most):
-# `cat model.part* > model.safetensors` here.
+# The machine needs a python3 (or PYTHON) that imports MLX for its GPU (`pip install
+# "mlx[cuda13]"` on CUDA, `pip install mlx` on Apple silicon; DEVICE_ENV=FILE is sourced
+# first for a build carried in by other means), mlx-lm and the project's other dependencies,
+# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stage 5 also needs its corpus in the tree
+# (runs/corpus, made by scripts/build_prompt_corpus.sh; it travels as an ignored folder).
+# SECONDS is this command's budget; 25 s of it are kept to pack the results, and `all`
+# keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
+# A machine that goes back between commands loses /tmp, so a stage that fits one command
+# (stage 5) runs as `all`: every command returns a checkpoint and its numbers.
+#
+# $OUT gets the checkpoint in 15 MiB parts (`cat model.part* > model.safetensors`) and
+# run.tgz (config.json, train/eval logs, eval_final.json, the data manifest, the command's
+# log): at most 5 files. `bench` writes bench-PROMPTS[-BENCH_NAME].json instead.
 set -euo pipefail
 t0=$(date +%s)
-budget=${2:?usage: $0 data+train|train|eval SECONDS}
-. /tmp/stage/env.sh
+budget=${2:?usage: $0 all|data+train|train|eval|bench SECONDS}
+if [ -n "${DEVICE_ENV:-}" ]; then . "$DEVICE_ENV"; fi
+: "${TARGET:?set TARGET to the sample GGUF (SmolLM2-135M-Instruct.Q4_1.gguf)}"
 # `python3 -m dflash_tui` from the checkout would find ./dflash_tui without its engine and
-# panels (pyproject maps those in at install time), so lay the package out as installed.
+# panels (pyproject maps those in at install time), so lay the packages out as installed,
+# once per machine: later commands find the copy (and the run) in /tmp.
 if [ ! -d /tmp/proj ]; then
-  mkdir -p /tmp/proj && cp -r dflash_tui sample_prompts scripts /tmp/proj/
+  mkdir -p /tmp/proj/runs
+  cp -r dflash_tui sample_prompts test_prompts scripts /tmp/proj/
   cp -r engine /tmp/proj/dflash_tui/engine && cp -r panels /tmp/proj/dflash_tui/panels
+  cp -r distill/dflash_tui_distill /tmp/proj/dflash_tui_distill
+  if [ -d runs/corpus ]; then cp -r runs/corpus /tmp/proj/runs/corpus; fi
 fi
 cd /tmp/proj
 export PYTHONPATH=/tmp/proj:${PYTHONPATH:-} PYTHONUNBUFFERED=1 DFLASH_TUI_BLAS=reference
-export STAGE=${STAGE:-1} RUN_ROOT=/tmp/run
-export TARGET=/tmp/payload/SmolLM2-135M-Instruct.Q4_1.gguf RUN_DIR=/tmp/run/stage$STAGE
-export DFLASH="python3 -m dflash_tui"
-left() { echo $(( budget - ($(date +%s) - t0) - 25 )); }   # 25 s to bring files back
+export STAGE=${STAGE:-1} RUN_ROOT=/tmp/run TARGET RUN_DIR=/tmp/run/stage${STAGE:-1}
+export DFLASH="${PYTHON:-python3} -m dflash_tui"
+mkdir -p /tmp/run
+log="/tmp/run/stage$STAGE.log"  # beside the run: distill refuses a run folder with others' files
+left() { echo $(( budget - ($(date +%s) - t0) - 25 )); }
 
 case "$1" in
+  all)
+    TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh data 2>&1 | tee -a "$log"
+    if [ "$(left)" -gt $(( ${EVAL_SECONDS:-60} + 60 )) ]; then
+      TIME_LIMIT=$(( $(left) - ${EVAL_SECONDS:-60} )) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
+    fi
+    if [ -f "$RUN_DIR/model.safetensors" ] && [ "$(left)" -gt 20 ]; then
+      TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh eval 2>&1 | tee -a "$log"
+    fi ;;
   data+train)
-    TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh data 2>&1 | tee -a "$OUT/data.log"
+    TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh data 2>&1 | tee -a "$log"
     if [ "$(left)" -gt 60 ]; then
-      TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$OUT/train.log"
+      TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
     fi ;;
   train|eval)
-    TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh "$1" 2>&1 | tee -a "$OUT/$1.log" ;;
-  *) echo "usage: $0 data+train|train|eval SECONDS" >&2; exit 2 ;;
+    TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh "$1" 2>&1 | tee -a "$log" ;;
+  bench)
+    prompts=${BENCH_PROMPTS:-test_prompts}
+    timeout "$(left)" $DFLASH bench "$TARGET" --draft "${BENCH_DRAFT:-$RUN_DIR}" --prompts "$prompts" \
+      --blocks "${BENCH_BLOCKS:-7}" --max-tokens "${BENCH_MAX_TOKENS:-200}" \
+      --json "$OUT/bench-$(basename "$prompts")${BENCH_NAME:+-$BENCH_NAME}.json" 2>&1 | tee -a "$log"
+    exit 0 ;;
+  *) echo "usage: $0 all|data+train|train|eval|bench SECONDS" >&2; exit 2 ;;
 esac
 if [ -f "$RUN_DIR/model.safetensors" ]; then
   split -b 15M -d "$RUN_DIR/model.safetensors" "$OUT/model.part"
-  cp "$RUN_DIR"/config.json "$RUN_DIR"/*.jsonl "$OUT/"
-  cp "$RUN_DIR"/eval_final.json "$OUT/" 2>/dev/null || true
 fi
+files=()
+for f in config.json train.jsonl eval.jsonl eval_final.json data/manifest.json; do
+  if [ -f "$RUN_DIR/$f" ]; then files+=("$f"); fi
+done
+tar czf "$OUT/run.tgz" -C "$RUN_DIR" "${files[@]}" -C /tmp/run "stage$STAGE.log"

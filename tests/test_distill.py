@@ -11,7 +11,7 @@ import pytest
 from fixtures import write_sample_shaped_drafter
 
 from dflash_tui.cli import main
-from dflash_tui.distill.settings import TrainSettings
+from dflash_tui_distill.settings import TrainSettings
 from dflash_tui.engine.checkpoint import expected_shapes, load_drafter
 from dflash_tui.engine.draft_config import DFLASH2, DraftConfig
 from dflash_tui.engine.api import Pair
@@ -44,9 +44,9 @@ def test_data_phase_stores_prompt_and_greedy_continuation(data_dir):
     target_dir, data = data_dir
     manifest = json.loads((data / "manifest.json").read_text())
     assert manifest["complete"] and manifest["shards"]
-    assert manifest["sequences"]["eval"] >= 1 and manifest["sequences"]["train"] >= 10
+    assert manifest["sequences"]["validation"] >= 1 and manifest["sequences"]["train"] >= 10
     prompts = [json.loads(line) for line in (data / "prompts.jsonl").read_text().splitlines()]
-    assert {p["split"] for p in prompts} == {"train", "eval"}
+    assert {p["split"] for p in prompts} == {"train", "validation"}
     target = load_target(target_dir)
     with np.load(data / manifest["shards"][0]) as shard:
         first_len, first_plen = int(shard["lengths"][0]), int(shard["prompt_lens"][0])
@@ -208,7 +208,7 @@ def test_data_that_contains_a_held_out_prompt_is_refused(data_dir, tmp_path, cap
     code = main(["distill", str(target_dir), "--out", str(tmp_path / "o"), "--data", str(data),
                  "--phase", "data", "--holdout", str(held.parent)])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "held-out" in err and len(err.splitlines()) == 1
+    assert code == 2 and "test prompt" in err and len(err.splitlines()) == 1
 
 
 def test_default_sample_drafter_fits_in_40_mb():

@@ -8,16 +8,17 @@ import numpy as np
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from dflash_tui.distill.architecture import choose_mask_token
-from dflash_tui.distill.batches import BatchSampler, make_batch
-from dflash_tui.distill.data_phase import assign_splits
-from dflash_tui.distill.dataset import Sequences
-from dflash_tui.distill.generate import greedy_continuations, stop_token_ids
-from dflash_tui.distill.holdout import Holdout, read_holdout, refuse_clashes
-from dflash_tui.distill.prompts import make_prompts, split_counts
-from dflash_tui.distill.settings import DataSettings
+from dflash_tui_distill.architecture import choose_mask_token
+from dflash_tui_distill.batches import BatchSampler, make_batch
+from dflash_tui_distill.data_phase import assign_splits
+from dflash_tui_distill.dataset import Sequences
+from dflash_tui_distill.generate import greedy_continuations, stop_token_ids
+from dflash_tui_distill.holdout import Holdout, read_holdout, read_holdouts, refuse_clashes
+from dflash_tui_distill.prompts import make_prompts, split_counts
+from dflash_tui_distill.settings import DataSettings
 from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.target import encode_prompt, load_target
+from dflash_tui.sample import PROMPTS_DIR
 
 
 def greedy_one(model, ids, max_new, stops):
@@ -73,9 +74,9 @@ def test_sample_prompts_are_read_and_never_generated(tmp_path):
                          reject=lambda t: holdout.clashes(t) is not None)
     assert made[0].text not in {p.text for p in again}
     assert len(again) == 100
-    with pytest.raises(InputError, match="held-out"):
+    with pytest.raises(InputError, match="test prompt"):
         refuse_clashes([("extra.txt", made[0].text)], holdout)
-    assert len(read_holdout(None)) > 0, "the repository's sample_prompts/ should be held out"
+    assert len(read_holdouts(None)) > len(read_holdout(PROMPTS_DIR)) > 0, "both test sets are held out"
 
 
 def test_prompts_are_deterministic_distinct_and_of_every_kind():
@@ -90,7 +91,7 @@ def test_prompts_are_deterministic_distinct_and_of_every_kind():
 def test_ident_prompts_name_fresh_identifiers_and_leave_other_kinds_alone():
     import re
 
-    from dflash_tui.distill.settings import parse_mix
+    from dflash_tui_distill.settings import parse_mix
 
     base = make_prompts({"math": 50, "code": 50}, seed=0)
     mixed = make_prompts({"math": 50, "code": 50, "ident": 400}, seed=0)
@@ -124,7 +125,7 @@ def test_literal_prompts_quote_fresh_strings_and_leave_other_kinds_alone():
 def test_eval_split_covers_every_kind():
     items = [{"kind": k, "text": f"{k} {i}"} for k in ("math", "code", "prose") for i in range(100)]
     assign_splits(items, DataSettings(seed=0))
-    held = [i for i in items if i["split"] == "eval"]
+    held = [i for i in items if i["split"] == "validation"]
     assert 8 <= len(held) <= 16
     assert {i["kind"] for i in held} == {"math", "code", "prose"}
 

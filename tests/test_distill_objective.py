@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from mlx.utils import tree_map
 
-from dflash_tui.distill.architecture import build_config, init_drafter, zlab_layer_ids
-from dflash_tui.distill.dataset import Sequences
-from dflash_tui.distill.evaluate import accepted_lengths, eval_blocks, walk_proposals
-from dflash_tui.distill.objective import (draft_hidden, losses, selector_loss, slot_weights,
+from dflash_tui_distill.architecture import build_config, init_drafter, zlab_layer_ids
+from dflash_tui_distill.dataset import Sequences
+from dflash_tui_distill.evaluate import accepted_lengths, eval_blocks, walk_proposals
+from dflash_tui_distill.objective import (draft_hidden, losses, selector_loss, slot_weights,
                                           target_features, target_parts)
-from dflash_tui.distill.settings import TrainSettings
+from dflash_tui_distill.settings import TrainSettings
 from dflash_tui.engine.drafter import block_masks
 from dflash_tui.engine.selector import lattice_arrays, to_lattice, walk
 from dflash_tui.engine.target import load_target
@@ -203,9 +203,9 @@ def test_target_layer_ids_follow_zlab():
 
 
 def test_compiled_step_matches_the_plain_step(setup):
-    from dflash_tui.distill.batches import make_batch
-    from dflash_tui.distill.dataset import Sequences
-    from dflash_tui.distill.trainer import Trainer
+    from dflash_tui_distill.batches import make_batch
+    from dflash_tui_distill.dataset import Sequences
+    from dflash_tui_distill.trainer import Trainer
 
     target, config, drafter, ids, capture = setup
     rows = np.array(ids)

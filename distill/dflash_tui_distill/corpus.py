@@ -1,0 +1,177 @@
+"""Build a prompt file of real text for `distill --prompts-from` from pinned archives.
+
+    python -m dflash_tui_distill.corpus --archives DIR --math FILE --out DIR
+
+DIR holds the downloaded sources (scripts/build_prompt_corpus.sh fetches the pinned list):
+Python wheels, whose public functions become code prompts (corpus_code.py), and Debian
+documentation packages, whose questions and paragraphs become prose prompts
+(corpus_docs.py). FILE is the output of corpus_math.py (Mathematics Dataset, train split).
+Every source must have its licence in LICENCES: the file records it beside the counts.
+
+Writes OUT/prompts.jsonl, one {"text", "kind", "split", "source", "item", "form"} per line,
+and OUT/sources.json (every source with its version, licence, archive sha256 and prompt
+counts per split). Kinds are real-code, real-math and real-prose. The validation split
+(`--validation-share` of each kind, by a hash of the item's name) is for model selection;
+no prompt that clashes with a test set (sample_prompts/ and test_prompts/ by default) is
+written. The same archives and seed give the same file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from dflash_tui.engine.errors import InputError
+from dflash_tui.engine.files import write_atomic, write_json_atomic
+
+from . import corpus_code, corpus_docs
+from .holdout import Holdout, read_holdouts
+
+# Every archive the corpus may read, with its licence (SPDX where there is one).
+LICENCES = {
+    "more-itertools": "MIT", "toolz": "BSD-3-Clause", "boltons": "BSD-3-Clause",
+    "networkx": "BSD-3-Clause", "python-dateutil": "Apache-2.0 OR BSD-3-Clause",
+    "sympy": "BSD-3-Clause", "numpy": "BSD-3-Clause", "pip": "MIT", "click": "BSD-3-Clause",
+    "pyparsing": "MIT", "jinja2": "BSD-3-Clause",
+    "python3.11-doc": "PSF-2.0", "debian-reference-en": "GPL-2.0-or-later",
+    "mathematics-dataset": "Apache-2.0",
+}
+# Parts of an archive left out: vendored copies carry other projects' licences; the C API,
+# distutils and release notes are not what people ask an assistant about.
+SKIP_PATHS = ("/_vendor/", "/_sources/c-api/", "/_sources/distutils/", "/_sources/whatsnew/")
+MATH_SOURCE = "mathematics-dataset==1.0.1"
+
+
+def archive_name(path: Path) -> tuple[str, str]:
+    """(project, version) from a wheel or .deb file name."""
+    if path.suffix == ".whl":
+        name, version = path.name.split("-")[:2]
+        return name.replace("_", "-").lower(), version
+    name, version = path.name.split("_")[:2]
+    return name, version
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _licence(project: str, where: Path) -> str:
+    if project not in LICENCES:
+        raise InputError(f"{where}: no licence recorded for {project!r} (add it to LICENCES in corpus.py)")
+    return LICENCES[project]
+
+
+def read_archives(directory: Path, seed: int):
+    """(source, item, kind, form, text) for every prompt the archives give, in a fixed order."""
+    for path in sorted(directory.iterdir()):
+        if path.suffix not in (".whl", ".deb"):
+            continue
+        project, version = archive_name(path)
+        _licence(project, path)
+        source = f"{project}=={version}"
+        if path.suffix == ".whl":
+            for fn in corpus_code.wheel_functions(path):
+                if any(s in "/" + fn.item for s in SKIP_PATHS):
+                    continue
+                form, text = corpus_code.prompt_for(fn, seed)
+                yield source, fn.item, "real-code", form, text
+            continue
+        for member, content in corpus_docs.deb_members(path, (".rst.txt", ".en.html")):
+            if any(s in "/" + member for s in SKIP_PATHS):
+                continue
+            units = corpus_docs.rst_units(content) if member.endswith(".rst.txt") else corpus_docs.html_units(content)
+            for n, (form, unit) in enumerate(units):
+                item = f"{member}#{n}"
+                yield source, item, "real-prose", form, corpus_docs.prompt_for(form, unit, item, seed)
+
+
+def read_math(path: Path):
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise InputError(f"--math {path}: unreadable ({error})") from None
+    for n, line in enumerate(lines):
+        row = json.loads(line)
+        yield MATH_SOURCE, f"{row['module']}#{n}", "real-math", row["module"], row["question"]
+
+
+def in_validation(seed: int, item: str, share: float) -> bool:
+    digest = hashlib.sha256(f"{seed}:{item}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2 ** 64 < share
+
+
+def build(archives: Path, math: Path | None, seed: int, share: float, tests: Holdout) -> tuple[list[dict], dict]:
+    rows, seen, dropped = [], set(), Counter()
+    units = list(read_archives(archives, seed)) + (list(read_math(math)) if math else [])
+    for source, item, kind, form, text in units:
+        key = " ".join(text.split()).lower()
+        if key in seen:
+            dropped["duplicate"] += 1
+            continue
+        if tests.clashes(text) is not None:
+            dropped["matches a test prompt"] += 1
+            continue
+        seen.add(key)
+        split = "validation" if in_validation(seed, item, share) else "train"
+        rows.append({"text": text, "kind": kind, "split": split, "source": source, "item": item, "form": form})
+    return rows, dict(dropped)
+
+
+def describe(rows: list[dict], archives: Path, math: Path | None, seed: int, share: float,
+             dropped: dict, tests: Holdout) -> dict:
+    sources: dict[str, dict] = {}
+    files = sorted(p for p in archives.iterdir() if p.suffix in (".whl", ".deb"))
+    for path in files:
+        project, version = archive_name(path)
+        sources[f"{project}=={version}"] = {"archive": path.name, "sha256": _sha256(path),
+                                            "licence": LICENCES[project]}
+    if math:
+        sources[MATH_SOURCE] = {"archive": math.name, "sha256": _sha256(math),
+                                "licence": LICENCES["mathematics-dataset"],
+                                "note": "generated by corpus_math.py, train modules only"}
+    for row in rows:
+        counts = sources[row["source"]].setdefault("prompts", {"train": 0, "validation": 0})
+        counts[row["split"]] += 1
+    kinds: dict[str, dict] = {}
+    for row in rows:
+        kinds.setdefault(row["kind"], {"train": 0, "validation": 0})[row["split"]] += 1
+    return {"seed": seed, "validation_share": share, "prompts": len(rows), "kinds": kinds,
+            "dropped": dropped, "test_sets": tests.source, "sources": sources}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m dflash_tui_distill.corpus", description=__doc__.split("\n")[0])
+    p.add_argument("--archives", required=True, metavar="DIR", help="wheels and .deb files to read")
+    p.add_argument("--math", metavar="FILE", help="corpus_math.py's output")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--validation-share", type=float, default=0.03, metavar="F")
+    p.add_argument("--holdout", action="append", metavar="DIR",
+                   help="a test set to keep out (repeatable; default: sample_prompts/ and test_prompts/)")
+    args = p.parse_args(argv)
+    try:
+        archives, math = Path(args.archives), Path(args.math) if args.math else None
+        if not archives.is_dir():
+            raise InputError(f"--archives {archives}: no such directory")
+        tests = read_holdouts(args.holdout)
+        rows, dropped = build(archives, math, args.seed, args.validation_share, tests)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomic(out / "prompts.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        summary = describe(rows, archives, math, args.seed, args.validation_share, dropped, tests)
+        write_json_atomic(out / "sources.json", summary)
+    except InputError as error:
+        print(f"corpus: error: {error}", file=sys.stderr)
+        return 2
+    print(f"corpus: {len(rows)} prompts in {out / 'prompts.jsonl'}: "
+          + ", ".join(f"{k} {v['train']}+{v['validation']}" for k, v in sorted(summary["kinds"].items()))
+          + " (train+validation)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

