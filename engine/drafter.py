@@ -174,10 +174,16 @@ class CandidateSelector(nn.Module):
     def __init__(self, config: DraftConfig):
         super().__init__()
         v, r = config.vocab_size, config.selector_rank
-        # Stored without a `.weight` suffix in Z Lab's checkpoints: plain arrays, not Embeddings.
+        # Stored without a `.weight` suffix in Z Lab's checkpoints: plain arrays, not Embeddings
+        # (until quantized: engine/quantize.py).
         self.predecessor_codebook = mx.zeros((v, r))
         self.successor_codebook = mx.zeros((v, r))
         self.hidden_projection = nn.Linear(config.hidden_size, r, bias=False)
+
+    def rows(self, codebook: str, ids: mx.array) -> mx.array:
+        """Rows `ids` of a codebook, a plain array or a QuantizedEmbedding."""
+        table = self[codebook]
+        return table[ids] if isinstance(table, mx.array) else table(ids)
 
 
 class DraftModel(nn.Module):

@@ -27,6 +27,7 @@ from .draft_config import DraftConfig
 from .drafter import DraftModel, block_masks
 from .errors import InputError
 from .probes import ProbeSink, first_nonfinite
+from .quantize import describe as describe_quantization
 from .records import (
     EngineState, PrefillRecord, Rollback, RoundRecord, SelectorSlot, Selector, SessionInfo,
     SlotRank, StageRecord, TopToken,
@@ -145,7 +146,7 @@ class Session:
             rollback_kind="trim" if target.trimmable else "replay",
             temperature=options.temperature, seed=options.seed, prompt=prompt_text,
             prompt_tokens=len(prompt_ids), max_tokens=options.max_tokens,
-            notes=self._notes(),
+            notes=self._notes(), drafter_quantization=describe_quantization(drafter),
         )
         self._token_text: dict[int, str] = {}
         self.prefill_record: Optional[PrefillRecord] = None
@@ -165,7 +166,7 @@ class Session:
         return gamma
 
     def _notes(self) -> tuple[str, ...]:
-        notes = []
+        notes = list(self.config.notes)
         if self.gamma + 1 > self.config.block_size:
             notes.append(
                 f"block of {self.gamma} proposals is beyond the {self.config.block_size - 1} "
