@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
+import uuid
 from pathlib import Path
 
 from .engine.draft_config import QUANT_BITS, QUANT_GROUP_SIZES
@@ -56,6 +56,25 @@ def check_out(out: Path, source: Path) -> None:
         raise InputError(f"--out {out}: parent folder {out.parent} does not exist")
 
 
+def write_whole(out: Path, write) -> None:
+    """`write(folder)` into a temp folder beside OUT, then one rename: OUT is complete or
+    absent, never half written (a full disk or ctrl-c leaves nothing behind)."""
+    tmp = out.parent / f".{out.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.mkdir()  # with the umask's permissions, which the rename keeps
+    except OSError as error:
+        raise InputError(f"--out {out}: cannot write there ({error.strerror or error})") from None
+    try:
+        write(tmp)
+        tmp.rename(out)  # onto a new path or an empty folder
+    except OSError as error:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(f"--out {out}: writing failed ({error.strerror or error}); nothing was written") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def run(args) -> int:
     import mlx.core as mx
 
@@ -72,13 +91,7 @@ def run(args) -> int:
         "group_size": args.group_size, "mode": "affine", "keep": list(keep),
         "float": float_paths(model), "mlx": mx.__version__,
     }
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
-    try:
-        save_drafter(model, tmp, metadata={RECORD: record})
-        tmp.rename(out)  # onto a new path or an empty folder: atomic
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    write_whole(out, lambda tmp: save_drafter(model, tmp, metadata={RECORD: record}))
     before = sum(f.stat().st_size for f in source.glob("*.safetensors"))
     after = sum(f.stat().st_size for f in out.glob("*.safetensors"))
     print(f"{out}: {model.config.kind_label} drafter {describe(model)}; weights "
