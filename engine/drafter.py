@@ -196,8 +196,10 @@ class DraftModel(nn.Module):
         h = config.hidden_size
         self.fc = nn.Linear(len(config.target_layer_ids) * h, h, bias=False)
         self.hidden_norm = nn.RMSNorm(h, eps=config.rms_norm_eps)
-        self.layers = [DecoderLayer(config, i) for i in range(config.num_hidden_layers)]
+        # Before the layers: the parameter order lists the top-level tensors first, and the
+        # test fixtures draw their seeded random weights in that order (expected_shapes).
         self.norm = nn.RMSNorm(h, eps=config.rms_norm_eps)
+        self.layers = [DecoderLayer(config, i) for i in range(config.num_hidden_layers)]
         if config.is_dflash2:
             self.candidate_selector = CandidateSelector(config)
         # The drafter ropes with the plain (non-interleaved) layout, as Z Lab's does.
