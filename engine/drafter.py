@@ -208,6 +208,12 @@ class DraftModel(nn.Module):
             config.max_position_embeddings,
         )
 
+    @property
+    def dtype(self) -> mx.Dtype:
+        """The type the drafter computes in: its float weights' (a quantized Linear's weight
+        is packed uint32, so no projection's weight can say it)."""
+        return self.hidden_norm.weight.dtype
+
     def project_context(self, capture: mx.array, probe: Probe = no_probe) -> mx.array:
         """ctx = hidden_norm(fc(concat of the target's captured layer outputs))."""
         probe("capture", None, capture)

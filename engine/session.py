@@ -345,7 +345,7 @@ class Session:
         gamma, position = self._round.gamma, self._round.position
         block = mx.array([[self._round.anchor] + [self.config.mask_token_id] * gamma])
         x = self.target.embed_tokens(block) * self.embed_scale
-        x = x.astype(self.drafter.fc.weight.dtype)
+        x = x.astype(self.drafter.dtype)
         kv = [(c.keys, c.values) for c in self.ctx_caches]
         masks = block_masks(self.config, [c.length for c in self.ctx_caches], gamma + 1)
         hidden = self.drafter.block_hidden(x, kv, position, masks, sink)[0, 1:]

@@ -16,7 +16,9 @@ from fixtures import target_facts, write_drafter, zlab_config
 
 # The fixture's selector rank is raised to 32 so that its codebooks split into groups of 32.
 RANK = 32
+# Mixed precision: one module in its own setting, one left float.
 MIXED = {"layers.0.mlp.down_proj": {"group_size": 64, "bits": 8}}
+KEPT = "candidate_selector.hidden_projection"
 
 
 def float_drafter(target_dir: Path, directory: Path, kind: str = "DFlash2DraftModel") -> Path:
@@ -39,7 +41,7 @@ def zlab_model(draft_dir: Path):
 
 
 def quantize_with_mlx_lm(draft_dir: Path, out: Path, *, bits: int = 4, group_size: int = 32,
-                         keep_float: tuple[str, ...] = ("fc",), mixed: dict = MIXED):
+                         keep_float: tuple[str, ...] = (KEPT,), mixed: dict = MIXED):
     """Quantize every module but `keep_float` (mixed: per-module settings), as mlx-lm does.
     Returns Z Lab's quantized model."""
     from mlx_lm.utils import quantize_model, save_config, save_model

@@ -14,7 +14,7 @@ import pytest
 from conftest import TARGETS
 from fixtures import write_drafter
 from greedy import greedy_tokens, load_reference
-from quantized_drafters import dequantized_tensors, float_drafter, quantize_with_mlx_lm
+from quantized_drafters import KEPT, RANK, dequantized_tensors, float_drafter, quantize_with_mlx_lm
 
 from dflash_tui.engine import InputError, SessionOptions, load_drafter, load_pair, open_session
 from dflash_tui.engine.checkpoint import expected_shapes
@@ -51,8 +51,8 @@ def test_mlx_lm_quantized_drafter_decodes_losslessly(quantized, target_kind):
                            options=SessionOptions(gamma=5, max_tokens=TOKENS))
     list(session.run())
     session.close()
-    # fc left float by the writer; one down projection in its own 8-bit, 64-group setting
-    assert session.info.drafter_quantization == "q4/g32+q8/g64, float: fc"
+    # one down projection in its own 8-bit, 64-group setting; the selector's projection float
+    assert session.info.drafter_quantization == f"q4/g32+q8/g64, float: {KEPT}"
     model, _ = load_reference(str(target_dir))
     assert session.generated == greedy_tokens(model, session.prompt_ids, TOKENS, session.eos_ids)
 
@@ -95,7 +95,8 @@ def test_expected_shapes_of_a_quantized_config_follow_its_weights(quantized):
     assert shapes["layers.0.mlp.down_proj.biases"] == (64, 128 // 64)
     vocab = weights["candidate_selector.successor_codebook.scales"].shape[0]
     assert shapes["candidate_selector.successor_codebook.weight"] == (vocab, 32 * 4 // 32)
-    assert shapes["fc.weight"] == (64, 2 * 64)  # left float
+    assert shapes["fc.weight"] == (64, 2 * 64 * 4 // 32)
+    assert shapes[f"{KEPT}.weight"] == (RANK, 64)  # left float
 
 
 @pytest.fixture
@@ -156,10 +157,10 @@ def test_missing_biases_is_refused(damaged):
 
 
 def test_a_module_entry_set_false_means_float(damaged):
-    """mlx-lm's per-module entries decide before the weights do: `false` means float (fc is
-    stored float here), so a packed module set false is refused."""
-    kept = load_drafter(damaged(edit_config=lambda q: q.update(fc=False)))
-    assert kept.fc.weight.dtype == mx.float32
+    """mlx-lm's per-module entries decide before the weights do: `false` means float (the
+    selector's projection is stored float here), so a packed module set false is refused."""
+    kept = load_drafter(damaged(edit_config=lambda q: q.update({KEPT: False})))
+    assert kept.candidate_selector.hidden_projection.weight.dtype == mx.float32
     _refused(damaged(edit_config=lambda q: q.update({"layers.0.mlp.up_proj": False})),
              "'layers.0.mlp.up_proj.weight'", "[128, 8]", "expected [128, 64]")
 
