@@ -73,6 +73,13 @@ def read_weights(directory: Path) -> tuple[dict[str, mx.array], dict[str, Path]]
 def check_tensors(weights: dict[str, mx.array], sources: dict[str, Path], model: DraftModel,
                   where: Path) -> None:
     """Refuse a missing, mis-shaped, mis-typed or unexpected tensor, naming it."""
+    if model.config.quantization is None:
+        scales = next((name for name in weights if name.endswith(".scales")), None)
+        if scales is not None:
+            raise InputError(
+                f"{sources[scales]}: tensor {scales!r} belongs to a quantized module, but "
+                f"{where / 'config.json'} has no \"quantization\" (mlx-lm's group_size and bits)"
+            )
     expected = dict(tree_flatten(model.parameters()))
     packed = quantized_modules(model)
     for name, want in expected.items():

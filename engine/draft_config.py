@@ -19,6 +19,7 @@ LAYER_TYPES = ("full_attention", "sliding_attention")
 # MLX's affine quantization as mlx-lm applies it to Linear and Embedding weights.
 QUANT_BITS = (2, 3, 4, 6, 8)
 QUANT_GROUP_SIZES = (32, 64, 128)
+QUANT_GLOBAL_KEYS = ("group_size", "bits", "mode")  # the rest of "quantization" names modules
 # Z Lab's drafters are trained with blocks of 16 or fewer; far larger ones are typos.
 USUAL_BLOCK_LIMIT = 64
 
@@ -270,7 +271,7 @@ def parse_quantization(raw: Any, where: str) -> dict[str, Any] | None:
         raise InputError(f"{where}: quantization = {raw!r}; expected an object with group_size and bits")
     _quant_params(raw, "quantization", where)
     for path, entry in raw.items():
-        if path in ("group_size", "bits", "mode"):
+        if path in QUANT_GLOBAL_KEYS:
             continue
         if isinstance(entry, dict):
             _quant_params(entry, f"quantization[{path!r}]", where)

@@ -27,12 +27,11 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
-from .draft_config import QUANT_BITS, QUANT_GROUP_SIZES
+from .draft_config import QUANT_BITS, QUANT_GLOBAL_KEYS, QUANT_GROUP_SIZES
 from .errors import InputError
 
 SELECTOR = "candidate_selector"
 CODEBOOKS = ("predecessor_codebook", "successor_codebook")
-GLOBAL_KEYS = ("group_size", "bits", "mode")
 QUANTIZED = (nn.QuantizedLinear, nn.QuantizedEmbedding)
 # --keep accepts these short names besides module paths.
 KEEP_ALIASES = {"selector": SELECTOR}
@@ -100,9 +99,10 @@ def stored_predicate(quantization: dict[str, Any], weights: dict[str, mx.array],
 def check_entries(quantization: dict[str, Any], model: nn.Module, where: str) -> None:
     """Refuse a per-module entry that names no module of this drafter (mlx-lm ignores it;
     here a typo would silently leave a module in float)."""
-    leaves = dict(tree_flatten(model.leaf_modules(), is_leaf=nn.Module.is_module))
+    known = set(dict(tree_flatten(model.leaf_modules(), is_leaf=nn.Module.is_module)))
+    known |= set(quantizable_paths(model))
     for key in quantization:
-        if key not in GLOBAL_KEYS and key not in leaves and key not in quantizable_paths(model):
+        if key not in QUANT_GLOBAL_KEYS and key not in known:
             raise InputError(
                 f"{where}/config.json: quantization[{key!r}] names no module of this drafter"
             )
@@ -219,7 +219,8 @@ def describe(model: nn.Module) -> str | None:
 def _summarise(floats: list[str], every: list[str], limit: int = 3) -> list[str]:
     """Float paths, folded into the unit they fill (a layer, the selector, the codebooks)."""
     names, left = [], list(floats)
-    units = [SELECTOR] + sorted({".".join(p.split(".")[:2]) for p in every if p.startswith("layers.")})
+    layers = dict.fromkeys(".".join(p.split(".")[:2]) for p in every if p.startswith("layers."))
+    units = [SELECTOR, *layers]
     for unit in units:
         members = [p for p in every if p.startswith(unit + ".")]
         if members and all(p in left for p in members):

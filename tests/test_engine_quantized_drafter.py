@@ -177,3 +177,11 @@ def test_a_module_entry_naming_no_module_is_refused(damaged):
 ])
 def test_unsupported_quantization_settings_are_refused(damaged, key, value, needle):
     _refused(damaged(edit_config=lambda q: q.update({key: value})), "config.json", needle)
+
+
+def test_packed_weights_without_a_quantization_config_are_refused(damaged):
+    directory = damaged()
+    config = json.loads((directory / "config.json").read_text())
+    del config["quantization"], config["quantization_config"]
+    (directory / "config.json").write_text(json.dumps(config))
+    _refused(directory, "model.safetensors", ".scales'", 'no "quantization"')
