@@ -4,6 +4,7 @@
     dflash-tui probe [MODEL_DIR] ...          step headless, one line per round, JSON out
     dflash-tui bench [MODEL_DIR] ...          acceptance tables by workload and block
     dflash-tui distill TARGET --out DIR ...   train a DFlash2 drafter for a target
+    dflash-tui quantize DRAFT_DIR --bits B --out DIR   a quantized copy of a drafter
     dflash-tui replay TRACE                   reopen a recorded session with no model
 
 Bad input ends with one line on stderr naming what was wrong, exit code 2, no traceback.
@@ -19,7 +20,7 @@ from typing import Optional
 from .engine.errors import InputError, ParameterError
 from .prompt_file import read_prompt_file
 
-COMMANDS = ("probe", "bench", "distill", "replay")
+COMMANDS = ("probe", "bench", "distill", "quantize", "replay")
 # The flag that sets each engine parameter a ParameterError can name.
 FLAGS = {
     "gamma": "--block", "dtype": "--dtype", "chat": "--chat", "prompt_ids": "--prompt",
@@ -86,7 +87,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     parsers = {}
 
     p = _Parser(prog="dflash-tui", description="Step a DFlash/DFlash2 speculative decode live.",
-                epilog="Other commands: dflash-tui {probe,bench,distill,replay} --help")
+                epilog="Other commands: dflash-tui {probe,bench,distill,quantize,replay} --help")
     add_model_args(p)
     add_prompt_args(p)
     add_decode_args(p)
@@ -132,6 +133,12 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p.add_argument("--out", metavar="DIR", required=True, help="where the drafter checkpoint goes")
     parsers["distill"] = p
 
+    p = _Parser(prog="dflash-tui quantize", description="Write a quantized copy of a drafter (MLX affine, mlx-lm's layout).")
+    from .quantize import add_arguments as add_quantize_arguments
+
+    add_quantize_arguments(p)
+    parsers["quantize"] = p
+
     p = _Parser(prog="dflash-tui replay", description="Reopen a recorded trace in the TUI, no model needed.")
     p.add_argument("trace", metavar="FILE")
     parsers["replay"] = p
@@ -176,6 +183,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             from .bench.command import run
         elif command == "distill":
             run = _trainer_cli().run
+        elif command == "quantize":
+            from .quantize import run
         elif command == "replay":
             from .app.main import run_replay as run
         else:

@@ -1,8 +1,11 @@
 """Drafter checkpoints in Z Lab's format: a directory of config.json + *.safetensors.
 
 Loading checks every tensor against the shape the config implies and refuses a mismatch
-naming the file, the tensor and both shapes. Saving writes the same format (used by
-`distill` and by the test fixtures), so what we write is what a user's checkpoint is.
+naming the file, the tensor and both shapes; a tensor the drafter has no place for is
+refused by name too (as mlx-lm's strict load does). The expected shapes are those of the
+model the config builds (quantized as its weights say, engine/quantize.py), not a list kept
+by hand. Saving writes the same format (used by `distill`, `quantize` and the test
+fixtures), so what we write is what a user's checkpoint is.
 """
 
 from __future__ import annotations
@@ -18,88 +21,115 @@ from .draft_config import DraftConfig, read_config
 from .drafter import DraftModel
 from .errors import InputError
 from .files import write_json_atomic
+from .quantize import check_entries, quantize_modules, quantized_modules, stored_predicate
 
 PREFIX = "dflash."
 
 
-def expected_shapes(config: DraftConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor a checkpoint must hold, with the shape its config implies."""
-    h, d = config.hidden_size, config.head_dim
-    heads, kv = config.num_attention_heads, config.num_key_value_heads
-    inter, n_ctx = config.intermediate_size, len(config.target_layer_ids)
-    shapes = {
-        "fc.weight": (h, n_ctx * h),  # the drafter shares the target's hidden size
-        "hidden_norm.weight": (h,),
-        "norm.weight": (h,),
-    }
-    for i in range(config.num_hidden_layers):
-        p = f"layers.{i}."
-        shapes.update({
-            p + "self_attn.q_proj.weight": (heads * d, h),
-            p + "self_attn.k_proj.weight": (kv * d, h),
-            p + "self_attn.v_proj.weight": (kv * d, h),
-            p + "self_attn.o_proj.weight": (h, heads * d),
-            p + "self_attn.q_norm.weight": (d,),
-            p + "self_attn.k_norm.weight": (d,),
-            p + "mlp.gate_proj.weight": (inter, h),
-            p + "mlp.up_proj.weight": (inter, h),
-            p + "mlp.down_proj.weight": (h, inter),
-            p + "input_layernorm.weight": (h,),
-            p + "post_attention_layernorm.weight": (h,),
-        })
-        if config.is_dflash2:
-            k, groups = config.conv_kernel_size, h // config.conv_group_size
-            for conv in ("attention_conv", "mlp_conv"):
-                shapes[p + f"{conv}.base_kernel"] = (2, k, h)
-                shapes[p + f"{conv}.kernel_projection.weight"] = (2 * k * groups, h)
-    if config.is_dflash2:
-        v, r = config.vocab_size, config.selector_rank
-        shapes["candidate_selector.predecessor_codebook"] = (v, r)
-        shapes["candidate_selector.successor_codebook"] = (v, r)
-        shapes["candidate_selector.hidden_projection.weight"] = (r, h)
-    return shapes
+def build_drafter(config: DraftConfig, weights: dict[str, mx.array] | None = None,
+                  where: str = "drafter") -> DraftModel:
+    """The module tree a checkpoint fills: float, or quantized where its weights say so
+    (engine/quantize.py). Nothing is evaluated: building it costs no compute."""
+    model = DraftModel(config)
+    q = config.quantization
+    if q is not None:
+        quantize_modules(model, stored_predicate(q, weights or {}, where), q["group_size"], q["bits"])
+        check_entries(q, model, where)
+    return model
 
 
-def read_weights(directory: Path) -> dict[str, mx.array]:
+def expected_shapes(config: DraftConfig, weights: dict[str, mx.array] | None = None
+                    ) -> dict[str, tuple[int, ...]]:
+    """Every tensor a checkpoint must hold, with the shape its config implies (for a
+    quantized config, the modules `weights` hold quantized are a packed triple each)."""
+    model = build_drafter(config, weights)
+    return {name: tuple(value.shape) for name, value in tree_flatten(model.parameters())}
+
+
+def read_weights(directory: Path) -> tuple[dict[str, mx.array], dict[str, Path]]:
+    """Every tensor of every *.safetensors file, and the file each came from."""
     files = sorted(f for f in directory.glob("*.safetensors") if not f.name.startswith("."))
     if not files:
         raise InputError(f"{directory}: no *.safetensors weights found beside config.json")
     weights: dict[str, mx.array] = {}
+    sources: dict[str, Path] = {}
     for file in files:
         try:
             loaded = mx.load(str(file))
         except Exception as error:  # mlx raises RuntimeError/ValueError with its own text
             raise InputError(f"{file}: unreadable safetensors ({error})") from None
         for name, tensor in loaded.items():
-            weights[name] = tensor
+            if name in sources:
+                raise InputError(f"{file}: tensor {name!r} is also in {sources[name].name}")
+            weights[name], sources[name] = tensor, file
     # One-file installs keep the drafter's tensors behind a `dflash.` prefix.
     if any(name.startswith(PREFIX) for name in weights):
-        weights = {n[len(PREFIX):]: t for n, t in weights.items() if n.startswith(PREFIX)}
-    return weights
+        keep = [n for n in weights if n.startswith(PREFIX)]
+        weights = {n[len(PREFIX):]: weights[n] for n in keep}
+        sources = {n[len(PREFIX):]: sources[n] for n in keep}
+    return weights, sources
 
 
-def check_shapes(weights: dict[str, mx.array], config: DraftConfig, where: Path) -> None:
-    for name, shape in expected_shapes(config).items():
-        if name not in weights:
-            raise InputError(f"{where}: tensor {name!r} is missing (expected shape {list(shape)})")
-        got = tuple(weights[name].shape)
-        if got != shape:
+def check_tensors(weights: dict[str, mx.array], sources: dict[str, Path], model: DraftModel,
+                  where: Path) -> None:
+    """Refuse a missing, mis-shaped, mis-typed or unexpected tensor, naming it."""
+    if model.config.quantization is None:
+        scales = next((name for name in weights if name.endswith(".scales")), None)
+        if scales is not None:
             raise InputError(
-                f"{where}: tensor {name!r} has shape {list(got)}; expected {list(shape)} "
-                "(from config.json)"
+                f"{sources[scales]}: tensor {scales!r} belongs to a quantized module, but "
+                f"{where / 'config.json'} has no \"quantization\" (mlx-lm's group_size and bits)"
             )
+    expected = dict(tree_flatten(model.parameters()))
+    packed = quantized_modules(model)
+    for name, want in expected.items():
+        owner = name.rpartition(".")[0]
+        how = _how_quantized(owner, packed.get(owner))
+        if name not in weights:
+            raise InputError(
+                f"{where}: tensor {name!r} is missing (expected shape {list(want.shape)}{how})"
+            )
+        got = weights[name]
+        if tuple(got.shape) != tuple(want.shape):
+            raise InputError(
+                f"{where}: tensor {name!r} has shape {list(got.shape)}; expected "
+                f"{list(want.shape)} (from config.json{how})"
+            )
+        if (want.dtype == mx.uint32) != (got.dtype == mx.uint32) or \
+                (want.dtype != mx.uint32 and not mx.issubdtype(got.dtype, mx.floating)):
+            kind = "uint32 (packed quantized values)" if want.dtype == mx.uint32 else "a float type"
+            raise InputError(
+                f"{where}: tensor {name!r} is {str(got.dtype).removeprefix('mlx.core.')}; "
+                f"expected {kind}{how}"
+            )
+    unexpected = [name for name in weights if name not in expected]
+    if unexpected:
+        more = f" (and {len(unexpected) - 1} more)" if len(unexpected) > 1 else ""
+        raise InputError(
+            f"{sources[unexpected[0]]}: unexpected tensor {unexpected[0]!r}{more}: not part of "
+            f"a {model.config.kind_label} drafter with this config.json"
+        )
 
 
-def load_drafter(directory: str | Path, dtype: mx.Dtype = mx.float32) -> DraftModel:
+def _how_quantized(path: str, module) -> str:
+    if module is None:
+        return ""
+    return f"; {path} is quantized to {module.bits} bits in groups of {module.group_size}"
+
+
+def load_drafter(directory: str | Path, dtype: mx.Dtype | None = mx.float32) -> DraftModel:
+    """A drafter directory as a DraftModel: float tensors cast to `dtype` (None: as stored);
+    quantized modules keep their packed weights."""
     directory = Path(directory).expanduser()
     if not directory.is_dir():
         raise InputError(f"{directory}: no such drafter directory (expected config.json + *.safetensors)")
     config = read_config(directory / "config.json")
-    weights = read_weights(directory)
-    check_shapes(weights, config, directory)
-    known = expected_shapes(config)
-    model = DraftModel(config)
-    model.load_weights([(n, w.astype(dtype)) for n, w in weights.items() if n in known], strict=True)
+    weights, sources = read_weights(directory)
+    model = build_drafter(config, weights, str(directory))
+    check_tensors(weights, sources, model, directory)
+    if dtype is not None:
+        weights = {n: w if w.dtype == mx.uint32 else w.astype(dtype) for n, w in weights.items()}
+    model.load_weights(list(weights.items()), strict=True)
     model.eval()
     mx.eval(model.parameters())
     return model
@@ -111,8 +141,8 @@ def save_drafter(model: DraftModel, directory: str | Path, dtype: mx.Dtype | Non
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     weights = dict(tree_flatten(model.parameters()))
-    if dtype is not None:
-        weights = {n: w.astype(dtype) for n, w in weights.items()}
+    if dtype is not None:  # packed quantized weights stay uint32
+        weights = {n: w if w.dtype == mx.uint32 else w.astype(dtype) for n, w in weights.items()}
     config = model.config.to_json()
     if metadata:
         config.update(metadata)

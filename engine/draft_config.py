@@ -16,6 +16,12 @@ from .errors import InputError
 DFLASH = "DFlashDraftModel"
 DFLASH2 = "DFlash2DraftModel"
 LAYER_TYPES = ("full_attention", "sliding_attention")
+# MLX's affine quantization as mlx-lm applies it to Linear and Embedding weights.
+QUANT_BITS = (2, 3, 4, 6, 8)
+QUANT_GROUP_SIZES = (32, 64, 128)
+QUANT_GLOBAL_KEYS = ("group_size", "bits", "mode")  # the rest of "quantization" names modules
+# Z Lab's drafters are trained with blocks of 16 or fewer; far larger ones are typos.
+USUAL_BLOCK_LIMIT = 64
 
 
 @dataclass
@@ -46,6 +52,9 @@ class DraftConfig:
     conv_group_size: int = 0
     selector_rank: int = 0
     selector_top_k: int = 0
+    # mlx-lm's "quantization" object (group_size, bits and per-module entries), or None for
+    # a float drafter. Which modules are quantized is read from the weights (engine/quantize.py).
+    quantization: dict[str, Any] | None = None
     # Anything else config.json carried (training recipe, notes); kept so a save round-trips.
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -56,6 +65,17 @@ class DraftConfig:
     @property
     def kind_label(self) -> str:
         return "DFlash2" if self.is_dflash2 else "DFlash"
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Values that run but are unusual enough to mention (the session shows them)."""
+        if self.block_size > USUAL_BLOCK_LIMIT:
+            return (
+                f"drafter block_size {self.block_size} is unusually large (trained drafters "
+                f"use {USUAL_BLOCK_LIMIT} or fewer); each round proposes {self.block_size - 1} "
+                "tokens unless --block says otherwise",
+            )
+        return ()
 
     def to_json(self) -> dict[str, Any]:
         """The config.json Z Lab's loader reads (fields both at top level and in dflash_config)."""
@@ -75,7 +95,7 @@ class DraftConfig:
         out["layer_types"] = list(self.layer_types)
         out["block_size"] = self.block_size
         out["dflash_config"] = dflash
-        for key in ("rope_scaling", "sliding_window", "is_causal"):
+        for key in ("rope_scaling", "sliding_window", "is_causal", "quantization"):
             if out[key] is None:
                 out.pop(key)
         out.update(extra)
@@ -87,7 +107,7 @@ _KNOWN = {
     "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "rms_norm_eps",
     "rope_theta", "rope_parameters", "rope_scaling", "max_position_embeddings",
     "num_target_layers", "layer_types", "sliding_window", "block_size", "dflash_config",
-    "is_causal", "final_logit_softcapping", "kind",
+    "is_causal", "final_logit_softcapping", "kind", "quantization",
 }
 
 
@@ -121,8 +141,12 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
         else:
             place = f"dflash_config.{key}" if nested else key
             raise InputError(f"{where}: missing required key {place!r}")
+        if value is None:
+            return None
+        if kind is int:
+            return _integer(value, key, where)
         try:
-            return kind(value) if value is not None else None
+            return kind(value)
         except (TypeError, ValueError):
             raise InputError(f"{where}: {key} = {value!r} is not a valid {kind.__name__}") from None
 
@@ -154,13 +178,12 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
 
     if "target_layer_ids" not in dflash:
         raise InputError(f"{where}: missing required key 'dflash_config.target_layer_ids'")
-    try:
-        target_layer_ids = tuple(int(i) for i in dflash["target_layer_ids"])
-    except (TypeError, ValueError):
+    ids = dflash["target_layer_ids"]
+    if not isinstance(ids, list) or any(type(i) is not int for i in ids):
         raise InputError(
-            f"{where}: dflash_config.target_layer_ids = {dflash['target_layer_ids']!r} "
-            "is not a list of integers"
-        ) from None
+            f"{where}: dflash_config.target_layer_ids = {ids!r} is not a list of integers"
+        )
+    target_layer_ids = tuple(ids)
     if not target_layer_ids:
         raise InputError(f"{where}: dflash_config.target_layer_ids is empty")
     if "mask_token_id" not in dflash:
@@ -195,6 +218,7 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
         conv_group_size=get("conv_group_size", nested=True, default=0),
         selector_rank=get("selector_rank", nested=True, default=0),
         selector_top_k=get("selector_top_k", nested=True, default=0),
+        quantization=parse_quantization(raw.get("quantization"), where),
         extra={k: v for k, v in raw.items() if k not in _KNOWN},
     )
     if config.is_dflash2:
@@ -215,5 +239,60 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
             f"num_key_value_heads {config.num_key_value_heads}"
         )
     if config.block_size < 2:
-        raise InputError(f"{where}: block_size = {config.block_size}; expected at least 2")
+        raise InputError(
+            f"{where}: block_size = {config.block_size}; expected at least 2 (the anchor and "
+            "one proposal)"
+        )
+    if config.block_size > config.max_position_embeddings:
+        raise InputError(
+            f"{where}: block_size {config.block_size} exceeds max_position_embeddings "
+            f"{config.max_position_embeddings}; a block must fit in the drafter's positions"
+        )
     return config
+
+
+def _integer(value: Any, key: str, where: str) -> int:
+    """JSON integers (and floats with no fraction, as some exporters write them); not
+    strings, booleans or fractions, which int() would silently turn into something else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{where}: {key} = {value!r} is not an integer")
+    if isinstance(value, float) and not value.is_integer():
+        raise InputError(f"{where}: {key} = {value!r} is not an integer")
+    return int(value)
+
+
+def parse_quantization(raw: Any, where: str) -> dict[str, Any] | None:
+    """mlx-lm's "quantization" object, checked: global group_size and bits, and per-module
+    entries that are false (left in float) or their own {group_size, bits}. Whether each
+    module path exists is checked against the model when the weights load."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: quantization = {raw!r}; expected an object with group_size and bits")
+    _quant_params(raw, "quantization", where)
+    for path, entry in raw.items():
+        if path in QUANT_GLOBAL_KEYS:
+            continue
+        if isinstance(entry, dict):
+            _quant_params(entry, f"quantization[{path!r}]", where)
+        elif not isinstance(entry, bool):
+            raise InputError(
+                f"{where}: quantization[{path!r}] = {entry!r}; expected false or an object "
+                "with group_size and bits"
+            )
+    return raw
+
+
+def _quant_params(entry: dict, name: str, where: str) -> None:
+    mode = entry.get("mode", "affine")
+    if mode != "affine":
+        raise InputError(f"{where}: {name}.mode = {mode!r}; only MLX's 'affine' quantization is supported")
+    for key, allowed in (("group_size", QUANT_GROUP_SIZES), ("bits", QUANT_BITS)):
+        if key not in entry:
+            raise InputError(f"{where}: {name} has no {key!r}")
+        value = entry[key]
+        if type(value) is not int or value not in allowed:
+            raise InputError(
+                f"{where}: {name}.{key} = {value!r}; expected one of "
+                f"{', '.join(map(str, allowed))}"
+            )

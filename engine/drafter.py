@@ -174,10 +174,16 @@ class CandidateSelector(nn.Module):
     def __init__(self, config: DraftConfig):
         super().__init__()
         v, r = config.vocab_size, config.selector_rank
-        # Stored without a `.weight` suffix in Z Lab's checkpoints: plain arrays, not Embeddings.
+        # Stored without a `.weight` suffix in Z Lab's checkpoints: plain arrays, not Embeddings
+        # (until quantized: engine/quantize.py).
         self.predecessor_codebook = mx.zeros((v, r))
         self.successor_codebook = mx.zeros((v, r))
         self.hidden_projection = nn.Linear(config.hidden_size, r, bias=False)
+
+    def rows(self, codebook: str, ids: mx.array) -> mx.array:
+        """Rows `ids` of a codebook, a plain array or a QuantizedEmbedding."""
+        table = self[codebook]
+        return table[ids] if isinstance(table, mx.array) else table(ids)
 
 
 class DraftModel(nn.Module):
@@ -190,8 +196,10 @@ class DraftModel(nn.Module):
         h = config.hidden_size
         self.fc = nn.Linear(len(config.target_layer_ids) * h, h, bias=False)
         self.hidden_norm = nn.RMSNorm(h, eps=config.rms_norm_eps)
-        self.layers = [DecoderLayer(config, i) for i in range(config.num_hidden_layers)]
+        # Before the layers: the parameter order lists the top-level tensors first, and the
+        # test fixtures draw their seeded random weights in that order (expected_shapes).
         self.norm = nn.RMSNorm(h, eps=config.rms_norm_eps)
+        self.layers = [DecoderLayer(config, i) for i in range(config.num_hidden_layers)]
         if config.is_dflash2:
             self.candidate_selector = CandidateSelector(config)
         # The drafter ropes with the plain (non-interleaved) layout, as Z Lab's does.
@@ -199,6 +207,12 @@ class DraftModel(nn.Module):
             config.head_dim, config.rope_theta, False, config.rope_scaling,
             config.max_position_embeddings,
         )
+
+    @property
+    def dtype(self) -> mx.Dtype:
+        """The type the drafter computes in: its float weights' (a quantized Linear's weight
+        is packed uint32, so no projection's weight can say it)."""
+        return self.hidden_norm.weight.dtype
 
     def project_context(self, capture: mx.array, probe: Probe = no_probe) -> mx.array:
         """ctx = hidden_norm(fc(concat of the target's captured layer outputs))."""

@@ -244,6 +244,7 @@ class SessionInfo:
     prompt_tokens: int
     max_tokens: int
     notes: tuple[str, ...] = ()  # warnings worth showing (e.g. block beyond training)
+    drafter_quantization: Optional[str] = None  # e.g. "q4/g64"; None for a float drafter
 
 
 @dataclass(frozen=True)

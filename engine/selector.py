@@ -40,14 +40,14 @@ def lattice_arrays(selector: CandidateSelector, hproj: mx.array, logits: mx.arra
     candidates = mx.take_along_axis(candidates, order, axis=-1)
     unary = mx.take_along_axis(unary, order, axis=-1).astype(mx.float32)
     hproj = hproj.astype(mx.float32)
-    succ = selector.successor_codebook[candidates].astype(mx.float32)  # [gamma, K, r]
-    pred_anchor = selector.predecessor_codebook[anchor].astype(mx.float32)  # [r]
+    succ = selector.rows("successor_codebook", candidates).astype(mx.float32)  # [gamma, K, r]
+    pred_anchor = selector.rows("predecessor_codebook", mx.array([anchor]))[0].astype(mx.float32)  # [r]
     edges0 = (pred_anchor * hproj[0])[None] @ succ[0].T  # [1, K]
     if logits.shape[0] == 1:
         # One slot has no slot-to-slot edges. No zero-size array either: MLX's CUDA backend
         # crashes converting one to numpy.
         return candidates, unary, edges0
-    pred = selector.predecessor_codebook[candidates[:-1]].astype(mx.float32)  # [gamma-1, K, r]
+    pred = selector.rows("predecessor_codebook", candidates[:-1]).astype(mx.float32)  # [gamma-1, K, r]
     edges = (pred * hproj[1:, None, :]) @ succ[1:].transpose(0, 2, 1)  # [gamma-1, K, K]
     return candidates, unary, edges0, edges
 

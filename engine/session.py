@@ -31,6 +31,7 @@ from .drafter import block_masks
 from .errors import InputError, ParameterError
 from .probes import ProbeSink, first_nonfinite
 from .ranks import rank_arrays, slot_ranks
+from .quantize import describe as describe_quantization
 from .records import (
     STAGE_ORDER, Commitment, EngineState, PrefillRecord, ProbeRow, Rollback, RoundRecord,
     Selection, SessionInfo, StageRecord, Verdict,
@@ -214,7 +215,7 @@ class Session:
             rollback_kind="trim" if target.trimmable else "replay",
             temperature=options.temperature, seed=options.seed, prompt=prompt_text,
             prompt_tokens=len(prompt_ids), max_tokens=options.max_tokens,
-            notes=self._notes(),
+            notes=self._notes(), drafter_quantization=describe_quantization(drafter),
         )
         self._token_text: dict[int, str] = {}
         # The decode's state (module docstring): prefill() fills it in, once.
@@ -250,7 +251,7 @@ class Session:
         return gamma
 
     def _notes(self) -> tuple[str, ...]:
-        notes = []
+        notes = list(self.config.notes)
         if self.gamma + 1 > self.config.block_size:
             notes.append(
                 f"block of {self.gamma} proposals is beyond the {self.config.block_size - 1} "
@@ -431,7 +432,7 @@ class Session:
         """The block forward: [anchor, mask x gamma] at positions p .. p+gamma."""
         block = mx.array([[r.anchor] + [self.config.mask_token_id] * r.gamma])
         x = self.target.embed_tokens(block) * self.embed_scale
-        x = x.astype(self.drafter.fc.weight.dtype)
+        x = x.astype(self.drafter.dtype)
         kv = [(c.keys, c.values) for c in self.ctx_caches]
         masks = block_masks(self.config, [c.length for c in self.ctx_caches], r.gamma + 1)
         hidden = self.drafter.block_hidden(x, kv, r.position, masks, sink)[0, 1:]

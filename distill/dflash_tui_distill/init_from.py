@@ -32,6 +32,9 @@ def _config_path(directory: str | Path) -> Path:
 def shape_settings(directory: str | Path) -> dict[str, Any]:
     """The checkpoint's architecture as TrainSettings values."""
     config = read_config(_config_path(directory) / "config.json")
+    if config.quantization is not None:
+        raise InputError(f"--init-from {directory}: a quantized drafter; training quantized "
+                         "weights is not supported (start from its float original)")
     dflash2 = config.kind == DFLASH2
     return {
         "kind": "dflash2" if dflash2 else "dflash",
