@@ -16,7 +16,7 @@ from fixtures import write_drafter
 from greedy import greedy_tokens, load_reference
 from quantized_drafters import KEPT, RANK, dequantized_tensors, float_drafter, quantize_with_mlx_lm
 
-from dflash_tui.engine import InputError, SessionOptions, load_drafter, load_pair, open_session
+from dflash_tui.engine import InputError, SessionOptions, load_drafter, load_pair
 from dflash_tui.engine.checkpoint import expected_shapes
 from dflash_tui.engine.draft_config import read_config
 
@@ -46,9 +46,9 @@ def quantized(make_pair, tmp_path_factory):
 @pytest.mark.parametrize("target_kind", TARGETS)
 def test_mlx_lm_quantized_drafter_decodes_losslessly(quantized, target_kind):
     target_dir, draft_dir, _ = quantized(target_kind)
-    target, drafter, _ = load_pair(target_dir, draft_dir)
-    session = open_session(target, drafter, draft_dir, "The quick brown fox",
-                           options=SessionOptions(gamma=5, max_tokens=TOKENS))
+    pair = load_pair(target_dir, draft_dir)
+    session = pair.open("The quick brown fox",
+                        options=SessionOptions(gamma=5, max_tokens=TOKENS))
     list(session.run())
     session.close()
     # one down projection in its own 8-bit, 64-group setting; the selector's projection float
@@ -69,9 +69,9 @@ def test_quantized_drafter_computes_what_its_dequantized_weights_do(quantized, t
     float_dir = write_drafter(tmp_path / "dequantized", config, tensors=tensors)
 
     def first_block(directory):
-        target, drafter, _ = load_pair(target_dir, directory)
-        session = open_session(target, drafter, directory, "def add(a, b):",
-                               options=SessionOptions(gamma=7, keep_raw=True))
+        pair = load_pair(target_dir, directory)
+        session = pair.open("def add(a, b):",
+                            options=SessionOptions(gamma=7, keep_raw=True))
         session.step_stage()  # context
         logits = session.step_stage().raw["draft/logits"]
         proposals = session.step_stage().proposals

@@ -17,7 +17,7 @@ from test_app_helpers import launch, wait_loaded
 
 from dflash_tui.app.live import LiveApp
 from dflash_tui.cli import main
-from dflash_tui.engine import SessionOptions, load_drafter, load_pair, open_session
+from dflash_tui.engine import SessionOptions, load_drafter, load_pair
 from dflash_tui.engine.checkpoint import expected_shapes
 from dflash_tui.engine.draft_config import read_config
 
@@ -64,8 +64,8 @@ def test_every_setting_quantizes_what_splits_into_groups_and_decodes_losslessly(
             assert tensors[f"{path}.scales"].shape[-1] == width // group_size
         else:  # float, under Z Lab's own name (codebooks without `.weight`)
             assert (path if path.endswith("_codebook") else f"{path}.weight") in tensors
-    target, drafter, _ = load_pair(target_dir, out)
-    session = open_session(target, drafter, out, PROMPT, options=SessionOptions(gamma=4, max_tokens=8))
+    pair = load_pair(target_dir, out)
+    session = pair.open(PROMPT, options=SessionOptions(gamma=4, max_tokens=8))
     list(session.run())
     session.close()
     assert session.info.drafter_quantization.startswith(f"q{bits}/g{group_size}")
