@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from . import flag_ranges
 from .engine.errors import InputError
 from .prompt_file import read_prompt_file
 
@@ -87,7 +88,10 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--rounds", type=int, metavar="N", help="stop after N rounds")
     budget.add_argument("--max-tokens", type=int, metavar="N", help="stop after N tokens (default 64)")
-    p.add_argument("--out", metavar="DIR", help="write DIR/round-NNNN.json and DIR/summary.json")
+    p.add_argument("--out", metavar="DIR", help="write DIR/round-NNNN.json and DIR/summary.json "
+                   "(DIR must be empty or new)")
+    p.add_argument("--force", action="store_true",
+                   help="reuse a non-empty --out: first remove its round-*.json/npz and summary.json")
     p.add_argument("--npz", action="store_true", help="also write raw buffers as round-NNNN.npz")
     p.add_argument("--no-probes", action="store_true", help="skip the buffer statistics")
     parsers["probe"] = p
@@ -131,6 +135,8 @@ def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
 
         add_arguments(parsers["distill"])
     args = parsers[command].parse_args(rest)
+    if command in ("tui", "probe", "bench"):
+        flag_ranges.check(args)
     if hasattr(args, "prompt"):
         args.prompt_text = _prompt_text(args)
     return command, args

@@ -7,21 +7,11 @@ from typing import Callable, Optional
 
 from .checkpoint import load_drafter
 from .errors import InputError
+from .paths import check_target_path, resolve_drafter_dir
 from .session import Session, SessionOptions
 from .target import DTYPES, Target, encode_prompt, load_target
 
 Progress = Callable[[str], None]
-
-
-def resolve_drafter_dir(model: Path, draft: Optional[str | Path]) -> Path:
-    if draft is not None:
-        return Path(draft).expanduser()
-    if model.is_dir() and (model / "draft").is_dir():
-        return model / "draft"
-    raise InputError(
-        f"{model}: no drafter given and no {model / 'draft' if model.is_dir() else 'draft/ directory'} "
-        "beside it (pass --draft DIR)"
-    )
 
 
 def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: str = "float32",
@@ -29,10 +19,10 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
     model = Path(model).expanduser()
     if dtype not in DTYPES:
         raise InputError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
-    draft_dir = resolve_drafter_dir(model, draft) if model.exists() else None
+    check_target_path(model)
+    draft_dir = resolve_drafter_dir(model, draft)
     progress(f"loading target {model}")
     target = load_target(model, dtype, keep_quantized=keep_quantized)
-    draft_dir = draft_dir or resolve_drafter_dir(model, draft)
     progress(f"loading drafter {draft_dir}")
     drafter = load_drafter(draft_dir, DTYPES[dtype])
     return target, drafter, draft_dir
@@ -43,6 +33,7 @@ def open_session(target: Target, drafter, draft_dir: str | Path, prompt: str, *,
                  options: SessionOptions = SessionOptions(),
                  progress: Progress = lambda _: None, prefill: bool = True) -> Session:
     ids = encode_prompt(target.tokenizer, prompt, chat)
+    target.check_prompt(len(ids))
     session = Session(target, drafter, ids, options=options, prompt_text=prompt,
                       drafter_path=str(draft_dir), dtype=dtype)
     if prefill:
