@@ -138,10 +138,9 @@ def run(args) -> int:
 
 
 def _step(session, out: Optional[Path], rounds: Optional[int], npz: bool, tally: Tally) -> None:
-    """Print (and write) each round, then let it go. A ctrl-c while a round is being written
-    finishes that write first, so no round on disk is left out of the summary."""
+    """Write each round, count it, print its line, then let it go: a printed round is on
+    disk. A ctrl-c while a round is being written finishes that write first."""
     for record in session.run(rounds):
-        print(round_line(record), flush=True)
         if out is not None:
             try:
                 _export(out, record, session.info, npz)
@@ -150,6 +149,7 @@ def _step(session, out: Optional[Path], rounds: Optional[int], npz: bool, tally:
                 tally.add(record)
                 raise
         tally.add(record)
+        print(round_line(record), flush=True)
 
 
 def _write_summary(out: Path, session, info, generated, text, tally: Tally, seconds: float,
