@@ -36,6 +36,7 @@ def open_session(target: Target, drafter, draft_dir: str | Path, prompt: str, *,
     target.check_prompt(len(ids))
     session = Session(target, drafter, ids, options=options, prompt_text=prompt,
                       drafter_path=str(draft_dir), dtype=dtype)
+    target.check_block(session.gamma)
     if prefill:
         progress(f"prefill: {len(ids)} prompt tokens")
         session.prefill()

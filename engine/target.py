@@ -169,6 +169,15 @@ class Target:
             raise InputError(f"{what} is {tokens} tokens; the target {self.spec.path} has a "
                              f"context of {limit} tokens")
 
+    def check_block(self, gamma: int) -> None:
+        """Refuse a block the target could never verify in one forward (it would also be a
+        list of that many mask tokens per round: a corrupted block_size must not allocate
+        billions)."""
+        limit = self.context_length
+        if limit is not None and gamma + 1 > limit:
+            raise InputError(f"a block of {gamma} proposals ({gamma + 1} positions) exceeds the "
+                             f"target's context of {limit} tokens (give a smaller --block)")
+
     # ---- cache ---------------------------------------------------------------------------
 
     def make_cache(self) -> list:

@@ -9,12 +9,16 @@ apart so round numbers and text never mix.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+import typing
+from dataclasses import dataclass, fields, is_dataclass
+from functools import cache
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, Union
 
 from ..engine.errors import InputError
-from ..engine.records import EngineState, PrefillRecord, ProbeRow, RoundRecord, SessionInfo
+from ..engine.records import (
+    STAGE_ORDER, EngineState, PrefillRecord, ProbeRow, RoundRecord, SessionInfo,
+)
 from ..snapshot import SNAPSHOT_SCHEMA, TRACE_SCHEMA, round_from_json, session_from_json
 
 
@@ -78,10 +82,14 @@ def _load_trace(path: Path, data: bytes) -> Loaded:
         try:
             if schema == TRACE_SCHEMA:
                 header = session_from_json(obj["session"])
+                if not _conforms(header, SessionInfo):
+                    raise TypeError("session header fields of the wrong type")
                 close_session()
                 info, prefill, rounds = header, _prefill(obj.get("prefill"), header), []
             elif schema == SNAPSHOT_SCHEMA:
                 record = round_from_json(obj)
+                if not _well_formed(record):
+                    raise TypeError("round fields of the wrong type or stages out of order")
                 if rounds and record.round <= rounds[-1].round:
                     close_session()
                     info, prefill, rounds = None, None, []
@@ -102,6 +110,46 @@ def _load_trace(path: Path, data: bytes) -> Loaded:
                          + (f" ({_lines(skipped)} damaged, skipped)" if skipped else ""))
     raise InputError(f"{path}: every dflash-tui line of this trace is damaged "
                      f"({_lines(skipped)} skipped)")
+
+
+def _well_formed(record: RoundRecord) -> bool:
+    """What replay steps through: every field of the type the record declares, and stages
+    that ran in the engine's order (a line damaged in place can parse as JSON and still
+    hold a string where a count belongs)."""
+    stages = [s.stage for s in record.stages]
+    return (_conforms(record, RoundRecord) and bool(stages)
+            and tuple(stages) == STAGE_ORDER[: len(stages)])
+
+
+def _conforms(value, hint) -> bool:
+    """Whether `value` has the type `hint` (a record dataclass or a typing annotation)."""
+    if hint is Any:
+        return True
+    if isinstance(hint, type) and is_dataclass(hint):
+        return isinstance(value, hint) and all(
+            _conforms(getattr(value, name), field_hint) for name, field_hint in _hints(hint).items())
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Union:
+        return any(_conforms(value, arg) for arg in args)
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_conforms(v, args[0]) for v in value)
+        return len(value) == len(args) and all(map(_conforms, value, args))
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _conforms(k, args[0]) and _conforms(v, args[1]) for k, v in value.items())
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+@cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
 
 
 def _lines(n: int) -> str:
