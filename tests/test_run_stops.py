@@ -1,8 +1,9 @@
-"""A probe run that is stopped keeps what it computed: ctrl-c and a full disk both end with
+"""A run that is stopped keeps what it computed. probe: ctrl-c and a full disk both end with
 whole round files, a summary.json of exactly those rounds marked interrupted (where the disk
-still takes it), and one line saying what happened. Real processes, real signals, a real
-full file system (a small tmpfs where this machine lets us mount one) or a real file size
-limit."""
+still takes it), and one line saying what happened; bench: a --json that cannot be written
+at the end is named in one line after the tables are printed. Real processes, real signals,
+a real full file system (a small tmpfs where this machine lets us mount one) or a real file
+size limit."""
 
 from __future__ import annotations
 
@@ -100,3 +101,19 @@ def test_a_full_disk_stops_with_one_line_naming_the_file(target, tmp_path, full)
     finally:
         if full == "tmpfs":
             subprocess.run(["umount", str(tmp_path / "disk")], capture_output=True)
+
+
+def test_bench_json_on_a_full_disk_is_named_after_the_tables(target, tmp_path):
+    (tmp_path / "prompts" / "prose").mkdir(parents=True)
+    (tmp_path / "prompts" / "prose" / "01.txt").write_text("The quick brown fox")
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dflash_tui", "bench", str(target), "--prompts", str(tmp_path / "prompts"),
+         "--blocks", "2", "--max-tokens", "4", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, preexec_fn=_file_size_limit(2_000))
+    errors = [line for line in proc.stderr.splitlines() if line.startswith(PREFIX)]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert errors[0].startswith(f"{PREFIX}{out}: cannot write")
+    assert "Accepted proposals per round" in proc.stdout  # the numbers reached the screen
+    assert not out.exists() and not list(tmp_path.glob(".bench.json.*"))
