@@ -24,6 +24,15 @@ def target(make_pair):
     return make_pair("llama", "DFlash2DraftModel")[0]
 
 
+@pytest.fixture(autouse=True)
+def no_app(monkeypatch):
+    """A TUI launch that got past its checks fails the test instead of opening the app."""
+    def app_opened(*args, **kwargs):
+        raise AssertionError("the app opened")
+
+    monkeypatch.setattr("dflash_tui.app.main.run_live", app_opened)
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("value", ["nan", "-1", "inf"])
 def test_temperature_nan_negative_or_infinite_is_refused(target, capsys, command, value):

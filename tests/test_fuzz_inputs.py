@@ -24,6 +24,7 @@ from test_app_helpers import recorded  # noqa: F401  (a three-round trace of a r
 from dflash_tui.app.replay import load
 from dflash_tui.app.rounds import record_at_stage, text_before
 from dflash_tui.engine.errors import InputError
+from dflash_tui.snapshot import round_from_json
 
 FUZZ = settings(deadline=None, derandomize=True, database=None,
                 phases=(Phase.explicit, Phase.generate),
@@ -168,17 +169,24 @@ def trace(recorded):
 @settings(FUZZ, max_examples=100)
 @given(data=st.data())
 def test_any_damaged_trace_is_refused_in_one_line_or_replays(trace, tmp_path, data):
-    path = trace
-    lines = path.read_bytes().splitlines()
-    for i in data.draw(st.lists(st.integers(0, len(lines) - 1), min_size=1, max_size=3, unique=True)):
+    """Only damaged lines are lost: every intact round comes back, whatever the damage
+    elsewhere, and replay can step through every stage of every round it loaded."""
+    lines = trace.read_bytes().splitlines()  # a header, then three rounds
+    damaged = data.draw(st.lists(st.integers(0, len(lines) - 1), min_size=1, max_size=3, unique=True))
+    intact = [round_from_json(json.loads(lines[i])) for i in range(1, len(lines)) if i not in damaged]
+    for i in damaged:
         lines[i] = data.draw(damaged_line(lines[i]))
-    trace = tmp_path / "fuzzed.jsonl"
-    trace.write_bytes(b"\n".join(lines) + b"\n")
+    fuzzed = tmp_path / "fuzzed.jsonl"
+    fuzzed.write_bytes(b"\n".join(lines) + b"\n")
     try:
-        loaded = load(trace)
+        loaded = load(fuzzed)
     except InputError as error:
+        assert not intact, f"refused a trace with {len(intact)} intact rounds: {error}"
         assert "\n" not in str(error)
         return
+    rounds = [r for session in loaded.sessions for r in session.rounds]
+    assert all(r in rounds for r in intact)
+    assert loaded.skipped <= len(damaged)
     for session in loaded.sessions:  # what the replay app does with each round
         previous = session.prefill.first_text if session.prefill else None
         for record in session.rounds:
