@@ -6,23 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from one_line import refusal
+from test_engine_refusals import pair  # noqa: F401  (a private, breakable copy of the fixture pair)
 from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
 from test_app_helpers import launch, wait_for
-
-
-@pytest.fixture
-def pair(make_pair, tmp_path):
-    """A private, breakable copy of the llama fixture target with its drafter at draft/."""
-    target, _ = make_pair("llama", "DFlash2DraftModel")
-    copy = tmp_path / "target"
-    shutil.copytree(target, copy)
-    return copy, copy / "draft"
 
 
 def _edit_config(target: Path, **changes) -> None:
