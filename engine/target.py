@@ -176,7 +176,7 @@ class Target:
         limit = self.context_length
         if limit is not None and gamma + 1 > limit:
             raise InputError(f"a block of {gamma} proposals ({gamma + 1} positions) exceeds the "
-                             f"target's context of {limit} tokens (give a smaller --block)")
+                             f"target's context of {limit} tokens (propose fewer per round)")
 
     # ---- cache ---------------------------------------------------------------------------
 

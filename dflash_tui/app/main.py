@@ -28,8 +28,10 @@ def launch_from_args(args) -> Launch:
     model, draft = sample.resolve(args.model, args.draft)
     model = model.expanduser()
     check_target_path(model)
-    if draft is not None and not draft.expanduser().is_dir():
-        raise InputError(f"{draft.expanduser()}: no such drafter directory")
+    if draft is not None:
+        draft = draft.expanduser()
+        if not draft.is_dir():
+            raise InputError(f"{draft}: no such drafter directory")
     draft = resolve_drafter_dir(model, draft)
     prompt = args.prompt_text if args.prompt_text is not None else sample.DEFAULT_PROMPT
     if not prompt.strip():
