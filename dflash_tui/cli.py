@@ -77,7 +77,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     add_decode_args(p)
     p.add_argument("--max-tokens", type=int, default=512, metavar="N")
     p.add_argument("--trace", metavar="FILE", help="append every round to FILE as JSON lines")
-    p.add_argument("--export-dir", metavar="DIR", default="dflash-snapshots",
+    p.add_argument("--export-dir", metavar="DIR",
                    help="where x writes snapshots (default: ./dflash-snapshots)")
     parsers["tui"] = p
 

@@ -87,3 +87,10 @@ def test_a_prompt_longer_than_the_target_context_is_refused(pair, tmp_path, caps
     line = refusal(capsys, argv, f"is {tokens} tokens", "context of 64 tokens", str(target))
     if command == "bench":
         assert "01.txt" in line  # which prompt file
+
+
+def test_a_block_wider_than_the_target_context_is_refused(pair, capsys):
+    target, _ = pair
+    _edit_config(target, max_position_embeddings=64)
+    refusal(capsys, ["probe", target, "--prompt", "Hi", "--block", "64"],
+            "a block of 64 proposals (65 positions)", "context of 64 tokens")

@@ -46,7 +46,10 @@ def launch_from_args(args) -> Launch:
 
 def run_app(args) -> int:
     launch = launch_from_args(args)
-    return run_live(launch, export_dir=output_dir("--export-dir", args.export_dir))
+    # A folder the user named is checked now; the default one only matters if `x` is used,
+    # and a failed export there is reported in the app (a read-only cwd must not stop it).
+    given = {} if args.export_dir is None else {"export_dir": output_dir("--export-dir", args.export_dir)}
+    return run_live(launch, **given)
 
 
 def run_live(launch: Launch, **app_options) -> Optional[int]:
