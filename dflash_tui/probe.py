@@ -116,7 +116,9 @@ def run(args) -> int:
     except InputError as error:  # a write failed: the rounds before it are whole on disk
         failed = str(error)
     seconds = time.perf_counter() - t0
-    generated = session.generated
+    # The prefill's token and the rounds counted (a round cut short by ctrl-c or a failed
+    # write may have committed tokens that no round file records).
+    generated = session.generated[: 1 + sum(tally.committed)]
     text = target.tokenizer.decode(generated)
     print(f"--- {len(generated)} tokens in {tally.rounds} rounds, {seconds:.2f} s "
           f"({len(generated) / max(seconds, 1e-9):.1f} tokens/s); "

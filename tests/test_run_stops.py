@@ -37,6 +37,7 @@ def _check_whole(out: Path) -> dict:
     assert not list(out.glob(".*.tmp")), "a temp file was left behind"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"] == len(rounds) == len(summary["accepted_per_round"])
+    assert len(summary["tokens"]) == 1 + sum(summary["committed_per_round"])
     assert [f.name for f in rounds] == [f"round-{i:04d}.json" for i in range(len(rounds))]
     return summary
 
