@@ -14,6 +14,7 @@ from typing import Callable, Optional
 from .checkpoint import load_drafter
 from .drafter import DraftModel
 from .errors import InputError, ParameterError
+from .paths import check_target_path, resolve_drafter_dir
 from .session import Session, SessionOptions
 from .target import DTYPES, Target, encode_prompt, load_target
 
@@ -44,23 +45,13 @@ class Pair:
         """A session on `prompt` (through the chat template when `chat`, by default when the
         tokenizer has one), prefilled unless `prefill=False`."""
         ids = encode_prompt(self.target.tokenizer, prompt, chat)
+        self.target.check_prompt(len(ids))
         session = Session(self, ids, options=options, prompt_text=prompt)
+        self.target.check_block(session.gamma)
         if prefill:
             progress(f"prefill: {len(ids)} prompt tokens")
             session.prefill()
         return session
-
-
-def resolve_drafter_dir(model: Path, draft: Optional[str | Path]) -> Path:
-    if draft is not None:
-        return Path(draft).expanduser()
-    if model.is_dir() and (model / "draft").is_dir():
-        return model / "draft"
-    raise ParameterError(
-        "draft", None,
-        f"no drafter given and no {model / 'draft' if model.is_dir() else 'draft/ directory'} "
-        f"beside {model}",
-    )
 
 
 def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: str = "float32",
@@ -70,10 +61,10 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
     model = Path(model).expanduser()
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
-    draft_dir = resolve_drafter_dir(model, draft) if model.exists() else None
+    check_target_path(model)
+    draft_dir = resolve_drafter_dir(model, draft)
     progress(f"loading target {model}")
     target = load_target(model, dtype, keep_quantized=keep_quantized)
-    draft_dir = draft_dir or resolve_drafter_dir(model, draft)
     progress(f"loading drafter {draft_dir}")
     return Pair(target, load_drafter(draft_dir, DTYPES[dtype]), draft_dir)
 
