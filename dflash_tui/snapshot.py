@@ -52,6 +52,8 @@ def round_json(record: RoundRecord, info: Optional[SessionInfo] = None) -> dict:
         "timings_ms": encode(record.timings_ms),
         **keys("committed_text", "finish_reason", "token_text"),
     }
+    if record.comm is not None:  # distributed runs only (docs/DISTRIBUTED.md)
+        out["comm"] = f["comm"]
     if info is not None:
         out["session"] = session_json(info)
     return out

@@ -17,6 +17,9 @@ from ..engine.errors import InputError
 from .engine_thread import Launch
 
 ENGINE_GRACE = 0.3  # seconds an idle engine thread gets to close its session on quit
+# --distributed: the other ranks are inside the same stage; rank 0 lets it end there and
+# tells them to quit, rather than leave them waiting for it (docs/DISTRIBUTED.md).
+GROUP_QUIT_GRACE = 60.0
 UI_SWITCH_INTERVAL = 0.001  # seconds (sys.setswitchinterval)
 
 
@@ -51,11 +54,18 @@ def launch_from_args(args) -> Launch:
         model=model, draft=draft, prompt=prompt, chat=args.chat, dtype=args.dtype,
         keep_quantized=args.keep_quantized, layer_offset=args.layer_offset, gamma=args.block,
         temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens, trace=trace,
+        mesh=getattr(args, "mesh", None),
     )
 
 
 def run_app(args) -> int:
-    return run_live(launch_from_args(args), export_dir=Path(args.export_dir).expanduser())
+    launch = launch_from_args(args)
+    export_dir = Path(args.export_dir).expanduser()
+    if launch.mesh is not None:
+        from .launched import run_group
+
+        return run_group(launch, export_dir=export_dir)
+    return run_live(launch, export_dir=export_dir)
 
 
 def run_live(launch: Launch, **app_options) -> Optional[int]:
@@ -66,6 +76,10 @@ def run_live(launch: Launch, **app_options) -> Optional[int]:
     # to the UI thread within a millisecond when a key arrives (default: 5 ms).
     sys.setswitchinterval(UI_SWITCH_INTERVAL)
     app = LiveApp(launch, **app_options)
+    if launch.mesh is not None:
+        from .launched import exit_on_sigterm
+
+        exit_on_sigterm(app, launch.mesh)
     code = app.run()
     failure = app.failure
     if failure is not None:
@@ -89,7 +103,10 @@ def _leave(engine, code: int) -> Optional[int]:
     """Return normally when the engine thread has closed; if it is still inside a stage (an
     MLX op cannot be interrupted), exit at once: the terminal is already restored, the trace
     is flushed per round, and tearing MLX down under a running op could crash noisily."""
-    if engine.is_alive() and engine.busy_stage is None:  # idle: it closes at once on Quit
+    mesh = engine.launch.mesh
+    if mesh is not None and mesh.failure is None:
+        engine.join(GROUP_QUIT_GRACE)
+    elif engine.is_alive() and engine.busy_stage is None:  # idle: it closes at once on Quit
         engine.join(ENGINE_GRACE)
     if engine.is_alive():
         sys.stdout.flush()
