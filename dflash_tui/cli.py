@@ -177,7 +177,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if getattr(args, "distributed", False):
             from .launched import join_group
 
-            mesh = args.mesh = join_group(args)
+            mesh = args.mesh = join_group(args, app=command == "tui")
         if command == "probe":
             from .probe import run
         elif command == "bench":

@@ -8,9 +8,11 @@ things and write nothing: their output paths are dropped and their stdout and st
 it to sys.__stderr__).
 
 MLX's collectives cannot be interrupted, and Python runs a signal handler only when its main
-thread gets back from them, so two waits get a watchdog thread of their own: joining a group
-whose other ranks never come (JOIN_TIMEOUT_S), and ctrl+c while a rank is inside a collective
-(after INTERRUPT_GRACE_S, the rank ends with exit code 130).
+thread gets back from them, so a watchdog thread ends a rank that would otherwise wait
+forever: when the group's other ranks never join (JOIN_TIMEOUT_S); on ctrl+c, if the main
+thread has not stopped by INTERRUPT_GRACE_S (exit code 130); and, for probe and bench, on
+the SIGTERM mlx.launch sends every rank when one exits with an error, after TERM_GRACE_S,
+which lets a rank that has just lost its peer say so itself (the line names the peer).
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import time
 OUTPUT_PATHS = ("out", "json", "csv", "trace")
 JOIN_TIMEOUT_S = 300.0  # every rank joins right after starting Python, before loading anything
 INTERRUPT_GRACE_S = 3.0  # time the main thread gets to act on ctrl+c itself
+TERM_GRACE_S = 2.0  # time it gets to notice a lost peer (a collective fails within a second)
 
 
-def join_group(args):
-    """The group this process was launched in (a Mesh), or an InputError saying why not."""
+def join_group(args, app: bool = False):
+    """The group this process was launched in (a Mesh), or an InputError saying why not.
+    `app`: the TUI, whose rank 0 leaves on SIGTERM by itself (app/launched.py)."""
     from .engine.distributed import join
 
     rank = os.environ.get("MLX_RANK", "?")
@@ -39,7 +43,7 @@ def join_group(args):
         mesh = join()
     finally:
         waiting.cancel()
-    _end_when_interrupted(mesh.who)
+    _watch_signals(mesh.who, term=not app)
     if mesh.rank > 0:
         for name in OUTPUT_PATHS:
             if getattr(args, name, None) is not None:
@@ -54,18 +58,25 @@ def _give_up(message: str, code: int = 1) -> None:
     os._exit(code)
 
 
-def _end_when_interrupted(who: str) -> None:
-    """On SIGINT, give the main thread INTERRUPT_GRACE_S to stop (KeyboardInterrupt, as
-    always); if it is stuck in a collective by then, end the process. The signal reaches
-    this thread through Python's wakeup fd, which is written at the C level."""
+def _watch_signals(who: str, term: bool) -> None:
+    """End the process a grace period after SIGINT (or SIGTERM, with `term`) if the main
+    thread has not ended it by then (module docstring). Signals reach this thread through
+    Python's wakeup fd, which is written at the C level even while the main thread waits."""
+    if term:  # the main thread carries on to the error of its next collective, or is ended
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    ends = {signal.SIGINT: (INTERRUPT_GRACE_S, "interrupted while waiting on the other ranks", 130)}
+    if term:
+        ends[signal.SIGTERM] = (TERM_GRACE_S, "ended by SIGTERM (mlx.launch sends it to every "
+                                              "rank when one exits with an error)", 143)
     read, write = os.pipe()
     os.set_blocking(write, False)
     signal.set_wakeup_fd(write, warn_on_full_buffer=False)
 
     def watch() -> None:
-        while os.read(read, 1)[0] != signal.SIGINT:
+        while (signum := os.read(read, 1)[0]) not in ends:
             pass
-        time.sleep(INTERRUPT_GRACE_S)  # a grace period, not a measurement
-        _give_up(f"{who}: interrupted while waiting on the other ranks", 130)
+        grace, why, code = ends[signum]
+        time.sleep(grace)  # a grace period, not a measurement
+        _give_up(f"{who}: {why}", code)
 
-    threading.Thread(target=watch, name="dflash-interrupt", daemon=True).start()
+    threading.Thread(target=watch, name="dflash-signals", daemon=True).start()
