@@ -255,3 +255,82 @@ def test_a_rank_that_dies_ends_the_run_on_every_rank(make_pair, tmp_path):
     assert "dflash-tui: error: rank 0 of 2: lost contact with rank 1, which ended" in text, text
     assert "Node with rank 1 exited with code -9" in text  # mlx.launch's own line
     assert "Traceback" not in text
+
+
+# ---- the TUI on two ranks --------------------------------------------------------------------
+
+# The launcher runs in a session of its own with the pty as its controlling terminal, as
+# from a shell: rank 0 finds the terminal at /dev/tty (app/launched.py).
+AS_SHELL_JOB = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+                "os.execv(sys.argv[1], sys.argv[1:])")
+
+
+def _tui_on_two_ranks(target: Path, tmp_path: Path, *extra: str):
+    from pty_terminal import Terminal
+
+    argv = [sys.executable, "-c", AS_SHELL_JOB, *_launch_argv(
+        [str(BIN / "dflash-tui"), str(target), "--prompt", "The rain in", "--max-tokens", "6",
+         "--distributed", *extra])]
+    env_before = dict(os.environ)
+    for name in [k for k in os.environ if k.startswith("MLX_")]:
+        del os.environ[name]
+    try:
+        term = Terminal(argv, size=(200, 40), cwd=tmp_path)
+    finally:
+        os.environ.clear()
+        os.environ.update(env_before)
+    import termios
+
+    return term, termios.tcgetattr(term.master)
+
+
+@linux_only
+def test_tui_on_two_ranks_steps_every_rank_and_quits_them_all(make_pair, tmp_path):
+    import termios
+
+    target, _ = make_pair("llama")
+    trace = tmp_path / "trace.jsonl"
+    term, modes = _tui_on_two_ranks(target, tmp_path, "--trace", str(trace))
+    try:
+        term.when("ring ×2 tensor: heads 2/4, kv heads 1/2, ffn 64/128", timeout=HANG_GUARD_S)
+        term.when("ready after prefill", timeout=HANG_GUARD_S)
+        term.type("n")  # one round: each stage broadcast, then the ranks compare
+        term.when(["round 0 done", "comm "], since=term.mark(), timeout=HANG_GUARD_S)
+        start = term.mark()
+        term.type("c")  # run to --max-tokens
+        term.when("finished", since=start, timeout=HANG_GUARD_S)
+        assert termios.tcgetattr(term.master)[3] & termios.ECHO == 0  # the app's raw mode
+        term.type("q")
+        term.process.wait(timeout=HANG_GUARD_S)  # the launcher ends once every rank has
+        restored = termios.tcgetattr(term.master)
+    finally:
+        term.close()
+    output = term.text()
+    assert "\x1b[?1049l" in output and "error" not in output, output[-2000:]
+    assert restored == modes  # rank 0 gave the terminal back as it found it
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    generated = [lines[0]["prefill"]["first_token"]] + [
+        t for line in lines[1:] for t in line["committed_tokens"]]
+    assert main(["probe", str(target), "--prompt", "The rain in", "--max-tokens", "6",
+                 "--out", str(tmp_path / "one")]) == 0
+    assert generated == json.loads((tmp_path / "one" / "summary.json").read_text())["tokens"]
+    assert all(line["comm"]["commands_ms"] > 0 for line in lines[1:])
+
+
+@linux_only
+def test_tui_rank_that_dies_ends_the_app_with_a_line_naming_it(make_pair, tmp_path):
+    target, _ = make_pair("llama")
+    term, modes = _tui_on_two_ranks(target, tmp_path)
+    try:
+        term.when("ready after prefill", timeout=HANG_GUARD_S)
+        os.kill(_rank_pid(term.process.pid, 1), signal.SIGKILL)
+        term.process.wait(timeout=HANG_GUARD_S)
+        import termios
+
+        restored = termios.tcgetattr(term.master)
+    finally:
+        term.close()
+    output = term.text()
+    assert "dflash-tui: error: rank 0 of 2: rank 1 ended" in output, output[-2000:]
+    assert "\x1b[?1049l" in output and "Traceback" not in output
+    assert restored == modes

@@ -38,12 +38,18 @@ def run_group(launch: Launch, **app_options) -> int:
         return follow(pair, mesh)
     from .main import run_live
 
+    return run_live(launch, **app_options)
+
+
+@contextmanager
+def rank0_terminal(app, mesh):
+    """The app on rank 0: on the launcher's terminal, leaving on SIGTERM, and with a last
+    line saying why, when the group broke."""
+    exit_on_sigterm(app, mesh)
     with launcher_terminal():
-        code = run_live(launch, **app_options)
-    if mesh.failure is not None:
-        print(f"dflash-tui: error: {mesh.who}: {mesh.failure}", file=sys.stderr, flush=True)
-        return GroupError.exit_code
-    return code
+        yield
+        if mesh.failure is not None:
+            print(f"dflash-tui: error: {mesh.who}: {mesh.failure}", file=sys.stderr, flush=True)
 
 
 @contextmanager

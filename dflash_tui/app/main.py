@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
 from .. import sample
-from ..engine.errors import InputError
+from ..engine.errors import GroupError, InputError
 from .engine_thread import Launch
 
 ENGINE_GRACE = 0.3  # seconds an idle engine thread gets to close its session on quit
@@ -76,17 +77,25 @@ def run_live(launch: Launch, **app_options) -> Optional[int]:
     # to the UI thread within a millisecond when a key arrives (default: 5 ms).
     sys.setswitchinterval(UI_SWITCH_INTERVAL)
     app = LiveApp(launch, **app_options)
-    if launch.mesh is not None:
-        from .launched import exit_on_sigterm
-
-        exit_on_sigterm(app, launch.mesh)
-    code = app.run()
-    failure = app.failure
-    if failure is not None:
-        print(f"dflash-tui: error: {failure.message}", file=sys.stderr)
-        if failure.detail and os.environ.get("DFLASH_TUI_DEBUG"):
-            print(failure.detail, file=sys.stderr)
+    with _terminal(launch, app):
+        code = app.run()
+        failure = app.failure
+        if failure is not None:
+            print(f"dflash-tui: error: {failure.message}", file=sys.stderr)
+            if failure.detail and os.environ.get("DFLASH_TUI_DEBUG"):
+                print(failure.detail, file=sys.stderr)
+    if launch.mesh is not None and launch.mesh.failure is not None:
+        code = GroupError.exit_code
     return _leave(app.engine, code if code is not None else 0)
+
+
+def _terminal(launch: Launch, app):
+    """The app's own terminal; under --distributed, rank 0's (app/launched.py)."""
+    if launch.mesh is None:
+        return nullcontext()
+    from .launched import rank0_terminal
+
+    return rank0_terminal(app, launch.mesh)
 
 
 def run_replay(args) -> int:
