@@ -70,17 +70,19 @@ def _json_file(path: str):
     return json.loads(text) if text.strip() else None
 
 
-def join(environ: Mapping[str, str] = os.environ) -> "Mesh":
+def join() -> "Mesh":
     """Join the group the launcher started this process in."""
-    found = launched(environ)
+    found = launched()
     if found is None:
         raise ParameterError(
             "distributed", True,
             "no launched group: this process has no MLX_RANK (or MPI rank) in its environment; "
             "start every rank with mlx.launch -n N [--backend ring|nccl|mpi] -- dflash-tui ...")
     backend, expected = found
+    if expected == 1:
+        return Mesh(_alone(backend), backend)
     try:
-        group = mx.distributed.init(strict=expected > 1, backend=backend)
+        group = mx.distributed.init(strict=True, backend=backend)
     except RuntimeError as error:
         raise ParameterError("distributed", True,
                              f"cannot join the {backend} group of {expected} ranks ({error})") from None
@@ -89,6 +91,17 @@ def join(environ: Mapping[str, str] = os.environ) -> "Mesh":
                              f"the launcher started {expected} ranks but the {backend} group has "
                              f"{group.size()}")
     return Mesh(group, backend)
+
+
+def _alone(backend: str):
+    """A launched group of one (mlx.launch -n 1): the backend's own if it makes one, else
+    this process by itself. mlx.launch gives a lone ring rank an empty hostfile, which MLX
+    cannot parse; without the file MLX makes a group of one."""
+    try:
+        return mx.distributed.init(backend=backend)
+    except RuntimeError:
+        os.environ.pop("MLX_HOSTFILE", None)
+        return mx.distributed.init()
 
 
 def text_config(config: dict) -> dict:
@@ -209,10 +222,12 @@ class Mesh:
         for rows in CALIBRATION_ROWS:
             x = mx.ones((1, rows, hidden), dtype)
             mx.eval(mx.distributed.all_sum(x, group=self.group))  # first call sets up buffers
-            t0 = time.perf_counter()
+            times = []
             for _ in range(CALIBRATION_REPEATS):
+                t0 = time.perf_counter()
                 mx.eval(mx.distributed.all_sum(x, group=self.group))
-            seconds.append((time.perf_counter() - t0) / CALIBRATION_REPEATS)
+                times.append(time.perf_counter() - t0)
+            seconds.append(float(np.median(times)))  # a busy machine's stalls are not the cost
         # Every rank keeps rank 0's numbers, so every rank reports the same estimate.
         agreed = self.broadcast_floats(seconds)
         base = agreed[0] * 1e6

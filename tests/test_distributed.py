@@ -334,3 +334,14 @@ def test_tui_rank_that_dies_ends_the_app_with_a_line_naming_it(make_pair, tmp_pa
     assert "dflash-tui: error: rank 0 of 2: rank 1 ended" in output, output[-2000:]
     assert "\x1b[?1049l" in output and "Traceback" not in output
     assert restored == modes
+
+
+def test_a_launched_group_of_one_runs_alone(make_pair, tmp_path):
+    """`mlx.launch -n 1` (one GPU): the ring backend's hostfile for one rank is empty, which
+    MLX cannot read; the rank runs as a group of one, through the same lockstep path."""
+    target, _ = make_pair("llama")
+    done = _launch([str(BIN / "dflash-tui"), "probe", str(target), "--max-tokens", "4",
+                    "--out", str(tmp_path / "alone"), "--distributed"], tmp_path, ranks=1)
+    summary = json.loads((tmp_path / "alone" / "summary.json").read_text())
+    assert summary["session"]["distributed"]["world_size"] == 1, done.stderr
+    assert summary["session"]["distributed"]["per_rank"].startswith("heads 4/4")
