@@ -15,9 +15,10 @@ every probe row's statistics.
 from __future__ import annotations
 
 import json
-import random
 import sys
 from pathlib import Path
+
+from greedy import noisy_oracle
 
 from dflash_tui.engine.api import load_pair
 from dflash_tui.engine.baseline import target_decode
@@ -30,18 +31,6 @@ TOKENS = 16
 GAMMA = 4
 
 
-def noisy_oracle(expected: list[int], prompt_len: int, seed: int = 0):
-    rng = random.Random(seed)
-
-    def propose(tokens: list[int], gamma: int) -> list[int]:
-        done = len(tokens) - prompt_len
-        truth = (expected[done:] + [0] * gamma)[:gamma]
-        wrong_at = rng.randrange(gamma + 1)  # gamma: no wrong token this round
-        return [t if i != wrong_at else (t + 1) % 64 for i, t in enumerate(truth)]
-
-    return propose
-
-
 def decode(target_dir: Path, mesh, out: Path) -> dict:
     pair = load_pair(target_dir, mesh=mesh)
     ids = encode_prompt(pair.target.tokenizer, PROMPT, chat=False)
@@ -50,7 +39,7 @@ def decode(target_dir: Path, mesh, out: Path) -> dict:
     else:
         greedy = json.loads((out / f"single-{target_dir.name}.json").read_text())["greedy"]
     options = SessionOptions(gamma=GAMMA, max_tokens=TOKENS,
-                             proposer=noisy_oracle(greedy, len(ids)))
+                             proposer=noisy_oracle(greedy, len(ids), seed=0))
     session = pair.open(PROMPT, options=options, chat=False)
     records = list(session.run())
     session.close()
