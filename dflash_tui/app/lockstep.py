@@ -84,9 +84,6 @@ class Leader:
         self.channel = Channel(mesh)
         self._opened = 0
 
-    def __getattr__(self, name):
-        return getattr(self.pair, name)
-
     def open(self, prompt: str, *, options: SessionOptions = SessionOptions(),
              chat: Optional[bool] = None, prefill: bool = True) -> "LeaderSession":
         if options.proposer is not None:
@@ -129,8 +126,11 @@ class LeaderSession:
         return getattr(self._session, name)
 
     def _do(self, op: Op, work, value: int = 0):
-        leader = self._leader
-        return leader.call(lambda: (leader.channel.send(op, self._number, value), work())[1])
+        def told_then_done():
+            self._leader.channel.send(op, self._number, value)
+            return work()
+
+        return self._leader.call(told_then_done)
 
     def prefill(self):
         return self._do(Op.PREFILL, self._session.prefill)
