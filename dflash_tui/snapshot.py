@@ -24,7 +24,10 @@ SUMMARY_SCHEMA = "dflash-tui/summary@1"
 
 
 def session_json(info: SessionInfo) -> dict:
-    return encode(info)
+    out = encode(info)
+    if info.distributed is None:  # one process: the files stay as they were before ranks
+        del out["distributed"]
+    return out
 
 
 def session_from_json(d: dict) -> SessionInfo:
