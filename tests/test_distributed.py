@@ -1,7 +1,8 @@
 """`--distributed`: the target sharded over ranks that `mlx.launch` starts (docs/DISTRIBUTED.md).
 
 The group tests launch two real ranks on this machine with the ring backend (MLX's CPU build
-has it) and hold them to the same decode in one process: the same committed tokens, the same
+has it) and hold them to the same decode in one process (the first of them runs in the inner
+loop; the others, which launch groups too, are marked slow): the same committed tokens, the same
 accepted length and rollback every round, the same probe statistics within float tolerance.
 The refusals are checked on real checkpoints, and a rank killed mid-run must end the run on
 every rank with a line naming the rank, not leave the others waiting.
@@ -174,6 +175,7 @@ def test_two_ranks_decode_exactly_as_one_process(make_pair, tmp_path):
         (tmp_path / "group-qwen35-target.json").read_text())["rollbacks"]} >= {"replay"}
 
 
+@pytest.mark.slow
 def test_probe_on_two_ranks_prints_and_writes_once_what_one_process_does(make_pair, tmp_path):
     target, _ = make_pair("qwen35")
     probe = ["probe", str(target), "--prompt", "The rain in", "--max-tokens", "6", "--block", "3"]
@@ -197,6 +199,7 @@ def test_probe_on_two_ranks_prints_and_writes_once_what_one_process_does(make_pa
     assert snapshot["comm"]["target_collectives"] > 0
 
 
+@pytest.mark.slow
 def test_ranks_that_disagree_end_with_a_line_naming_the_rank(make_pair, tmp_path):
     """Each rank samples with its own seed (MLX_RANK): their first tokens differ, and the
     check after the prefill says which rank is out of lockstep."""
@@ -228,6 +231,7 @@ def _rank_pid(launcher: int, rank: int) -> int:
     raise AssertionError(f"no rank {rank} under the launcher")
 
 
+@pytest.mark.slow
 @linux_only
 def test_a_rank_that_dies_ends_the_run_on_every_rank(make_pair, tmp_path):
     target, _ = make_pair("llama")
@@ -284,6 +288,7 @@ def _tui_on_two_ranks(target: Path, tmp_path: Path, *extra: str):
     return term, termios.tcgetattr(term.master)
 
 
+@pytest.mark.slow
 @linux_only
 def test_tui_on_two_ranks_steps_every_rank_and_quits_them_all(make_pair, tmp_path):
     import termios
@@ -317,6 +322,7 @@ def test_tui_on_two_ranks_steps_every_rank_and_quits_them_all(make_pair, tmp_pat
     assert all(line["comm"]["commands_ms"] > 0 for line in lines[1:])
 
 
+@pytest.mark.slow
 @linux_only
 def test_tui_rank_that_dies_ends_the_app_with_a_line_naming_it(make_pair, tmp_path):
     target, _ = make_pair("llama")
@@ -336,6 +342,7 @@ def test_tui_rank_that_dies_ends_the_app_with_a_line_naming_it(make_pair, tmp_pa
     assert restored == modes
 
 
+@pytest.mark.slow
 def test_a_launched_group_of_one_runs_alone(make_pair, tmp_path):
     """`mlx.launch -n 1` (one GPU): the ring backend's hostfile for one rank is empty, which
     MLX cannot read; the rank runs as a group of one, through the same lockstep path."""
