@@ -291,6 +291,8 @@ def _tui_on_two_ranks(target: Path, tmp_path: Path, *extra: str):
 @pytest.mark.slow
 @linux_only
 def test_tui_on_two_ranks_steps_every_rank_and_quits_them_all(make_pair, tmp_path):
+    """Every command that changes the session reaches the other rank: a round, γ, raw buffers,
+    a restart, a run; quitting ends both; the decode is the single process's."""
     import termios
 
     target, _ = make_pair("llama")
@@ -301,6 +303,12 @@ def test_tui_on_two_ranks_steps_every_rank_and_quits_them_all(make_pair, tmp_pat
         term.when("ready after prefill", timeout=HANG_GUARD_S)
         term.type("n")  # one round: each stage broadcast, then the ranks compare
         term.when(["round 0 done", "comm "], since=term.mark(), timeout=HANG_GUARD_S)
+        start = term.mark()
+        term.type("-X")  # γ 15 -> 14 from the next round; keep raw buffers
+        term.when("→14", since=start, timeout=HANG_GUARD_S)  # the header: this round's γ→next
+        start = term.mark()
+        term.type("r")  # a new session on every rank, with γ 14
+        term.when("ready after prefill", since=start, timeout=HANG_GUARD_S)
         start = term.mark()
         term.type("c")  # run to --max-tokens
         term.when("finished", since=start, timeout=HANG_GUARD_S)
@@ -314,12 +322,16 @@ def test_tui_on_two_ranks_steps_every_rank_and_quits_them_all(make_pair, tmp_pat
     assert "\x1b[?1049l" in output and "error" not in output, output[-2000:]
     assert restored == modes  # rank 0 gave the terminal back as it found it
     lines = [json.loads(line) for line in trace.read_text().splitlines()]
-    generated = [lines[0]["prefill"]["first_token"]] + [
-        t for line in lines[1:] for t in line["committed_tokens"]]
+    headers = [i for i, line in enumerate(lines) if "prefill" in line]
+    assert len(headers) == 2  # the first session and the restart
+    restarted = lines[headers[1]:]
+    generated = [restarted[0]["prefill"]["first_token"]] + [
+        t for line in restarted[1:] for t in line["committed_tokens"]]
     assert main(["probe", str(target), "--prompt", "The rain in", "--max-tokens", "6",
                  "--out", str(tmp_path / "one")]) == 0
     assert generated == json.loads((tmp_path / "one" / "summary.json").read_text())["tokens"]
-    assert all(line["comm"]["commands_ms"] > 0 for line in lines[1:])
+    assert all(line["gamma"] <= 14 for line in restarted[1:])
+    assert all(line["comm"]["commands_ms"] > 0 for i, line in enumerate(lines) if i not in headers)
 
 
 @pytest.mark.slow
