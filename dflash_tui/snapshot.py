@@ -24,7 +24,10 @@ SUMMARY_SCHEMA = "dflash-tui/summary@1"
 
 
 def session_json(info: SessionInfo) -> dict:
-    return encode(info)
+    out = encode(info)
+    if info.distributed is None:  # one process: the files stay as they were before ranks
+        del out["distributed"]
+    return out
 
 
 def session_from_json(d: dict) -> SessionInfo:
@@ -52,6 +55,8 @@ def round_json(record: RoundRecord, info: Optional[SessionInfo] = None) -> dict:
         "timings_ms": encode(record.timings_ms),
         **keys("committed_text", "finish_reason", "token_text"),
     }
+    if record.comm is not None:  # distributed runs only (docs/DISTRIBUTED.md)
+        out["comm"] = f["comm"]
     if info is not None:
         out["session"] = session_json(info)
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .checkpoint import load_drafter
 from .drafter import DraftModel
@@ -17,6 +17,9 @@ from .errors import InputError, ParameterError
 from .paths import check_target_path, resolve_drafter_dir
 from .session import Session, SessionOptions
 from .target import DTYPES, Target, encode_prompt, load_target
+
+if TYPE_CHECKING:
+    from .distributed import Mesh
 
 Progress = Callable[[str], None]
 
@@ -33,6 +36,7 @@ class Pair:
     target: Target
     drafter: DraftModel
     draft_dir: Path
+    mesh: Optional["Mesh"] = None  # the group the target is sharded over (engine/distributed.py)
 
     @property
     def dtype(self) -> str:
@@ -46,7 +50,12 @@ class Pair:
         tokenizer has one), prefilled unless `prefill=False`."""
         ids = encode_prompt(self.target.tokenizer, prompt, chat)
         self.target.check_prompt(len(ids))
-        session = Session(self, ids, options=options, prompt_text=prompt)
+        if self.mesh is None:
+            session = Session(self, ids, options=options, prompt_text=prompt)
+        else:  # every rank steps it; the ranks check they agree (engine/lockstep.py)
+            from .lockstep import LockstepSession
+
+            session = LockstepSession(self, ids, options=options, prompt_text=prompt)
         self.target.check_block(session.gamma)
         if prefill:
             progress(f"prefill: {len(ids)} prompt tokens")
@@ -55,18 +64,26 @@ class Pair:
 
 
 def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: str = "float32",
-              keep_quantized: bool = False, progress: Progress = _quiet) -> Pair:
+              keep_quantized: bool = False, progress: Progress = _quiet,
+              mesh: Optional["Mesh"] = None) -> Pair:
     """Load the target at `model` (an mlx-lm directory or a .gguf file) and its drafter
-    (`draft`, default `model/draft`), both cast to `dtype`."""
+    (`draft`, default `model/draft`), both cast to `dtype`. With `mesh` (a joined group,
+    engine/distributed.py) the target is sharded over its ranks and the drafter loaded whole
+    on each."""
     model = Path(model).expanduser()
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
     check_target_path(model)
     draft_dir = resolve_drafter_dir(model, draft)
-    progress(f"loading target {model}")
-    target = load_target(model, dtype, keep_quantized=keep_quantized)
+    if mesh is None:
+        progress(f"loading target {model}")
+        target = load_target(model, dtype, keep_quantized=keep_quantized)
+    else:
+        progress(f"loading target {model}, sharded over {mesh.size} ranks ({mesh.backend})")
+        target = load_target(model, dtype, keep_quantized=keep_quantized, shard=mesh.shard)
+        mesh.adopt(target)
     progress(f"loading drafter {draft_dir}")
-    return Pair(target, load_drafter(draft_dir, DTYPES[dtype]), draft_dir)
+    return Pair(target, load_drafter(draft_dir, DTYPES[dtype]), draft_dir, mesh)
 
 
 __all__ = ["InputError", "Pair", "Progress", "load_pair", "resolve_drafter_dir"]

@@ -70,6 +70,8 @@ def equivalent_command(model: Path, draft: Optional[Path], prompts: Path, args,
         parts.append("--chat" if s.chat else "--raw")
     if s.oracle:
         parts.append("--oracle")
+    if getattr(args, "distributed", False):
+        parts.append("--distributed")
     return shlex.join(parts)
 
 
@@ -84,7 +86,8 @@ def run(args) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
-                     progress=lambda message: err.print(f"bench: {message}"))
+                     progress=lambda message: err.print(f"bench: {message}"),
+                     mesh=getattr(args, "mesh", None))
     counts = ", ".join(f"{w.name} {len(w.prompts)}" for w in workloads)
     n_prompts = sum(len(w.prompts) for w in workloads)
     err.print(f"bench: {n_prompts} prompts ({counts}) x blocks "
