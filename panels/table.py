@@ -8,7 +8,11 @@ and turns only the visible rows into strips, cached until the rows change. The h
 put while the rows scroll; one row is the cursor.
 
 The parts of DataTable's API the panels use are kept (add_columns, add_rows, clear,
-row_count, cursor_row, move_cursor, get_row_at, RowHighlighted), so panels read the same.
+row_count, cursor_row, move_cursor, get_row_at, RowHighlighted), so panels read the same,
+with one difference that matters: only the user's moves (keys, clicks) post RowHighlighted.
+A panel that moves the cursor to show what the app selected must not echo a selection back:
+two panels showing the same slot would otherwise answer each other's echoes, and a burst of
+keys left stale echoes that flipped the slot back and forth forever.
 """
 
 from __future__ import annotations
@@ -115,9 +119,11 @@ class FastTable(ScrollView, can_focus=True):
         self.cursor_row = min(self.cursor_row, max(len(self._rows) - 1, 0))
         self.refresh()
 
-    def move_cursor(self, *, row: int, animate: bool = False, scroll: bool = True) -> None:
+    def move_cursor(self, *, row: int, animate: bool = False, scroll: bool = True) -> bool:
+        """Put the cursor on `row` (clamped); True when it moved. Posts nothing: this is how
+        the app shows a selection it already knows about."""
         if not self._rows:
-            return
+            return False
         row = max(0, min(row, len(self._rows) - 1))
         changed = row != self.cursor_row
         self.cursor_row = row
@@ -126,23 +132,26 @@ class FastTable(ScrollView, can_focus=True):
             # a table just shown (a tab switch) has no size until its next layout
             self.call_after_refresh(self._scroll_to_cursor)
         self.refresh()
-        if changed:
-            self.post_message(self.RowHighlighted(self, row))
+        return changed
 
-    # ---- keys and mouse ------------------------------------------------------------------
+    # ---- keys and mouse: the user's moves, announced -----------------------------------------
+
+    def _user_move(self, row: int, scroll: bool = True) -> None:
+        if self.move_cursor(row=row, scroll=scroll):
+            self.post_message(self.RowHighlighted(self, self.cursor_row))
 
     def action_cursor(self, step: int) -> None:
-        self.move_cursor(row=self.cursor_row + step)
+        self._user_move(self.cursor_row + step)
 
     def action_page(self, step: int) -> None:
-        self.move_cursor(row=self.cursor_row + step * max(self.scrollable_content_region.height - 2, 1))
+        self._user_move(self.cursor_row + step * max(self.scrollable_content_region.height - 2, 1))
 
     def action_cursor_to(self, row: int) -> None:
-        self.move_cursor(row=row if row >= 0 else len(self._rows) - 1)
+        self._user_move(row if row >= 0 else len(self._rows) - 1)
 
     def on_click(self, event: events.Click) -> None:
         if event.y >= 1:
-            self.move_cursor(row=int(self.scroll_offset.y) + event.y - 1, scroll=False)
+            self._user_move(int(self.scroll_offset.y) + event.y - 1, scroll=False)
 
     # ---- layout --------------------------------------------------------------------------
 
