@@ -58,3 +58,23 @@ def sample_gguf():
         return sample_target()
     except InputError as error:
         pytest.skip(str(error))
+
+
+@pytest.fixture(autouse=True)
+def engines_stopped():
+    """After each test, wait for every engine thread it started to finish its stage and
+    close (the app sends Quit when it unmounts): an MLX op still running when the
+    interpreter exits would abort the process."""
+    import threading
+
+    before = set(threading.enumerate())
+    yield
+    for thread in set(threading.enumerate()) - before:
+        if thread.name == "dflash-engine":
+            thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def pair(make_pair):
+    """The pair most app tests step: the llama fixture target and a DFlash2 drafter."""
+    return make_pair("llama", "DFlash2DraftModel")

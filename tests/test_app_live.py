@@ -3,7 +3,6 @@ checked by what the panels show."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -13,26 +12,14 @@ import pytest
 from textual.command import CommandList
 from textual.widgets import TabbedContent
 
-from dflash_tui.app.breakpoints import Breakpoints
+from dflash_tui.breakpoints import Breakpoints
 from dflash_tui.app.live import LiveApp
 from dflash_tui.engine.records import STAGE_ORDER
 from dflash_tui.panels.stream import round_tokens
 from dflash_tui.panels.table import FastTable
 
-from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
-from test_app_helpers import launch, oracle_proposer, press_and_settle, table_rows, wait_for, wait_idle, \
-    wait_loaded, widget_text
-
-SIZE = (120, 35)
-
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def pair(make_pair):
-    return make_pair("llama", "DFlash2DraftModel")
+from app_helpers import SIZE, launch, oracle_proposer, press_and_settle, run, table_rows, wait_for, \
+    wait_idle, wait_loaded, widget_text
 
 
 def test_stage_by_stage_every_panel_follows(pair):

@@ -3,9 +3,7 @@ bad arguments end with one line and exit code 2 before any app opens."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,19 +15,8 @@ from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
 from dflash_tui.app.replay_app import ReplayApp
 
-from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
-from test_app_helpers import launch, press_and_settle, table_rows, wait_for, wait_loaded, widget_text
-
-SIZE = (120, 35)
-
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def pair(make_pair):
-    return make_pair("llama", "DFlash2DraftModel")
+from app_helpers import SIZE, launch, press_and_settle, run, table_rows, wait_for, wait_loaded, \
+    widget_text
 
 
 def panel_view(app) -> dict:
@@ -168,21 +155,13 @@ def test_replay_steps_stages_back_and_forth(live_session):
     run(scenario())
 
 
-def test_replay_play_stops_at_a_nonfinite_breakpoint(make_pair, tmp_path):
+def test_replay_play_stops_at_a_nonfinite_breakpoint(nan_pair, tmp_path):
     """A trace of the NaN drafter, recorded headless; replay plays into it and stops."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from fixtures import drafter_tensors, write_drafter
-
     from dflash_tui.engine.api import load_pair, open_session
     from dflash_tui.engine.session import SessionOptions
     from dflash_tui.snapshot import TraceWriter
 
-    target, draft = make_pair("llama", "DFlash2DraftModel")
-    config = json.loads((draft / "config.json").read_text())
-    tensors = drafter_tensors(config, seed=1)
-    tensors["layers.1.mlp.down_proj.weight"][:] = float("nan")
-    bad = write_drafter(tmp_path / "nan-drafter", config, tensors=tensors)
-    session = open_session(*load_pair(target, bad), "hi", options=SessionOptions(gamma=3))
+    session = open_session(*load_pair(*nan_pair), "hi", options=SessionOptions(gamma=3))
     writer = TraceWriter(tmp_path / "nan.jsonl", session.info, session.prefill_record)
     for record in session.run(2):
         writer.write(record)

@@ -16,14 +16,8 @@ from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
 from dflash_tui.app.replay_app import ReplayApp
 
-from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
-from test_app_helpers import launch, oracle_proposer, press_and_settle, wait_for, wait_idle, \
+from app_helpers import launch, oracle_proposer, press_and_settle, wait_for, wait_idle, \
     wait_loaded
-
-
-@pytest.fixture(scope="module")
-def pair(make_pair):
-    return make_pair("llama", "DFlash2DraftModel")
 
 
 def live(pair, **kwargs) -> LiveApp:

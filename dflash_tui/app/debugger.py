@@ -26,7 +26,7 @@ from ..panels.probes import ProbesPanel
 from ..panels.ranks import RanksPanel
 from ..panels.selector import SelectorPanel
 from ..panels.status import StatusLine
-from .breakpoints import TOGGLES, Breakpoints
+from ..breakpoints import TOGGLES, Breakpoints
 from .screens.main import MainScreen
 
 RENDER_INTERVAL = 0.05  # seconds: at most 20 frames a second while records stream in

@@ -23,7 +23,7 @@ from typing import Callable, Optional
 
 from ..engine.errors import InputError
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
-from .breakpoints import Breakpoints, hits
+from ..breakpoints import Breakpoints, hits
 
 
 # ---- what to open ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from textual.binding import Binding
 
 from ..engine.records import RoundRecord
 from ..sample import PROMPTS_DIR
-from .breakpoints import Breakpoints
+from ..breakpoints import Breakpoints
 from .debugger import DebuggerApp
 from .inbox import EngineWake, Inbox
 from .engine_thread import (

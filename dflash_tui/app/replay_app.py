@@ -16,7 +16,7 @@ from textual.binding import Binding
 
 from ..engine.records import RoundRecord
 from ..panels.format import short_path
-from .breakpoints import Breakpoints, hits
+from ..breakpoints import Breakpoints, hits
 from .debugger import DebuggerApp
 from .replay import Loaded, Recording
 from .rounds import record_at_stage, text_before
