@@ -5,6 +5,7 @@
     dflash-tui bench [MODEL_DIR] ...          acceptance tables by workload and block
     dflash-tui distill TARGET --out DIR ...   train a DFlash2 drafter for a target
     dflash-tui replay TRACE                   reopen a recorded session with no model
+    dflash-tui export SOURCE --out DIR        flat tables (CSV / Parquet) of a recording
 
 Bad input ends with one line on stderr naming what was wrong, exit code 2, no traceback.
 """
@@ -19,7 +20,7 @@ from typing import Optional
 from .engine.errors import InputError
 from .prompt_file import read_prompt_file
 
-COMMANDS = ("probe", "bench", "distill", "replay")
+COMMANDS = ("probe", "bench", "distill", "replay", "export")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -119,6 +120,17 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p = _Parser(prog="dflash-tui replay", description="Reopen a recorded trace in the TUI, no model needed.")
     p.add_argument("trace", metavar="FILE")
     parsers["replay"] = p
+
+    p = _Parser(prog="dflash-tui export", description="Flat tables of a recorded session: "
+                "rounds, slots and buffers (docs/SNAPSHOT.md).")
+    p.add_argument("source", metavar="SOURCE",
+                   help="a trace, a snapshot, or a directory of them (a session directory or probe --out)")
+    p.add_argument("--out", metavar="DIR", required=True, help="where rounds / slots / buffers go")
+    p.add_argument("--format", choices=("csv", "parquet"), default="csv",
+                   help="csv (default) or parquet (needs pyarrow: pip install 'dflash-tui[parquet]')")
+    p.add_argument("--session", type=int, metavar="N",
+                   help="which session of a trace that holds several (1-based; default: the last)")
+    parsers["export"] = p
     return parsers
 
 
@@ -152,6 +164,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             from .distill.cli import run
         elif command == "replay":
             from .app.main import run_replay as run
+        elif command == "export":
+            from .export_tables import run
         else:
             from .app.main import run_app as run
         return int(run(args) or 0)
