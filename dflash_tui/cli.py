@@ -20,6 +20,7 @@ from typing import Optional
 from .engine.errors import InputError
 from .prompt_file import read_prompt_file
 
+KEEP_ROUNDS = 100  # the TUI's full records in memory: ~27 MB on the sample's shapes
 COMMANDS = ("probe", "bench", "distill", "replay", "export")
 
 
@@ -75,10 +76,19 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     add_model_args(p)
     add_prompt_args(p)
     add_decode_args(p)
-    p.add_argument("--max-tokens", type=int, default=512, metavar="N")
-    p.add_argument("--trace", metavar="FILE", help="append every round to FILE as JSON lines")
+    p.add_argument("--max-tokens", type=int, default=512, metavar="N",
+                   help="stop the session after N generated tokens (default: %(default)s)")
     p.add_argument("--export-dir", metavar="DIR", default="dflash-snapshots",
-                   help="where x writes snapshots (default: ./dflash-snapshots)")
+                   help="one directory per session in here, with its trace and what x exports "
+                        "(default: ./%(default)s)")
+    trace = p.add_mutually_exclusive_group()
+    trace.add_argument("--trace", metavar="FILE",
+                       help="record every round to FILE instead (appended to: one header per session)")
+    trace.add_argument("--no-trace", action="store_true",
+                       help="record no trace (older rounds then keep only their summary)")
+    p.add_argument("--keep-rounds", type=int, default=KEEP_ROUNDS, metavar="N",
+                   help="full records kept in memory (older ones are read back from the trace; "
+                        "default: %(default)s)")
     parsers["tui"] = p
 
     p = _Parser(prog="dflash-tui probe", description="Step the engine headless and print each round.")
@@ -117,8 +127,11 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p.add_argument("--out", metavar="DIR", required=True, help="where the drafter checkpoint goes")
     parsers["distill"] = p
 
-    p = _Parser(prog="dflash-tui replay", description="Reopen a recorded trace in the TUI, no model needed.")
-    p.add_argument("trace", metavar="FILE")
+    p = _Parser(prog="dflash-tui replay", description="Reopen a recorded session in the TUI, no model needed.")
+    p.add_argument("trace", metavar="SOURCE",
+                   help="a trace, a snapshot, or a directory of them (a session directory or probe --out)")
+    p.add_argument("--export-dir", metavar="DIR", default="dflash-snapshots",
+                   help="where x writes snapshots, in a directory per replay (default: ./%(default)s)")
     parsers["replay"] = p
 
     p = _Parser(prog="dflash-tui export", description="Flat tables of a recorded session: "

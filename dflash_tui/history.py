@@ -22,7 +22,6 @@ import numpy as np
 
 from .engine.records import RoundRecord
 
-DEFAULT_KEEP = 100  # full records kept in memory: ~27 MB on the sample's shapes
 FETCHED = 8  # older records read back and kept (stepping back and forth re-reads none)
 
 # Per-slot flags (the `flags` column).
@@ -76,8 +75,7 @@ class History:
     """Every completed round of one session: summary columns for all, full records for the
     last `keep`, older full records from `source(round)` (None when there is none)."""
 
-    def __init__(self, keep: int = DEFAULT_KEEP,
-                 source: Optional[Callable[[int], Optional[RoundRecord]]] = None) -> None:
+    def __init__(self, keep: int, source: Optional[Callable[[int], Optional[RoundRecord]]] = None) -> None:
         self.keep = max(int(keep), 1)
         self.source = source
         self._recent: OrderedDict[int, RoundRecord] = OrderedDict()

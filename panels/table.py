@@ -43,10 +43,10 @@ class FastTable(ScrollView, can_focus=True):
     """
     COMPONENT_CLASSES = {"fast-table--header", "fast-table--odd", "fast-table--cursor"}
     BINDINGS = [
-        Binding("up", "cursor(-1)", show=False),
-        Binding("down", "cursor(1)", show=False),
-        Binding("pageup", "page(-1)", show=False),
-        Binding("pagedown", "page(1)", show=False),
+        Binding("up", "cursor(-1)", show=False, tooltip="the row above (in ranks and selector: the slot)"),
+        Binding("down", "cursor(1)", show=False, tooltip="the row below"),
+        Binding("pageup", "page(-1)", show=False, tooltip="a page up"),
+        Binding("pagedown", "page(1)", show=False, tooltip="a page down"),
         Binding("home", "cursor_to(0)", show=False),
         Binding("end", "cursor_to(-1)", show=False),
     ]
@@ -77,9 +77,27 @@ class FastTable(ScrollView, can_focus=True):
 
     # ---- DataTable-like API --------------------------------------------------------------
 
+    class HeaderSelected(Message):
+        """The user clicked a column's header."""
+
+        def __init__(self, table: "FastTable", column: int) -> None:
+            super().__init__()
+            self.table = table
+            self.column = column
+
+        @property
+        def control(self) -> "FastTable":
+            return self.table
+
     def add_columns(self, *labels: str) -> None:
+        """Set the columns (replacing any: their widths are measured afresh)."""
         self._labels = [Text(label) for label in labels]
-        self._relayout()
+        self._widths = []
+        self._relayout(shrink=True)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(label.plain for label in self._labels)
 
     @property
     def row_count(self) -> int:
@@ -152,6 +170,13 @@ class FastTable(ScrollView, can_focus=True):
     def on_click(self, event: events.Click) -> None:
         if event.y >= 1:
             self._user_move(int(self.scroll_offset.y) + event.y - 1, scroll=False)
+            return
+        x, left = event.x + int(self.scroll_offset.x), GAP
+        for index, width in enumerate(self._widths):
+            if left <= x < left + width + GAP:
+                self.post_message(self.HeaderSelected(self, index))
+                return
+            left += width + GAP
 
     # ---- layout --------------------------------------------------------------------------
 
@@ -163,18 +188,19 @@ class FastTable(ScrollView, can_focus=True):
                     widths[i] = max(widths[i], min(cell.cell_len, self._max_widths.get(i, MAX_WIDTH)))
         return widths
 
-    def _relayout(self) -> None:
+    def _relayout(self, shrink: bool = False) -> None:
         self._widths = self._measure(self._rows, self._widths)
         self._lines.clear()
         self._header = None
-        self._resize()
+        self._resize(shrink)
         self.refresh()
 
-    def _resize(self) -> None:
+    def _resize(self, shrink: bool = False) -> None:
         # The virtual size only grows: a change of it is a layout pass of the whole screen,
         # and a table that shrinks at every new round and grows back would cost two a round.
+        # New columns (shrink) start afresh.
         width = sum(self._widths) + GAP * (len(self._widths) + 1)
-        old = self.virtual_size
+        old = Size(0, 0) if shrink else self.virtual_size
         height = len(self._rows) + 1
         size = Size(max(width, old.width), max(height, old.height) if self._grow_only else height)
         if size != old:

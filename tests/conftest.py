@@ -78,3 +78,11 @@ def engines_stopped():
 def pair(make_pair):
     """The pair most app tests step: the llama fixture target and a DFlash2 drafter."""
     return make_pair("llama", "DFlash2DraftModel")
+
+
+@pytest.fixture(autouse=True)
+def app_files_in_tmp(request, tmp_path, monkeypatch):
+    """The app writes a directory per session (its trace, its exports) under a relative
+    export directory: in the app tests, under the test's own temporary directory."""
+    if request.module.__name__.startswith("test_app"):
+        monkeypatch.chdir(tmp_path)

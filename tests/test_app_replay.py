@@ -39,13 +39,14 @@ def numbers_line(app) -> list[str]:
 
 @pytest.fixture(scope="module")
 def live_session(pair, tmp_path_factory):
-    """Three rounds in the live app with --trace, round 2 exported with NPZ on."""
+    """Three rounds in the live app, recorded to its session directory's trace (the
+    default), round 2 exported with NPZ on."""
     root = tmp_path_factory.mktemp("live")
-    trace, exports = root / "session.jsonl", root / "snapshots"
+    exports = root / "snapshots"
     views = {}
 
     async def scenario():
-        app = LiveApp(launch(pair, trace=trace), show_timings=False, export_dir=exports)
+        app = LiveApp(launch(pair), show_timings=False, export_dir=exports)
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, "X", "n", "n", "n")
@@ -59,13 +60,14 @@ def live_session(pair, tmp_path_factory):
             await pilot.press("q")
 
     run(scenario())
-    return trace, exports, views
+    session, = exports.iterdir()  # one directory for the one session
+    return session / "trace.jsonl", session, views
 
 
 def test_export_writes_json_and_npz_atomically(live_session):
     _, exports, views = live_session
     record = views["record"]
-    assert sorted(p.name for p in exports.iterdir()) == ["round-0002.json", "round-0002.npz"]
+    assert sorted(p.name for p in exports.iterdir()) == ["round-0002.json", "round-0002.npz", "trace.jsonl"]
     assert f"{exports}/round-0002.json + round-0002.npz" in views["status"]
     snapshot = json.loads((exports / "round-0002.json").read_text())
     assert snapshot["round"] == 2 and snapshot["stage"] == "commit"
@@ -99,9 +101,12 @@ def test_trace_records_every_round_and_replays_the_same_panels(live_session):
 
 
 @pytest.mark.parametrize("which", ["directory", "file"])
-def test_exported_snapshot_replays_the_same_round(live_session, which):
-    _, exports, views = live_session
-    path = exports if which == "directory" else exports / "round-0002.json"
+def test_exported_snapshot_replays_the_same_round(live_session, which, tmp_path):
+    _, session, views = live_session
+    snapshots = tmp_path / "snapshots"  # a directory of snapshots alone (no trace beside them)
+    snapshots.mkdir()
+    (snapshots / "round-0002.json").write_bytes((session / "round-0002.json").read_bytes())
+    path = snapshots if which == "directory" else snapshots / "round-0002.json"
 
     async def scenario():
         app = ReplayApp(load(path), show_timings=False, export_dir=Path("unused"))
@@ -111,6 +116,41 @@ def test_exported_snapshot_replays_the_same_round(live_session, which):
             assert panel_view(app) == views["panels"]
 
     run(scenario())
+
+
+def test_a_session_directory_replays_its_whole_trace(live_session):
+    _, session, _ = live_session
+    recording = load(session)  # the trace beside the exports, not the one exported round
+    assert [r.round for r in recording.sessions[0].rounds] == [0, 1, 2]
+
+
+def test_exports_and_traces_are_never_overwritten(pair, tmp_path):
+    """x twice on a round, a restart, x again: three snapshots, two sessions, nothing lost;
+    an explicit --trace FILE gets both sessions appended."""
+    trace = tmp_path / "explicit.jsonl"
+
+    async def scenario():
+        app = LiveApp(launch(pair, trace=trace), show_timings=False, export_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            for _ in range(2):
+                await pilot.press("x")
+                await wait_for(pilot, lambda: "exported" in app.status.message, what="the export")
+                app.set_status("idle", "")
+            first = app.session_dir.path
+            await pilot.press("r")
+            await wait_for(pilot, lambda: not app.loading, what="the restart")
+            await press_and_settle(pilot, "n")
+            await pilot.press("x")
+            await wait_for(pilot, lambda: "exported" in app.status.message, what="the export")
+            return first, app.session_dir.path
+
+    first, second = run(scenario())
+    assert first != second and first.parent == second.parent == tmp_path / "out"
+    assert sorted(p.name for p in first.iterdir()) == ["round-0000-2.json", "round-0000.json"]
+    assert sorted(p.name for p in second.iterdir()) == ["round-0000.json"]
+    assert [len(s.rounds) for s in load(trace).sessions] == [1, 1]
 
 
 async def press_and_settle_replay(pilot, *keys):

@@ -17,7 +17,7 @@ import queue
 from collections import deque
 import threading
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -41,7 +41,7 @@ class Launch:
     temperature: float = 0.0
     seed: int = 0
     max_tokens: int = 512
-    trace: Optional[Path] = None
+    trace: Optional[Path] = None  # where the first session records its rounds (appended to)
     keep_raw: bool = False
     # SessionOptions.proposer: forced proposals for tests and what-if runs (see engine).
     proposer: Optional[Callable[[list[int], int], list[int]]] = None
@@ -77,6 +77,7 @@ class SetBreakpoints:
 @dataclass(frozen=True)
 class Restart:
     prompt: Optional[str] = None  # None: the same prompt again
+    trace: Optional[Path] = None  # where the new session records its rounds (None: nowhere)
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ class EngineThread(threading.Thread):
         self._trace = None
         self._running: Optional[str] = None  # "round" | "run" while stepping on its own
         self._deferred: deque = deque()  # steps asked for while a round or run was going
+        self._round = 0  # the round the next context stage begins
         self.busy_stage: Optional[str] = None  # the stage being computed (tests, bench)
 
     def send(self, command: object) -> None:
@@ -171,7 +173,7 @@ class EngineThread(threading.Thread):
 
     def run(self) -> None:
         try:
-            self._open(self.launch.prompt)
+            self._open(self.launch.prompt, self.launch.trace)
         except InputError as error:
             self.emit(Failed(str(error), fatal=True))
             return
@@ -225,7 +227,7 @@ class EngineThread(threading.Thread):
             self._deferred.clear()
             prompt = command.prompt if command.prompt is not None else session.info.prompt
             try:
-                self._open(prompt)
+                self._open(prompt, command.trace)
             except InputError as error:  # the old session is untouched: it goes on
                 self.emit(Failed(f"restart refused: {error}"))
             except Exception as error:  # noqa: BLE001
@@ -239,7 +241,7 @@ class EngineThread(threading.Thread):
             self.emit(Idle("finished", session.finished))
             return
         stage = session.next_stage.value
-        round_index = len(session.rounds)
+        round_index = self._round
         self.busy_stage = stage
         self.emit(StageStarted(round_index, stage, "stage" if single else self._running))
         try:
@@ -254,6 +256,7 @@ class EngineThread(threading.Thread):
         self.busy_stage = None
         found = hits(record, self.armed)
         if record.complete:
+            self._round = record.round + 1
             self._write_trace(record)
         self.emit(StageDone(record, found))
         if session.finished is not None:
@@ -276,7 +279,7 @@ class EngineThread(threading.Thread):
 
     # ---- sessions and the trace ----------------------------------------------------------
 
-    def _open(self, prompt: str) -> None:
+    def _open(self, prompt: str, trace: Optional[Path]) -> None:
         if self._pair is None:
             self.emit(Progress("importing MLX and mlx-lm"))
         from ..engine.api import load_pair, open_session
@@ -298,26 +301,25 @@ class EngineThread(threading.Thread):
                            dtype=launch.dtype, options=options, progress=progress, prefill=False)
         if self.session is not None:
             self.session.close()
-        self.session = new
+        self.session, self._round = new, 0
         self.emit(Progress(f"prefill: {len(new.prompt_ids)} prompt tokens"))
         prefill = new.prefill()
-        self._open_trace(new.info, prefill)
+        self._open_trace(trace, new.info, prefill)
         self.emit(Loaded(new.info, prefill, new.gamma, new.finished))
         if new.finished is not None:
             self.emit(Idle("finished", new.finished))
 
-    def _open_trace(self, info: SessionInfo, prefill: PrefillRecord) -> None:
-        if self.launch.trace is None:
+    def _open_trace(self, path: Optional[Path], info: SessionInfo, prefill: PrefillRecord) -> None:
+        self._close_trace()
+        if path is None:
             return
         from ..snapshot import TraceWriter
 
-        self._close_trace()
         try:
-            self._trace = TraceWriter(self.launch.trace, info, prefill)
+            self._trace = TraceWriter(path, info, prefill)
         except OSError as error:
             self._trace = None
-            self.emit(Notice(f"trace off: cannot write {self.launch.trace}: {error.strerror or error}",
-                             "error"))
+            self.emit(Notice(f"trace off: cannot write {path}: {error.strerror or error}", "error"))
 
     def _write_trace(self, record: RoundRecord) -> None:
         if self._trace is None:
@@ -347,7 +349,3 @@ def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split()) or error.__class__.__name__
     return f"{error.__class__.__name__}: {text}" if not isinstance(error, InputError) else text
 
-
-def strip_raw(record: RoundRecord) -> RoundRecord:
-    """The record without its raw buffers (history keeps many rounds; raw is for export)."""
-    return record if record.raw is None else replace(record, raw=None)

@@ -44,9 +44,11 @@ def launch_from_args(args) -> Launch:
     trace = Path(args.trace).expanduser() if args.trace else None
     if trace is not None and trace.is_dir():
         raise InputError(f"--trace {trace}: is a directory (expected a file to append to)")
-    export_dir = Path(args.export_dir).expanduser()
-    if export_dir.exists() and not export_dir.is_dir():
-        raise InputError(f"--export-dir {export_dir}: exists and is not a directory")
+    if trace is not None and args.no_trace:
+        raise InputError("--trace and --no-trace: give one or the other")
+    if args.keep_rounds < 1:
+        raise InputError(f"--keep-rounds {args.keep_rounds}: expected at least 1")
+    check_export_dir(args.export_dir)
     return Launch(
         model=model, draft=draft, prompt=prompt, chat=args.chat, dtype=args.dtype,
         keep_quantized=args.keep_quantized, layer_offset=args.layer_offset, gamma=args.block,
@@ -54,8 +56,16 @@ def launch_from_args(args) -> Launch:
     )
 
 
+def check_export_dir(value: str) -> Path:
+    export_dir = Path(value).expanduser()
+    if export_dir.exists() and not export_dir.is_dir():
+        raise InputError(f"--export-dir {export_dir}: exists and is not a directory")
+    return export_dir
+
+
 def run_app(args) -> int:
-    return run_live(launch_from_args(args), export_dir=Path(args.export_dir).expanduser())
+    return run_live(launch_from_args(args), export_dir=Path(args.export_dir).expanduser(),
+                    record_trace=not args.no_trace, keep_rounds=args.keep_rounds)
 
 
 def run_live(launch: Launch, **app_options) -> Optional[int]:
@@ -79,8 +89,9 @@ def run_replay(args) -> int:
     from .replay import load
     from .replay_app import ReplayApp
 
+    export_dir = check_export_dir(args.export_dir)
     recording = load(Path(args.trace))
-    app = ReplayApp(recording)
+    app = ReplayApp(recording, export_dir=export_dir)
     code = app.run()
     return code if code is not None else 0
 
