@@ -379,14 +379,15 @@ class DebuggerApp(App[int]):
             for _, binding in bindings:
                 if binding.system or not (binding.tooltip or binding.description):
                     continue
-                row = rows.setdefault((where, binding.action), [[], binding])
+                text = binding.tooltip or binding.description
+                row = rows.setdefault((where, binding.action, text), [[], binding])
                 display = self.get_key_display(replace(binding, key_display=None))
                 if display not in row[0]:
                     row[0].append(display)
         sections: dict[str, list[tuple[str, str]]] = {}
-        for (where, _), (keys, binding) in rows.items():
+        for (where, _, text), (keys, binding) in rows.items():
             section = binding.group.description if binding.group else where
-            sections.setdefault(section, []).append((" ".join(keys), binding.tooltip or binding.description))
+            sections.setdefault(section, []).append((" ".join(keys), text))
         return list(sections.items())
 
     def action_breakpoints(self) -> None:
