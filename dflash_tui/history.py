@@ -194,6 +194,10 @@ class History:
     def is_kept(self, round_number: int) -> bool:
         return round_number in self._recent
 
+    def kept(self) -> list[RoundRecord]:
+        """The full records in memory: the last `keep` rounds and the few read back."""
+        return [*self._recent.values(), *self._fetched.values()]
+
     def record(self, round_number: int) -> Optional[RoundRecord]:
         """The full record of a completed round: kept, else read back from the source."""
         record = self._recent.get(round_number) or self._fetched.get(round_number)

@@ -123,9 +123,11 @@ def render_slots(stats, selected: int) -> Text:
             DASH if s.rank_median is None else f"{s.rank_median:g}", pct(s.recall), str(s.left),
             _count(s.helped, "green"), _count(s.hurt, "red"), str(s.neutral),
         ])
-    title = Text("per slot: P(accepted ≥ s+1), acceptance once reached, drafter ranks, "
-                 "selector walk\n", style="bold")
-    return title + grid(rows, SLOT_WIDTHS, "rrrrrrrrrrrr", header=SLOT_HEADER)
+    legend = Text("\n\nP(≥) accepted ≥ s+1 · reach: every earlier slot accepted · acc: once reached"
+                  "\nrank0 mean med: the target token's rank (reached slots) · in K: recall"
+                  "\nleft: the walk left the argmax; it helped / hurt / neither", style="dim")
+    return Text("per slot\n", style="bold") + grid(rows, SLOT_WIDTHS, "rrrrrrrrrrrr",
+                                                     header=SLOT_HEADER) + legend
 
 
 def render_rounds(accepted: list, gamma: list, headroom: list) -> Text:

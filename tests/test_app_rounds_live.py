@@ -111,7 +111,8 @@ def _slot_rows(app) -> list[list[str]]:
     text = widget_text(app, app.main.query_one("#agg-slots"))
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["slot", "P(≥)"]) + 1
-    return [line.split() for line in lines[start:] if line.strip()]
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return [line.split() for line in lines[start:end]]
 
 
 def test_aggregates_tab_shows_the_numbers_of_the_records(pair):

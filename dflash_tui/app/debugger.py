@@ -511,13 +511,8 @@ class DebuggerApp(App[int]):
         if record is None:
             self.notify("nothing to pin yet: step a round first", severity="warning")
             return
-        if self.pinned is not None and self.pinned.round == record.round:
-            self.pinned = None
-            self.notify(f"round {record.round} unpinned")
-        else:
-            self.pinned = record
-            self.notify(f"round {record.round} pinned: other rounds show it beside them, "
-                        "differences marked (P on it unpins)")
+        # the header says what is pinned ("vs r3"); the tables add its columns
+        self.pinned = None if self.pinned is not None and self.pinned.round == record.round else record
         self.render_now()
 
     @needs_screen

@@ -79,8 +79,13 @@ class MainScreen(Screen):
 
     def show_tab(self, index: int) -> None:
         tab, _, focus = TABS[index]
-        self.query_one("#inspector", TabbedContent).active = tab
-        self.focus_tab()
+        inspector = self.query_one("#inspector", TabbedContent)
+        if inspector.active == tab:
+            return
+        inspector.active = tab
+        # The focus follows once the tab is on screen: a focus change restyles the widgets
+        # it leaves and enters and redraws the key bar, which would delay the tab's frame.
+        self.call_after_refresh(self.focus_tab)
 
     def focus_tab(self) -> None:
         """Focus the active tab's table (after a tab switch, or a question answered)."""
