@@ -75,6 +75,17 @@ def launch(pair, **kwargs) -> Launch:
     return Launch(**{**defaults, **kwargs})
 
 
+def live_app(pair, app_options: dict | None = None, **launch_options):
+    """The live app on a fixture pair, clocks frozen, its files under ./out (the test's
+    temporary directory)."""
+    from pathlib import Path
+
+    from dflash_tui.app.live import LiveApp
+
+    options = {"show_timings": False, "export_dir": Path("out"), **(app_options or {})}
+    return LiveApp(launch(pair, **launch_options), **options)
+
+
 
 def oracle_proposer(pair, prompt: str, tokens: int, good: int):
     """Forced proposals (the engine's SessionOptions.proposer) that agree with the target's

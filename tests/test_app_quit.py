@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-import time
 
 import pytest
 from pty_terminal import Terminal
@@ -45,10 +44,7 @@ def test_quit_while_a_stage_runs_leaves_within_a_second(make_pair, tmp_path):
         term.wait_for(lambda: "dflash-tui" in term.text(), 30, "the first frame")
         term.type("c")  # queued while loading: the run starts after prefill
         term.wait_for(marker.exists, 60, "the engine to enter select")
-        t0 = time.monotonic()
-        term.type("q")
-        code = term.process.wait(timeout=10)
-        seconds = time.monotonic() - t0
+        code, seconds = term.quit()
     finally:
         term.close()
     output = term.text()
@@ -86,10 +82,7 @@ def test_a_burst_of_slot_moves_then_q_quits(make_pair, tmp_path):
         term.type("n")
         term.when("round 0 done", since=since, timeout=60)
         term.type(".." + DOWN * 2 + "," + DOWN + ".." + DOWN * 3)  # one write, as auto-repeat does
-        t0 = time.monotonic()
-        term.type("q")
-        code = term.process.wait(timeout=10)
-        seconds = time.monotonic() - t0
+        code, seconds = term.quit()
     finally:
         term.close()
     print(f"q to exit after the burst: {seconds * 1000:.0f} ms")

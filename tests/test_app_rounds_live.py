@@ -16,8 +16,8 @@ from dflash_tui.app.replay import load
 from dflash_tui.panels.ranks import RanksPanel
 from dflash_tui.panels.table import FastTable
 
-from app_helpers import SIZE, launch, oracle_proposer, press_and_settle, run, table_rows, wait_for, \
-    wait_idle, wait_loaded, widget_text
+from app_helpers import SIZE, launch, live_app, oracle_proposer, press_and_settle, run, table_rows, \
+    wait_for, wait_loaded, widget_text
 
 
 def varied(pair):
@@ -53,7 +53,7 @@ async def type_answer(pilot, key: str, text: str) -> None:
 
 def test_arrows_move_through_rounds_while_the_session_goes_on(pair):
     async def scenario():
-        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("out"))
+        app = live_app(pair)
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, "n", "n", "n")
@@ -84,8 +84,7 @@ def test_an_old_round_comes_back_from_the_trace(pair, trace):
     """With two full records kept, round 0 is read back from the session's trace; without
     a trace only its summary is left, and the app says so."""
     async def scenario():
-        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("out"),
-                      keep_rounds=2, record_trace=trace)
+        app = live_app(pair, {"keep_rounds": 2, "record_trace": trace})
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             seen = []
@@ -119,8 +118,7 @@ def test_aggregates_tab_shows_the_numbers_of_the_records(pair):
     proposer = varied(pair)
 
     async def scenario():
-        app = LiveApp(launch(pair, proposer=proposer, max_tokens=60), show_timings=False,
-                      export_dir=Path("out"))
+        app = live_app(pair, proposer=proposer, max_tokens=60)
         async with app.run_test(size=(150, 45)) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, *"nnnnnn", "4")
@@ -157,7 +155,7 @@ def test_aggregates_tab_shows_the_numbers_of_the_records(pair):
 
 def test_search_finds_a_token_and_n_walks_the_hits(pair):
     async def scenario():
-        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("out"))
+        app = live_app(pair)
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, "n", "n", "n", "n")
@@ -190,7 +188,7 @@ def test_a_pinned_round_shows_beside_another_with_differences_marked(pair):
     proposer = varied(pair)
 
     async def scenario():
-        app = LiveApp(launch(pair, proposer=proposer), show_timings=False, export_dir=Path("out"))
+        app = live_app(pair, proposer=proposer)
         async with app.run_test(size=(160, 40)) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, "n", "n", "P", "left")
@@ -216,7 +214,7 @@ def test_a_pinned_round_shows_beside_another_with_differences_marked(pair):
 
 def test_probes_sort_and_filter_keep_the_selected_buffer(pair):
     async def scenario():
-        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("out"))
+        app = live_app(pair)
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, "n", "3", "down", "down", "down", "down")
@@ -277,7 +275,7 @@ def test_slot_keys_select_without_echoes(pair):
 
 def test_gamma_beyond_the_trained_block_is_marked(pair):
     async def scenario():
-        app = LiveApp(launch(pair, gamma=15), show_timings=False, export_dir=Path("out"))
+        app = live_app(pair, gamma=15)
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             assert app.info.block_size == 16
@@ -292,7 +290,7 @@ def test_gamma_beyond_the_trained_block_is_marked(pair):
 
 def test_help_lists_every_key_from_the_bindings(pair):
     async def scenario():
-        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("out"))
+        app = live_app(pair)
         async with app.run_test(size=(120, 60)) as pilot:
             await wait_loaded(pilot)
             await pilot.press("question_mark")
@@ -307,7 +305,7 @@ def test_help_lists_every_key_from_the_bindings(pair):
 
 def test_palette_says_what_a_breakpoint_entry_will_do(pair):
     async def scenario():
-        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("out"))
+        app = live_app(pair)
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             titles = [title for title, _, _ in app.palette_commands()]
@@ -326,7 +324,7 @@ def test_palette_says_what_a_breakpoint_entry_will_do(pair):
 
 def test_a_partial_npz_and_the_screenshot_go_where_they_should(pair, tmp_path):
     async def scenario():
-        app = LiveApp(launch(pair), show_timings=False, export_dir=tmp_path / "out")
+        app = live_app(pair, {"export_dir": tmp_path / "out"})
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, "s", "s", "X", "s", "s", "s")  # NPZ on after draft
@@ -341,7 +339,7 @@ def test_a_partial_npz_and_the_screenshot_go_where_they_should(pair, tmp_path):
 
 def test_ctrl_a_selects_the_whole_prompt(pair):
     async def scenario():
-        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("out"))
+        app = live_app(pair)
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             await pilot.press("p")
