@@ -39,7 +39,9 @@ class RanksPanel(Vertical):
     RanksPanel { height: 1fr; }
     RanksPanel > FastTable { height: auto; max-height: 65%; }
     RanksPanel > Horizontal { height: 7; margin-top: 1; }
-    RanksPanel > Horizontal > Static { width: 1fr; height: 7; padding: 0 1 0 0; }
+    RanksPanel > Horizontal > Static {
+        width: 1fr; height: 7; padding: 0 1 0 0; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     """
 
     class SlotSelected(Message):
@@ -81,6 +83,11 @@ class RanksPanel(Vertical):
         event.stop()
         self.post_message(self.SlotSelected(event.cursor_row))
 
+    def on_resize(self) -> None:
+        # the top-5 lists fit their width (a hidden tab has none: drawn again once shown)
+        if self._shown is not None:
+            self._show_tops(self._shown[0], self._slot)
+
     def _fill(self, record: Optional[RoundRecord], other: Optional[RoundRecord], label: str) -> None:
         table = self.table
         extra = (f"{label} proposal", f"{label} rank", f"{label} fate") if other is not None else ()
@@ -116,7 +123,7 @@ class RanksPanel(Vertical):
             drafter.update(Text(waiting, style="dim"), layout=False)
             target.update("", layout=False)
             return
-        room = drafter.content_size.width or TOP_WIDE
+        room = drafter.content_size.width or TOP_WIDE  # no width yet: laid out on resize
         drafter.update(_top_table(f"drafter, slot {slot}", record, rank.drafter_top,
                                   mark=rank.target, mark_label="◎", room=room), layout=False)
         target.update(_top_table(f"target, row {slot}", record, rank.target_top,

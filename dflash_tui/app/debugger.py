@@ -54,7 +54,7 @@ GENERAL = Binding.Group("general")
 # Keys that move through rounds are priority bindings (tables bind ←/→/home/end too); they
 # stand aside while a question or a dialog has the keyboard.
 NAVIGATION = {"round", "goto_first", "goto_last"}
-SEARCH_NEXT = Binding("n", "search_step(1)", "next hit", group=ROUNDS,
+SEARCH_NEXT = Binding("n", "search_step(1)", "next hit", group=STEP,
                       tooltip="while searching: the next hit (round and slot)")
 
 

@@ -134,7 +134,7 @@ class LiveApp(DebuggerApp):
     async def on_event(self, event: events.Event) -> None:
         if (isinstance(event, events.Key) and not event.is_forwarded and self.running and not self.loading
                 and self.screen is self.main and event.key in PAUSE_KEYS[self.running]
-                and not self.main.asking and not (self.searching and event.key == "n")):
+                and not self.main.asking and not (self.searching and event.key in ("n", "escape"))):
             self.pause()
             event.prevent_default()
             event.stop()

@@ -192,7 +192,7 @@ class ReplayApp(DebuggerApp):
     async def on_event(self, event: events.Event) -> None:
         if (isinstance(event, events.Key) and not event.is_forwarded and self.playing
                 and self.screen is self.main and not self.main.asking
-                and event.key in PAUSE_KEYS and not (self.searching and event.key == "n")):
+                and event.key in PAUSE_KEYS and not (self.searching and event.key in ("n", "escape"))):
             self.stop_playing("paused")
             event.prevent_default()
             event.stop()
