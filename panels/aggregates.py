@@ -51,6 +51,7 @@ class AggregatesPanel(VerticalScroll):
         super().__init__(**kwargs)
         self._key: Optional[tuple] = None
         self._pane: Optional[TabPane] = None
+        self._sizes: dict[str, tuple[int, int]] = {}  # section -> (lines, width) on screen
 
     def compose(self):
         yield Static(id="agg-title")
@@ -71,9 +72,9 @@ class AggregatesPanel(VerticalScroll):
             return
         self._key = key
         if not rows:
-            self.query_one("#agg-title", Static).update(Text("no completed round yet", style="dim"))
+            self._update("title", Text("no completed round yet", style="dim"))
             for name in ("slots", "rounds", "position", "buffers"):
-                self.query_one(f"#agg-{name}", Static).update("")
+                self._update(name, Text(""))
             return
         from dflash_tui import aggregates  # numpy: loaded once there is something to count
 
@@ -83,18 +84,23 @@ class AggregatesPanel(VerticalScroll):
             span = aggregates.rounds_span(history, *frame.aggregate_rounds)
         rounds = history.round.values
         first_last = (int(rounds[span.start]), int(rounds[span.stop - 1])) if len(span) else None
-        self.query_one("#agg-title", Static).update(render_title(
-            first_last, len(span), rows, frame.aggregate_rounds, aggregates.mean_accepted(history, span)))
-        self.query_one("#agg-slots", Static).update(
-            render_slots(aggregates.slot_stats(history, span), frame.slot))
-        self.query_one("#agg-rounds", Static).update(render_rounds(
+        self._update("title", render_title(first_last, len(span), rows, frame.aggregate_rounds,
+                                           aggregates.mean_accepted(history, span)))
+        self._update("slots", render_slots(aggregates.slot_stats(history, span), frame.slot))
+        self._update("rounds", render_rounds(
             history.accepted.values[span.rows][-PLOT_WIDTH:].tolist(),
             history.gamma.values[span.rows][-PLOT_WIDTH:].tolist(),
             aggregates.min_headroom_per_round(history, span)[-PLOT_WIDTH:].tolist()))
-        self.query_one("#agg-position", Static).update(
-            render_position(aggregates.acceptance_by_position(history, span, POSITION_BINS)))
-        self.query_one("#agg-buffers", Static).update(
-            render_buffers(aggregates.buffer_stats(history, span)))
+        self._update("position", render_position(aggregates.acceptance_by_position(history, span, POSITION_BINS)))
+        self._update("buffers", render_buffers(aggregates.buffer_stats(history, span)))
+
+    def _update(self, section: str, text: Text) -> None:
+        """A layout pass (which repaints the screen) only when the section's size changes:
+        during a run the numbers change every round, the shape seldom."""
+        lines = text.plain.split("\n")
+        size = (len(lines), max(len(line) for line in lines))
+        self.query_one(f"#agg-{section}", Static).update(text, layout=size != self._sizes.get(section))
+        self._sizes[section] = size
 
 
 def render_title(first_last, count: int, total: int, chosen, mean: Optional[float]) -> Text:

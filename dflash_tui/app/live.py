@@ -305,16 +305,16 @@ class LiveApp(DebuggerApp):
         self._show_progress()
 
     def engine_loaded(self, event: Loaded) -> None:
+        from ..history import History  # numpy: after the first frame
+
         self.loading = False
         self.info, self.prefill = event.info, event.prefill
         self.gamma_next = event.gamma
         self.finished = event.finished
-        from ..history import History  # numpy: after the first frame
-
         self.trace, start = self._next_trace if self._next_trace is not None else (None, 0)
         self.history = History(self.keep_rounds, TraceRounds(self.trace, start) if self.trace else None)
         self.live = self.record = self.pinned = self.searching = None
-        self.viewing = None
+        self.viewing = self.aggregate_rounds = None
         self.text_before = self.live_text_before = event.prefill.first_text
         self.round_label = ""
         self.failure = None
