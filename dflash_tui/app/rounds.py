@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from ..engine.records import STAGE_ORDER, Rollback, RoundRecord
+from ..engine.records import Rollback, RoundRecord
 
 # The record fields each stage fills in (engine/session.py): before a stage runs they hold
 # their empty defaults.
@@ -50,7 +50,3 @@ def record_at_stage(record: RoundRecord, last: int, before: str) -> RoundRecord:
         record, stages=stages, probes=tuple(p for p in record.probes if p.stage in ran),
         first_nonfinite=first, state_after=stages[-1].after, raw=None, **blank,
     )
-
-
-def stage_index(stage: Optional[str]) -> int:
-    return -1 if stage is None else STAGE_ORDER.index(stage)
