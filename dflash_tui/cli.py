@@ -43,7 +43,8 @@ def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> 
                        help="mlx-lm model directory or .gguf file (default: the bundled sample)")
     p.add_argument("--draft", metavar="DRAFT_DIR",
                    help="drafter directory (default: MODEL_DIR/draft, or the sample drafter)")
-    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
+                   help="the dtype the target and the drafter compute in (default: %(default)s)")
     p.add_argument("--layer-offset", type=int, default=0, metavar="K",
                    help="shift every target_layer_ids entry by K (test the off-by-one)")
     p.add_argument("--keep-quantized", action="store_true",
@@ -54,14 +55,17 @@ def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> 
 def add_decode_args(p: argparse.ArgumentParser, block_default=None) -> None:
     p.add_argument("--block", type=int, default=block_default, metavar="G",
                    help="proposals per round (default: the drafter's block_size - 1)")
-    p.add_argument("--temperature", type=float, default=0.0, metavar="T")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--temperature", type=float, default=0.0, metavar="T",
+                   help="0: greedy; above 0: sampling, with rejection sampling against the "
+                        "drafter's q (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="the sampling seed at T > 0 (default: %(default)s)")
 
 
 def add_prompt_args(p: argparse.ArgumentParser, required: bool = False) -> None:
     group = p.add_mutually_exclusive_group(required=required)
-    group.add_argument("--prompt", metavar="TEXT")
-    group.add_argument("--prompt-file", metavar="F")
+    group.add_argument("--prompt", metavar="TEXT", help="the prompt (default: the sample's code request)")
+    group.add_argument("--prompt-file", metavar="F", help="read the prompt from a UTF-8 file")
     chat = p.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None,
                       help="wrap the prompt in the chat template (default when there is one)")
@@ -72,7 +76,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     parsers = {}
 
     p = _Parser(prog="dflash-tui", description="Step a DFlash/DFlash2 speculative decode live.",
-                epilog="Other commands: dflash-tui {probe,bench,distill,replay} --help")
+                epilog="Other commands: dflash-tui {probe,bench,distill,replay,export} --help")
     add_model_args(p)
     add_prompt_args(p)
     add_decode_args(p)
@@ -106,10 +110,13 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p = _Parser(prog="dflash-tui bench", description="Acceptance tables by workload and block.")
     add_model_args(p)
     p.add_argument("--prompts", metavar="DIR", help="one sub-folder per workload (default: sample_prompts/)")
-    p.add_argument("--blocks", default="2,4,7,8", metavar="LIST", help="proposals per round, comma-separated")
-    p.add_argument("--max-tokens", type=int, default=600, metavar="N")
-    p.add_argument("--temperature", type=float, default=0.0, metavar="T")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--blocks", default="2,4,7,8", metavar="LIST",
+                   help="proposals per round, comma-separated (default: %(default)s)")
+    p.add_argument("--max-tokens", type=int, default=600, metavar="N",
+                   help="tokens generated per prompt (default: %(default)s)")
+    p.add_argument("--temperature", type=float, default=0.0, metavar="T",
+                   help="0: greedy (default); above 0: sampling")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="the sampling seed (default: %(default)s)")
     p.add_argument("--limit", type=int, metavar="N", help="use only the first N prompts of each workload")
     p.add_argument("--json", metavar="FILE", help="write the full numbers as JSON")
     p.add_argument("--csv", metavar="FILE", help="write one row per workload and block as CSV")
