@@ -44,8 +44,6 @@ def launch_from_args(args) -> Launch:
     trace = Path(args.trace).expanduser() if args.trace else None
     if trace is not None and trace.is_dir():
         raise InputError(f"--trace {trace}: is a directory (expected a file to append to)")
-    if trace is not None and args.no_trace:
-        raise InputError("--trace and --no-trace: give one or the other")
     if args.keep_rounds < 1:
         raise InputError(f"--keep-rounds {args.keep_rounds}: expected at least 1")
     check_export_dir(args.export_dir)
