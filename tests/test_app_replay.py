@@ -229,6 +229,9 @@ def test_replay_play_stops_at_a_nonfinite_breakpoint(nan_pair, tmp_path):
     (["{target}", "--max-tokens", "0"], "--max-tokens 0"),
     (["{target}", "--prompt", "  "], "the prompt is empty"),
     (["{target}", "--prompt-file", "{tmp}/none.txt"], "no such prompt file"),
+    (["{target}", "--keep-rounds", "0"], "--keep-rounds 0"),
+    (["{target}", "--trace", "{tmp}/t.jsonl", "--no-trace"], "not allowed with argument --trace"),
+    (["replay", "{tmp}/missing.jsonl", "--export-dir", "{target}/config.json"], "is not a directory"),
 ])
 def test_bad_arguments_end_with_one_line_and_exit_2(pair, tmp_path, capsys, argv, message):
     argv = [a.format(tmp=tmp_path, target=pair[0]) for a in argv]
