@@ -180,24 +180,30 @@ def buffer_stats(history: History, span: Span) -> list[BufferStats]:
     absmax = history.absmax.values[span.rows]
     nonfinite = history.nonfinite.values[span.rows]
     rounds = history.round.values[span.rows]
+    if not len(rounds):
+        return []
+    # every buffer at once (a column each): the tab redraws these while a run goes on
+    probed = (nonfinite >= 0).sum(axis=0)
+    has_room = ~np.isnan(headroom)
+    low = np.argmin(np.where(has_room, headroom, np.inf), axis=0)
+    has_absmax = ~np.isnan(absmax)
+    big = np.where(has_absmax, absmax, -np.inf).max(axis=0)
+    bad = nonfinite > 0
+    first_bad = np.argmax(bad, axis=0)
+    bad_values = np.where(bad, nonfinite, 0).sum(axis=0)
     out = []
     for i, (stage, layer, name) in enumerate(history.buffer_keys[: nonfinite.shape[1]]):
-        probed = nonfinite[:, i] >= 0
-        if not probed.any():
+        if not probed[i]:
             continue
-        room = headroom[:, i]
-        has_room = ~np.isnan(room)
-        low = int(np.argmin(np.where(has_room, room, np.inf))) if has_room.any() else None
-        big = absmax[:, i]
-        bad = nonfinite[:, i] > 0
-        first_bad = int(np.argmax(bad)) if bad.any() else None
+        room = has_room[:, i].any()
+        any_bad = bad[:, i].any()
         out.append(BufferStats(
-            stage=stage, layer=layer, name=name, rounds=int(probed.sum()),
-            min_headroom=None if low is None else float(room[low]),
-            min_headroom_round=None if low is None else int(rounds[low]),
-            max_absmax=float(np.nanmax(big)) if (~np.isnan(big)).any() else None,
-            nonfinite_rounds=int(bad.sum()), nonfinite_values=int(nonfinite[bad, i].sum()),
-            first_nonfinite_round=None if first_bad is None else int(rounds[first_bad]),
+            stage=stage, layer=layer, name=name, rounds=int(probed[i]),
+            min_headroom=float(headroom[low[i], i]) if room else None,
+            min_headroom_round=int(rounds[low[i]]) if room else None,
+            max_absmax=float(big[i]) if has_absmax[:, i].any() else None,
+            nonfinite_rounds=int(bad[:, i].sum()), nonfinite_values=int(bad_values[i]),
+            first_nonfinite_round=int(rounds[first_bad[i]]) if any_bad else None,
         ))
     return out
 

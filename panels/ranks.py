@@ -75,8 +75,9 @@ class RanksPanel(Vertical):
         if self._shown is None or not all(a is b for a, b in zip(shown, self._shown)):
             self._fill(record, other, frame.other_label)
         self._shown, self._slot = shown, frame.slot
-        if record is not None and record.gamma:
-            self.table.move_cursor(row=min(frame.slot, record.gamma - 1), animate=False)
+        slot = min(frame.slot, record.gamma - 1) if record is not None and record.gamma else None
+        if slot is not None and self.table.cursor_row != slot:
+            self.table.move_cursor(row=slot, animate=False)
         self._show_tops(record, frame.slot)
 
     def on_fast_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:

@@ -81,7 +81,8 @@ class SelectorPanel(Vertical):
         selector = record.selector if record is not None else None
         if selector is not None and selector.slots:
             slot = min(frame.slot, len(selector.slots) - 1)
-            self.table.move_cursor(row=slot, animate=False)
+            if self.table.cursor_row != slot:
+                self.table.move_cursor(row=slot, animate=False)
             self._show_slot(record, selector.slots[slot])
         elif self._shape is not None:
             # before select: placeholders of the same height (no layout pass each round)

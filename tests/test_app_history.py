@@ -183,7 +183,7 @@ def test_nonfinite_buffers_are_counted_with_their_first_round(nan_pair):
     session = open_session(*load_pair(*nan_pair), "hi", options=SessionOptions(gamma=3))
     records = list(session.run(3))
     session.close()
-    history = History()
+    history = History(keep=1)
     for record in records:
         history.add(record)
     bad = [b for b in aggregates.buffer_stats(history, every_round(history)) if b.nonfinite_rounds]
