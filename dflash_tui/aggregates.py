@@ -153,8 +153,12 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
 
 
 def accepted_at_least(history: History, span: Span, slots: int) -> list[tuple[int, int]]:
-    """Per slot s < slots: (rounds that accepted it, rounds that proposed it)."""
-    return [(s.accepted, s.proposed) for s in slot_stats(history, span, slots)]
+    """Per slot s < slots: (rounds that accepted it, rounds that proposed it), as in
+    slot_stats but only these two counts (the history panel redraws them often)."""
+    flags = history.flags.values[span.rows][:, :slots]
+    accepted = ((flags & ACCEPTED) > 0).sum(axis=0).tolist()
+    proposed = ((flags & PROPOSED) > 0).sum(axis=0).tolist()
+    return list(zip(accepted, proposed))
 
 
 # ---- per buffer -------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ class HeaderPanel(Static):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(Text("dflash-tui", style="bold"), **kwargs)
+        self._counted: tuple = ((), (None, None, 0))  # (history key, its numbers)
 
     def show(self, frame: Frame) -> None:
         lines = [self._identity(frame), self._numbers(frame)]
@@ -76,15 +77,7 @@ class HeaderPanel(Static):
         self._gamma(frame, text)
         if frame.other is not None:
             field("vs", frame.other_label, style="bold magenta")
-        mean = rate = None
-        generated = 0
-        if frame.history is not None and frame.upto:
-            from dflash_tui import aggregates
-
-            span = aggregates.every_round(frame.history, frame.upto)
-            mean = aggregates.mean_accepted(frame.history, span)
-            rate = aggregates.tokens_per_second(frame.history, span)
-            generated = aggregates.generated_tokens(frame.history, span)
+        mean, rate, generated = self._count(frame)
         field("mean acc", DASH if mean is None else f"{mean:.2f}")
         if frame.show_timings:
             field("tok/s", DASH if rate is None else f"{rate:.1f}")
@@ -94,6 +87,22 @@ class HeaderPanel(Static):
         if record is not None and record.stage is not None:
             field("stage", record.stage, style="bold magenta")
         return text
+
+    def _count(self, frame: Frame) -> tuple:
+        """(mean accepted, tokens/s, generated tokens) up to the round on screen, counted
+        again only when that changes."""
+        key = (id(frame.history), len(frame.history or ()), frame.upto)
+        if key != self._counted[0]:
+            numbers = (None, None, 0)
+            if frame.history is not None and frame.upto:
+                from dflash_tui import aggregates
+
+                history, span = frame.history, aggregates.every_round(frame.history, frame.upto)
+                numbers = (aggregates.mean_accepted(history, span),
+                           aggregates.tokens_per_second(history, span),
+                           aggregates.generated_tokens(history, span))
+            self._counted = (key, numbers)
+        return self._counted[1]
 
     @staticmethod
     def _gamma(frame: Frame, text: Text) -> None:

@@ -41,29 +41,38 @@ class HistoryPanel(Static):
         self.border_title = "history"
         self._key: Optional[tuple] = None
         self._frame: Optional[Frame] = None
+        self._data: tuple = (None, [], [], [])
 
     def show(self, frame: Frame) -> None:
         width = max(self.content_size.width, 20)
         bar_rows = max(self.content_size.height - 2, 1)
         slots = frame.slots or frame.gamma or 0
-        key = (id(frame.history), len(frame.history or ()), frame.upto, slots, frame.slot, width, bar_rows)
+        data = (id(frame.history), len(frame.history or ()), frame.upto, slots)
+        key = data + (frame.slot, width, bar_rows)
         if key == self._key:
             return
+        if self._key is None or key[:4] != self._key[:4]:
+            self._data = self._numbers(frame, slots)  # a slot key alone redraws, counts nothing
         self._key, self._frame = key, frame
-        accepted, gamma, by_slot = [], [], []
-        self.border_subtitle = "no rounds yet"
+        mean, accepted, gamma, by_slot = self._data
+        self.border_subtitle = f"mean {mean:.2f} over {len(accepted)} rounds" if accepted else "no rounds yet"
+        self.update(render_history(accepted, gamma, by_slot, frame.slot, width, bar_rows),
+                    layout=False)  # fixed height
+
+    @staticmethod
+    def _numbers(frame: Frame, slots: int) -> tuple:
+        """(mean accepted, accepted and γ per round, per slot (accepted, proposed)) up to the
+        round on screen."""
+        accepted, gamma, by_slot, mean = [], [], [], None
         if frame.history is not None and frame.upto:
             from dflash_tui import aggregates
 
             history, span = frame.history, aggregates.every_round(frame.history, frame.upto)
-            self.border_subtitle = (f"mean {aggregates.mean_accepted(history, span):.2f} "
-                                    f"over {len(span)} rounds")
+            mean = aggregates.mean_accepted(history, span)
             accepted = history.accepted.values[span.rows].tolist()
             gamma = history.gamma.values[span.rows].tolist()
             by_slot = aggregates.accepted_at_least(history, span, slots)
-        by_slot += [(0, 0)] * (slots - len(by_slot))
-        self.update(render_history(accepted, gamma, by_slot, frame.slot, width, bar_rows),
-                    layout=False)  # fixed height
+        return mean, accepted, gamma, by_slot + [(0, 0)] * (slots - len(by_slot))
 
     def on_resize(self) -> None:
         if self._frame is not None:
