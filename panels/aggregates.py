@@ -26,12 +26,13 @@ from .format import DASH, column, grid
 from .frame import Frame
 from .history import BARS, sparkline
 from .probes import LOW_HEADROOM_BITS, headroom_cell
+from .table import FastTable
 
 SLOT_HEADER = ["slot", "P(≥)", "reach", "acc", "rank0", "mean", "med", "in K", "left", "help",
                "hurt", "neut"]
 SLOT_WIDTHS = [4, 5, 5, 5, 5, 6, 5, 5, 4, 4, 4, 4]
-BUFFER_HEADER = ["stage", "L", "buffer", "min fp16", "round", "max absmax", "non-finite", "first"]
-BUFFER_WIDTHS = [7, 2, 13, 8, 6, 10, 10, 6]
+BUFFERS_TITLE = "buffers: non-finite first, then the least fp16 headroom"
+BUFFER_HEADER = ("stage", "L", "buffer", "min fp16", "round", "max absmax", "non-finite", "first")
 POSITION_BINS = 8
 PLOT_WIDTH = 60  # rounds shown in the sparklines at most (the latest ones of the span)
 
@@ -45,6 +46,7 @@ class AggregatesPanel(VerticalScroll):
     AggregatesPanel { height: 1fr; overflow-x: auto; }
     AggregatesPanel > Static { width: auto; padding: 0 1; }
     AggregatesPanel > .section { margin-top: 1; }
+    AggregatesPanel > FastTable { height: auto; max-height: 100%; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -58,7 +60,11 @@ class AggregatesPanel(VerticalScroll):
         yield Static(id="agg-slots", classes="section")
         yield Static(id="agg-rounds", classes="section")
         yield Static(id="agg-position", classes="section")
-        yield Static(id="agg-buffers", classes="section")
+        yield Static(Text(BUFFERS_TITLE, style="bold"), classes="section")
+        # a line-API table: only its visible rows are laid out (there are ~70 buffers)
+        table = FastTable(id="agg-buffers", grow_only=False)
+        table.add_columns(*BUFFER_HEADER)
+        yield table
 
     def show(self, frame: Frame) -> None:
         if self._pane is None:
@@ -73,8 +79,9 @@ class AggregatesPanel(VerticalScroll):
         self._key = key
         if not rows:
             self._update("title", Text("no completed round yet", style="dim"))
-            for name in ("slots", "rounds", "position", "buffers"):
+            for name in ("slots", "rounds", "position"):
                 self._update(name, Text(""))
+            self.query_one("#agg-buffers", FastTable).set_rows([])
             return
         from dflash_tui import aggregates  # numpy: loaded once there is something to count
 
@@ -92,7 +99,7 @@ class AggregatesPanel(VerticalScroll):
             history.gamma.values[span.rows][-PLOT_WIDTH:].tolist(),
             aggregates.min_headroom_per_round(history, span)[-PLOT_WIDTH:].tolist()))
         self._update("position", render_position(aggregates.acceptance_by_position(history, span, POSITION_BINS)))
-        self._update("buffers", render_buffers(aggregates.buffer_stats(history, span)))
+        self.query_one("#agg-buffers", FastTable).set_rows(buffer_rows(aggregates.buffer_stats(history, span)))
 
     def _update(self, section: str, text: Text) -> None:
         """A layout pass (which repaints the screen) only when the section's size changes:
@@ -162,9 +169,8 @@ def render_position(bins) -> Text:
     return text
 
 
-def render_buffers(stats) -> Text:
-    if not stats:
-        return Text("no probed buffers", style="dim")
+def buffer_rows(stats) -> list[list]:
+    """Non-finite buffers first, then the closest to overflowing fp16."""
     stats = sorted(stats, key=lambda b: (-b.nonfinite_rounds,
                                          math.inf if b.min_headroom is None else b.min_headroom))
     absmax = column([b.max_absmax for b in stats], engine_value=False)
@@ -174,13 +180,14 @@ def render_buffers(stats) -> Text:
         rows.append([
             Text(b.stage, style="dim"), DASH if b.layer is None else str(b.layer),
             Text(b.name, style="bold red" if bad else ""),
-            headroom_cell(b.min_headroom), DASH if b.min_headroom_round is None else str(b.min_headroom_round),
-            big, Text(f"{b.nonfinite_rounds} rounds" if bad else "0",
-                      style="bold white on red" if bad else "dim"),
-            DASH if b.first_nonfinite_round is None else str(b.first_nonfinite_round),
+            headroom_cell(b.min_headroom),
+            Text(DASH if b.min_headroom_round is None else str(b.min_headroom_round), justify="right"),
+            Text(big, justify="right"),
+            Text(f"{b.nonfinite_rounds} rounds" if bad else "0",
+                 style="bold white on red" if bad else "dim", justify="right"),
+            Text(DASH if b.first_nonfinite_round is None else str(b.first_nonfinite_round), justify="right"),
         ])
-    title = Text("buffers: non-finite first, then the least fp16 headroom\n", style="bold")
-    return title + grid(rows, BUFFER_WIDTHS, "llllrrrr", header=BUFFER_HEADER)
+    return rows
 
 
 def bar(fraction: float, width: int) -> str:

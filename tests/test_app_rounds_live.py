@@ -138,10 +138,9 @@ def test_aggregates_tab_shows_the_numbers_of_the_records(pair):
                     assert float(row[6]) == statistics.median(k.rank for k in reached)
             title = widget_text(app, app.main.query_one("#agg-title"))
             assert f"mean accepted {statistics.mean(r.accepted for r in records):.2f}" in title
-            buffers = widget_text(app, app.main.query_one("#agg-buffers"))
             lowest = min((p.fp16_headroom_bits, r.round) for r in records for p in r.probes
                          if p.fp16_headroom_bits is not None)
-            first_row = buffers.splitlines()[2].split()
+            first_row = table_rows(app.main.query_one("#agg-buffers", FastTable))[0]
             assert first_row[3:5] == [f"{lowest[0]:.1f}", str(lowest[1])]
             # a range: rounds 2-4
             await type_answer(pilot, "a", "2-4")
