@@ -55,7 +55,8 @@ def deep_size(obj, seen: set | None = None) -> int:
     if hasattr(obj, "nbytes") and hasattr(obj, "dtype"):  # a numpy array owns its buffer
         return size if obj.base is not None else max(size, obj.nbytes)
     if is_dataclass(obj) and not isinstance(obj, type):
-        return size + sum(deep_size(getattr(obj, f.name), seen) for f in fields(obj))
+        own = sys.getsizeof(vars(obj)) if hasattr(obj, "__dict__") else 0  # its attribute dict
+        return size + own + sum(deep_size(getattr(obj, f.name), seen) for f in fields(obj))
     if isinstance(obj, dict):
         return size + sum(deep_size(k, seen) + deep_size(v, seen) for k, v in obj.items())
     if isinstance(obj, (list, tuple, set, frozenset)):
