@@ -5,7 +5,7 @@ A full round record is large (on the sample pair ~270 KB: 71 probe rows, a 15 x 
 selector lattice, top-5 lists), so a session of thousands of rounds cannot keep them all.
 What aggregates, search and the history panel need of a round is small: its accepted count,
 per slot the rank, fate and the selector's choice, per probed buffer the fp16 headroom,
-absmax and non-finite count. Those go into numpy columns (about 1 KB a round on the sample);
+absmax and non-finite count. Those go into numpy columns (about 1.9 KB a round on the sample);
 the full records of the last `keep` rounds stay in memory; an older one is fetched from
 `source` (the session's trace, see trace_rounds.py) when someone asks for it.
 
