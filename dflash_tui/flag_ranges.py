@@ -35,6 +35,7 @@ RANGES = {  # argparse dest -> range; a flag a command lacks (or left unset) is 
     "max_tokens": Range("--max-tokens", _at_least_one, "at least 1 token"),
     "rounds": Range("--rounds", _at_least_one, "at least 1 round"),
     "limit": Range("--limit", _at_least_one, "at least 1 prompt per workload"),
+    "keep_rounds": Range("--keep-rounds", _at_least_one, "at least 1 full record in memory"),
 }
 
 

@@ -55,3 +55,31 @@ def sample_gguf():
         return sample_target()
     except InputError as error:
         pytest.skip(str(error))
+
+
+@pytest.fixture(autouse=True)
+def engines_stopped():
+    """After each test, wait for every engine thread it started to finish its stage and
+    close (the app sends Quit when it unmounts): an MLX op still running when the
+    interpreter exits would abort the process."""
+    import threading
+
+    before = set(threading.enumerate())
+    yield
+    for thread in set(threading.enumerate()) - before:
+        if thread.name == "dflash-engine":
+            thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def pair(make_pair):
+    """The pair most app tests step: the llama fixture target and a DFlash2 drafter."""
+    return make_pair("llama", "DFlash2DraftModel")
+
+
+@pytest.fixture(autouse=True)
+def app_files_in_tmp(request, tmp_path, monkeypatch):
+    """The app writes a directory per session (its trace, its exports) under a relative
+    export directory: in the app tests, under the test's own temporary directory."""
+    if request.module.__name__.startswith("test_app"):
+        monkeypatch.chdir(tmp_path)
