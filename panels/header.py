@@ -54,6 +54,8 @@ class HeaderPanel(Static):
         top_k = f" K{info.top_k}" if info.top_k else ""
         text.append(f" {info.drafter_layers}L H{info.drafter_hidden}{top_k} "
                     f"block {info.block_size}", style="green")
+        if info.drafter_quantization:  # e.g. "q4/g64": the drafter's weights are packed
+            text.append(f" {info.drafter_quantization}", style="bold yellow")
         text.append(f"  {info.dtype} · {info.backend}", style="yellow")
         group = info.distributed
         if group is not None:
@@ -90,10 +92,10 @@ class HeaderPanel(Static):
         field("tokens", str(generated + (1 if frame.prefill or generated else 0)))
         if record is not None and record.stage is not None:
             field("stage", record.stage, style="bold magenta")
-        timed = next((r for r in reversed(frame.rounds) if r.comm is not None), None)
+        timed = record if record is not None and record.comm is not None else None
         if timed is not None and frame.show_timings:
-            # Distributed: the last round's communication, of its whole time (the stages hold
-            # the target's all_sums; the lockstep check and the commands come on top).
+            # Distributed: the round's communication, of its whole time (the stages hold the
+            # target's all_sums; the lockstep check and the commands come on top).
             comm = timed.comm
             whole = sum(timed.timings_ms.values()) + comm.lockstep_ms + comm.commands_ms
             field("comm", f"{comm.total_ms:.0f} of {whole:.0f} ms")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -77,9 +78,43 @@ def pair(make_pair):
     return make_pair("llama", "DFlash2DraftModel")
 
 
+@pytest.fixture
+def breakable_pair(make_pair, tmp_path):
+    """A private, breakable copy of the llama target + DFlash2 drafter (tests edit its files)."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    copy = tmp_path / "target"
+    shutil.copytree(target_dir, copy)
+    return copy, copy / "draft"
+
+
 @pytest.fixture(autouse=True)
 def app_files_in_tmp(request, tmp_path, monkeypatch):
     """The app writes a directory per session (its trace, its exports) under a relative
     export directory: in the app tests, under the test's own temporary directory."""
     if request.module.__name__.startswith("test_app"):
         monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def recorded(make_pair, tmp_path_factory):
+    """Three rounds of a real fixture session, stepped headless, and its trace."""
+    from dflash_tui.engine.api import load_pair
+    from dflash_tui.engine.session import SessionOptions
+    from dflash_tui.snapshot import TraceWriter
+
+    target, draft = make_pair("llama", "DFlash2DraftModel")
+    pair = load_pair(target, draft)
+    session = pair.open("The quick brown fox", options=SessionOptions(gamma=4))
+    path = tmp_path_factory.mktemp("trace") / "session.jsonl"
+    writer = TraceWriter(path, session.info, session.prefill_record)
+    stages = []
+    for _ in range(3):
+        while True:
+            record = session.step_stage()
+            stages.append(record)
+            if record.complete:
+                writer.write(record)
+                break
+    writer.close()
+    session.close()
+    return path, stages

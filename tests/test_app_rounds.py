@@ -16,31 +16,6 @@ from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.records import STAGE_ORDER
 
 
-@pytest.fixture(scope="module")
-def recorded(make_pair, tmp_path_factory):
-    """Three rounds of a real fixture session, stepped headless, and its trace."""
-    from dflash_tui.engine.api import load_pair
-    from dflash_tui.engine.session import SessionOptions
-    from dflash_tui.snapshot import TraceWriter
-
-    target, draft = make_pair("llama", "DFlash2DraftModel")
-    pair = load_pair(target, draft)
-    session = pair.open("The quick brown fox", options=SessionOptions(gamma=4))
-    path = tmp_path_factory.mktemp("trace") / "session.jsonl"
-    writer = TraceWriter(path, session.info, session.prefill_record)
-    stages = []
-    for _ in range(3):
-        while True:
-            record = session.step_stage()
-            stages.append(record)
-            if record.complete:
-                writer.write(record)
-                break
-    writer.close()
-    session.close()
-    return path, stages
-
-
 def test_record_at_stage_rebuilds_each_partial_record(recorded):
     _, stages = recorded
     complete = [r for r in stages if r.complete]

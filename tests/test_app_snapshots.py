@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load

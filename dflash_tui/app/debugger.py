@@ -300,7 +300,8 @@ class DebuggerApp(App[int]):
             return self.searching is not None
         if action in NAVIGATION:
             # a dialog or the question line has the keyboard: arrows and home/end are theirs
-            return self._panels != [] and self.screen is self.main and not self.main.asking
+            # (before the panels are up the keys still move: replay's position exists at once)
+            return self.screen is self.main and not self.main.asking
         return True
 
     @needs_screen

@@ -90,7 +90,8 @@ def entries(path: Path) -> Iterator[Union[Header, Skipped, RoundRecord]]:
     with _open(path) as f:
         first = f.readline()
     if first.strip() == "{":  # an indented JSON document, not JSON lines: one snapshot
-        whole = _json_or_none(_read(path))
+        with _open(path) as f:
+            whole = _json_or_none(f.read())
         if isinstance(whole, dict) and whole.get("schema") == SNAPSHOT_SCHEMA:
             yield from _snapshot_entries([(path, whole)], path)
             return

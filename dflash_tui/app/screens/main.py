@@ -97,7 +97,9 @@ class MainScreen(Screen):
 
     @property
     def asking(self) -> bool:
-        return self.query_one(AskLine).asking
+        # Before the screen has composed there is no question line, so nobody is asked.
+        lines = self.query(AskLine)
+        return bool(lines) and lines.first().asking
 
     def ask(self, label: str, answer: Callable[[str], None], value: str = "",
             placeholder: str = "") -> None:
