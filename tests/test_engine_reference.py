@@ -86,6 +86,38 @@ def test_accepted_lengths_match_reference_loop(make_pair, reference_drafter, tar
     assert ours == theirs
 
 
+@pytest.mark.parametrize("drafter_kind", DRAFTERS)
+def test_sliding_drafter_matches_reference_round_by_round(make_pair, reference_drafter, drafter_kind):
+    """A drafter whose first layer slides (window 24), over 60 tokens, well past the window:
+    every round's block logits (and DFlash2 proposals) from the engine's incremental context
+    buffers equal Z Lab's drafter given the whole context so far.
+
+    Z Lab's drafter gets a fresh cache each round: its own loop keeps the sliding layer in a
+    RotatingKVCache, which after one-row writes holds the rows rotated while its mask assumes
+    them in order, so rows 1.. of a block would see a different window than the anchor's."""
+    target_dir, draft_dir = make_pair("llama", drafter_kind, sliding=True)
+    session = load_pair(target_dir, draft_dir).open(
+        "for i in range(10):", options=SessionOptions(gamma=7, max_tokens=60, keep_raw=True))
+    rounds = list(session.run())
+    session.close()
+    assert session.state().ring_occupancy == 23 and rounds[-1].position > 2 * 24
+
+    rdraft = reference_drafter(draft_dir)
+    model, _ = _fresh_reference_target(target_dir)
+    rdraft.bind(model)
+    context = []
+    for record in rounds:
+        context.append(record.raw["context/capture"])  # the rows this round's context wrote
+        block = mx.array([[record.anchor] + [rdraft.config.mask_token_id] * record.gamma])
+        hidden = rdraft.hidden_states(block, mx.array(np.concatenate(context, axis=1)),
+                                      rdraft.make_cache(), logits_start=1)
+        logits = rdraft.compute_logits(hidden)
+        assert np.abs(np.array(logits[0]) - record.raw["draft/logits"]).max() < 1e-4
+        if drafter_kind == "DFlash2DraftModel":
+            tokens, _, _ = rdraft.candidate_selector.select(hidden, logits, block[:, 0], 0.0)
+            assert tuple(np.array(tokens[0]).tolist()) == record.proposals
+
+
 @pytest.mark.slow
 def test_shipped_drafter_on_the_sample_matches_reference_loop(sample_gguf, reference_drafter):
     """The real pair, where the drafter is right often: every round's accepted length (and
