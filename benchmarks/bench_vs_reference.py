@@ -20,7 +20,8 @@ mid-run slows all of them alike; each is warmed up once first. Every decode must
 mlx-lm's greedy text: a mismatch is reported with its first differing token and the
 target's logit margin (top1 - top2) there, which tells float noise (a near tie) from a bug.
 Speed is decode only (prefill and the first token excluded on every side): tokens after
-the first / seconds.
+the first / seconds. CPU seconds of the process are reported beside it: on a machine other
+processes load, they move less than the wall clock does.
 """
 
 from __future__ import annotations
@@ -34,9 +35,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import mlx.core as mx
-from mlx_lm.generate import generate_step
-from mlx_lm.models.cache import make_prompt_cache
 
+from benchmarks.common import Clock, mlx_lm_greedy
 from dflash_tui import sample
 from dflash_tui.bench.prompts import load_workloads
 from dflash_tui.engine import SessionOptions, load_pair
@@ -57,30 +57,13 @@ class Decode:
     method: str
     prompt: str
     tokens: tuple[int, ...]
-    decode_s: float  # every token after the first
+    decode_s: float  # every token after the first, wall clock
+    cpu_s: float  # the process's CPU seconds over the same span (all its threads)
     rounds: int = 0  # speculative methods: rounds run after the first token
 
     @property
     def decode_tokens(self) -> int:
         return max(len(self.tokens) - 1, 0)
-
-
-def mlx_lm_greedy(model, stop: set[int]):
-    """The target alone through mlx-lm's own decode loop (greedy), stopping at EOS."""
-
-    def decode(ids: list[int], max_tokens: int):
-        steps = generate_step(mx.array(ids), model, max_tokens=max_tokens,
-                              sampler=lambda logits: mx.argmax(logits, axis=-1),
-                              prompt_cache=make_prompt_cache(model))
-        tokens = [int(next(steps)[0])]  # the prefill's token
-        t0 = time.perf_counter()
-        while tokens[-1] not in stop and len(tokens) < max_tokens:
-            tokens.append(int(next(steps)[0]))
-        elapsed = time.perf_counter() - t0
-        steps.close()
-        return tokens, elapsed, 0
-
-    return decode
 
 
 def zlab_drafter(draft_dir: Path, dtype: str):
@@ -104,12 +87,12 @@ def zlab_loop(target, draft, block: int):
         responses = zlab.stream_generate(target.model, draft, target.tokenizer, mx.array(ids),
                                          block_size=block + 1, max_tokens=max_tokens)
         tokens = list(next(responses).tokens)  # the prefill's token
-        t0 = time.perf_counter()
+        clock = Clock()
         rounds = 0
         for response in responses:
             tokens += response.tokens
             rounds += response.accepted is not None
-        return tokens, time.perf_counter() - t0, rounds
+        return tokens, clock.read(), rounds
 
     return decode
 
@@ -118,9 +101,9 @@ def engine_loop(pair: Pair, options: SessionOptions):
     def decode(ids: list[int], max_tokens: int):
         session = Session(pair, ids, options=SessionOptions(**{**vars(options), "max_tokens": max_tokens}))
         session.prefill()
-        t0 = time.perf_counter()
+        clock = Clock()
         rounds = sum(1 for _ in session.run())
-        elapsed = time.perf_counter() - t0
+        elapsed = clock.read()
         session.close()
         return list(session.generated), elapsed, rounds
 
@@ -166,8 +149,8 @@ def run(args) -> dict:
         for p, (pid, ids) in enumerate(prompts):
             shift = (repeat * len(prompts) + p) % len(names)
             for name in names[shift:] + names[:shift]:
-                tokens, seconds, rounds = methods[name](ids, args.tokens)
-                decodes.append(Decode(name, pid, tuple(tokens), seconds, rounds))
+                tokens, (seconds, cpu), rounds = methods[name](ids, args.tokens)
+                decodes.append(Decode(name, pid, tuple(tokens), seconds, cpu, rounds))
 
     mismatches = []
     reference = {d.prompt: d.tokens for d in decodes if d.method == TARGET}
@@ -190,6 +173,7 @@ def summarize(args, pair: Pair, names: list[str], decodes: list[Decode], mismatc
         rounds = sum(d.rounds for d in runs)
         rows[name] = {
             "decode_tokens": tokens, "decode_s": seconds, "tokens_per_s": tokens / seconds,
+            "cpu_s": sum(d.cpu_s for d in runs),
             "rounds": rounds,
             "round_ms": 1000 * seconds / rounds if rounds else None,
             "tokens_per_round": tokens / rounds if rounds else None,
@@ -222,13 +206,14 @@ def report(result: dict) -> str:
     lines = [f"{result['model']} + {result['drafter']} on {result['backend']} (MLX {result['mlx']}), "
              f"{result['dtype']}, block {result['block']}, {result['prompts']} prompts x "
              f"{result['tokens']} tokens x {result['repeats']} repeats",
-             f"{'method':38} {'tok/s':>8} {'x alone':>8} {'x Z Lab':>8} {'ms/round':>9} {'tok/round':>9}"]
+             f"{'method':38} {'tok/s':>8} {'x alone':>8} {'x Z Lab':>8} {'ms/round':>9} "
+             f"{'tok/round':>9} {'CPU s':>7}"]
     for name, row in methods.items():
         vs_zlab = f"{row['tokens_per_s'] / zlab:.2f}" if zlab else "-"
         round_ms = f"{row['round_ms']:.1f}" if row["round_ms"] else "-"
         per_round = f"{row['tokens_per_round']:.2f}" if row["tokens_per_round"] else "-"
         lines.append(f"{name:38} {row['tokens_per_s']:8.2f} {row['tokens_per_s'] / alone:8.2f} "
-                     f"{vs_zlab:>8} {round_ms:>9} {per_round:>9}")
+                     f"{vs_zlab:>8} {round_ms:>9} {per_round:>9} {row['cpu_s']:7.1f}")
     on, off = methods.get(ENGINE_TUI), methods.get(ENGINE_SPEED)
     if on and off and on["rounds"] and off["rounds"]:
         lines.append(f"probes + ranks on / off, round time: {on['round_ms'] / off['round_ms']:.3f}")

@@ -186,3 +186,14 @@ def test_device_walk_picks_what_the_host_walk_picks(slots):
         device = greedy_walk(mx.array(unary), mx.array(edges0),
                              None if later is None else mx.array(later))
         assert np.array(device).tolist() == host
+
+
+def test_a_decode_bounds_mlx_buffer_cache(make_pair):
+    from dflash_tui.engine.memory import FLOOR, weights_bytes
+
+    target_dir, draft_dir = make_pair("llama", "DFlashDraftModel")
+    pair = load_pair(target_dir, draft_dir)
+    previous = mx.set_cache_limit(1 << 40)
+    pair.open(PROMPT).close()
+    set_by_the_session = mx.set_cache_limit(previous)
+    assert set_by_the_session == max(FLOOR, weights_bytes(pair) // 16) == FLOOR
