@@ -48,7 +48,7 @@ def _run(pair, options, chained):
 def test_chained_round_equals_stepped_round(make_pair, target_kind, drafter_kind, temperature):
     target_dir, draft_dir = make_pair(target_kind, drafter_kind)
     pair = load_pair(target_dir, draft_dir)
-    options = SessionOptions(gamma=5, max_tokens=30, temperature=temperature, seed=3)
+    options = SessionOptions(gamma=4, max_tokens=16, temperature=temperature, seed=3)
     chained = [_without_times(r) for r in _run(pair, options, chained=True)]
     stepped = [_without_times(r) for r in _run(pair, options, chained=False)]
     assert len(chained) == len(stepped) > 3
