@@ -21,16 +21,14 @@ drafter, worked out from the shapes), MLX's cache of freed buffers, and the proc
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-from pathlib import Path
 from typing import Optional
 
 import mlx.core as mx
 import numpy as np
 
-from benchmarks.common import Clock
+from benchmarks import common
+from benchmarks.common import Clock, finish
 from benchmarks.synthetic import REAL, TINY, Shape, synthetic_pair, with_shape
 from dflash_tui.engine.api import Pair
 from dflash_tui.engine.session import Session, SessionOptions
@@ -160,21 +158,14 @@ def report(result: dict) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.parser(__doc__, "bfloat16")
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--contexts", default="1024,16384")
     parser.add_argument("--rounds", type=int, default=16)
-    parser.add_argument("--block", type=int, default=7)
     parser.add_argument("--window", type=int, help="sliding window (default 2048; 64 with --tiny)")
     parser.add_argument("--memory-rounds", type=int, default=300)
-    parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    result = run(args)
-    print(report(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1, default=str))
-    return result
+    return finish(run(args), report, args.json)
 
 
 if __name__ == "__main__":

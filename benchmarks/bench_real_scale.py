@@ -29,17 +29,15 @@ how long the device idles in a round).
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 from dataclasses import replace
-from pathlib import Path
 from typing import Optional
 
 import mlx.core as mx
 import numpy as np
 
-from benchmarks.common import Clock, mlx_lm_greedy
+from benchmarks import common
+from benchmarks.common import Clock, finish, mlx_lm_greedy
 from benchmarks.synthetic import REAL, TINY, synthetic_pair, with_shape
 from dflash_tui.bench.runner import oracle_proposer
 from dflash_tui.engine.api import Pair
@@ -196,24 +194,17 @@ def report(result: dict) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.parser(__doc__, "bfloat16")
     parser.add_argument("--tiny", action="store_true", help="CPU-sized shapes (benchmarks/synthetic.py TINY)")
     parser.add_argument("--hidden", type=int)
     parser.add_argument("--layers", type=int)
     parser.add_argument("--vocab", type=int)
-    parser.add_argument("--block", type=int, default=7, help="proposals per round")
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--split-rounds", type=int, default=12)
-    parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    result = run(args)
-    print(report(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
-    return result
+    return finish(run(args), report, args.json)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ sample (SmolLM2-135M GGUF) and its shipped drafter. Four ways to decode the same
   engine, speed    `Session.step_round` with probes and ranks off (the bench's setting)
   engine, TUI      probes and ranks on (what the TUI computes every round)
 
+With `--compare-engine DIR`, another copy of the engine package (an older commit's, say:
+`git archive COMMIT engine | tar -x -C /tmp/old`, then `--compare-engine /tmp/old/engine`)
+runs beside this one, probes off, on its own instance of the same weights: a before/after
+measured in one process.
+
 Methods are interleaved prompt by prompt (the order rotates), so a machine that slows down
 mid-run slows all of them alike; each is warmed up once first. Every decode must equal
 mlx-lm's greedy text: a mismatch is reported with its first differing token and the
@@ -26,17 +31,15 @@ processes load, they move less than the wall clock does.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
 import mlx.core as mx
 
-from benchmarks.common import Clock, mlx_lm_greedy
+from benchmarks import common
+from benchmarks.common import Clock, finish, mlx_lm_greedy
 from dflash_tui import sample
 from dflash_tui.bench.prompts import load_workloads
 from dflash_tui.engine import SessionOptions, load_pair
@@ -49,6 +52,7 @@ TARGET = "target alone (mlx-lm generate_step)"
 ZLAB = "Z Lab dflash 0.1.0 stream_generate"
 ENGINE_SPEED = "engine, probes + ranks off"
 ENGINE_TUI = "engine, probes + ranks on"
+COMPARED = "compared engine, probes off"
 WARM_UP_TOKENS = 12
 
 
@@ -97,9 +101,9 @@ def zlab_loop(target, draft, block: int):
     return decode
 
 
-def engine_loop(pair: Pair, options: SessionOptions):
+def engine_loop(pair: Pair, options: SessionOptions, session_class=Session):
     def decode(ids: list[int], max_tokens: int):
-        session = Session(pair, ids, options=SessionOptions(**{**vars(options), "max_tokens": max_tokens}))
+        session = session_class(pair, ids, options=replace(options, max_tokens=max_tokens))
         session.prefill()
         clock = Clock()
         rounds = sum(1 for _ in session.run())
@@ -108,6 +112,22 @@ def engine_loop(pair: Pair, options: SessionOptions):
         return list(session.generated), elapsed, rounds
 
     return decode
+
+
+def engine_copy(directory: Path):
+    """Another copy of the engine package, imported under its own name beside this one.
+    Returns its (api, session) modules."""
+    import importlib
+    import importlib.util
+    import sys
+
+    name = "engine_under_comparison"
+    spec = importlib.util.spec_from_file_location(
+        name, directory / "__init__.py", submodule_search_locations=[str(directory)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module(f"{name}.api"), importlib.import_module(f"{name}.session")
 
 
 def pick_prompts(directory: Path, n: int) -> list[tuple[str, str]]:
@@ -137,6 +157,11 @@ def run(args) -> dict:
         methods[ZLAB] = zlab_loop(second, zlab_drafter(pair.draft_dir, args.dtype), args.block)
     for name, options in speed_options(args.block).items():
         methods[name] = engine_loop(pair, options)
+    if args.compare_engine:
+        api, session = engine_copy(Path(args.compare_engine).expanduser())
+        other = api.load_pair(model, draft, dtype=args.dtype)
+        methods[COMPARED] = engine_loop(other, session.SessionOptions(gamma=args.block, probes=False),
+                                        session.Session)
 
     prompts = [(pid, encode_prompt(target.tokenizer, text, None))
                for pid, text in pick_prompts(Path(args.prompt_dir), args.prompts)]
@@ -227,23 +252,17 @@ def report(result: dict) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.parser(__doc__, "float32")
     parser.add_argument("model", nargs="?", help="target (default: the bundled sample)")
     parser.add_argument("--draft")
     parser.add_argument("--prompt-dir", default=str(sample.PROMPTS_DIR))
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=80)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--block", type=int, default=7, help="proposals per round")
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     parser.add_argument("--no-zlab", action="store_true", help="skip Z Lab's loop")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--compare-engine", help="another copy of the engine/ package to run beside")
     args = parser.parse_args(argv)
-    result = run(args)
-    print(report(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
-    return result
+    return finish(run(args), report, args.json)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
-"""What the benchmarks share: a wall + CPU clock, and the target decoding alone through
-mlx-lm's own loop (the reference speed every speed-up is measured against)."""
+"""What the benchmarks share: a wall + CPU clock, the target decoding alone through mlx-lm's
+own loop (the reference speed every speed-up is measured against), and the report's end."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
+from pathlib import Path
+from typing import Callable, Optional
 
 import mlx.core as mx
 from mlx_lm.generate import generate_step
@@ -36,3 +40,20 @@ def mlx_lm_greedy(model, stop: set[int]):
         return tokens, elapsed, 0
 
     return decode
+
+
+def finish(result: dict, report: Callable[[dict], str], json_path: Optional[Path]) -> dict:
+    """Print the report; write the numbers as JSON when asked. Returns them (tests read them)."""
+    print(report(result))
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=1, default=str))
+    return result
+
+
+def parser(doc: str, dtype: str) -> argparse.ArgumentParser:
+    """An argument parser with what every benchmark takes: --block, --dtype, --json."""
+    out = argparse.ArgumentParser(description=doc.split("\n")[0])
+    out.add_argument("--block", type=int, default=7, help="proposals per round")
+    out.add_argument("--dtype", default=dtype)
+    out.add_argument("--json", type=Path, help="write the numbers here")
+    return out

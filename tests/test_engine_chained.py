@@ -121,12 +121,16 @@ class _GuardedNumpy:
         return converting
 
 
-@pytest.mark.parametrize("drafter_kind", DRAFTERS)
-@pytest.mark.parametrize("probes", [False, True])
-def test_a_chained_round_waits_for_the_device_once(make_pair, monkeypatch, drafter_kind, probes):
+@pytest.mark.parametrize("target_kind, drafter_kind, probes", [
+    ("llama", "DFlashDraftModel", False), ("llama", "DFlash2DraftModel", False),
+    ("llama", "DFlashDraftModel", True), ("llama", "DFlash2DraftModel", True),
+    ("qwen35", "DFlash2DraftModel", False),  # rollback by restore and replay
+])
+def test_a_chained_round_waits_for_the_device_once(make_pair, monkeypatch, target_kind,
+                                                   drafter_kind, probes):
     """Greedy, probes off or on: one wait a round (the goal is at most two), and nothing read
     back that the wait did not evaluate."""
-    target_dir, draft_dir = make_pair("llama", drafter_kind)
+    target_dir, draft_dir = make_pair(target_kind, drafter_kind)
     pair = load_pair(target_dir, draft_dir)
     session = pair.open(PROMPT, options=SessionOptions(gamma=5, max_tokens=40, probes=probes,
                                                        ranks=probes))
