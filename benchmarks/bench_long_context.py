@@ -13,10 +13,10 @@ round time after two warm-up rounds. Goal: the longest context's round <= 1.3x t
 shortest's (the target's own attention still grows with the context; the drafter's sliding
 layers do not).
 
-Then, at the longest context, `--memory-rounds` more rounds, sampling every tenth: the
-drafter's context buffers (a sliding layer's must stay flat; the full layer's grows by the
-rows committed), MLX's active memory (grows only by the committed rows' K/V, target and
-drafter, worked out from the shapes), MLX's cache of freed buffers, and the process's RSS.
+Then, at the longest context, `--memory-rounds` more rounds, sampling every tenth: the K/V
+buffers held (a sliding layer's must stay flat; the drafter's full layer and the target
+grow by the rows committed, in steps), MLX's active memory less those buffers (must stay
+flat), MLX's cache of freed buffers (bounded, engine/memory.py) and the process's RSS.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks.common import Clock, finish
-from benchmarks.synthetic import REAL, TINY, Shape, synthetic_pair, with_shape
+from benchmarks.synthetic import REAL, TINY, synthetic_pair, with_shape
 from dflash_tui.engine.api import Pair
+from dflash_tui.engine.records import STAGE_ORDER
 from dflash_tui.engine.session import Session, SessionOptions
 
 MiB = 2 ** 20
@@ -70,43 +71,47 @@ def round_times(session: Session, rounds: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(hosts)
 
 
+def stage_times(session: Session, rounds: int) -> dict[str, float]:
+    """Median ms of each stage, stepped and waited for one by one: where a longer context
+    costs (drafter: context, draft; target: verify)."""
+    times: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for stage in STAGE_ORDER:
+            times.setdefault(stage, []).append(session.step_stage().stages[-1].ms)
+    return {stage: statistics.median(v) for stage, v in times.items()}
+
+
 def cache_bytes(session: Session) -> dict[str, int]:
-    out = {"sliding": 0, "full": 0}
+    """Bytes of the K/V buffers held: the drafter's sliding and full layers, the target's."""
+    out = {"sliding": 0, "full": 0, "target": 0}
     for cache in session.ctx_caches:
         kind = "full" if cache.keep is None else "sliding"
         out[kind] += sum(int(b.nbytes) for b in (cache.keys, cache.values) if b is not None)
+    for cache in session.target.cache:
+        out["target"] += sum(int(b.nbytes) for b in (getattr(cache, "keys", None),
+                                                     getattr(cache, "values", None)) if b is not None)
     return out
 
 
-def kv_bytes_per_token(shape: Shape, dtype_size: int) -> dict[str, int]:
-    """K and V of one committed position: every target layer, the drafter's full layer."""
-    row = 2 * shape.kv_heads * shape.head_dim * dtype_size
-    full_draft = 1 if shape.sliding_window else shape.draft_layers
-    return {"target": shape.layers * row, "drafter": full_draft * row}
-
-
-def memory(session: Session, shape: Shape, rounds: int) -> dict:
+def memory(session: Session, rounds: int) -> dict:
+    """Sampled every tenth round after a first tenth of warm-up: the caches' buffers, MLX's
+    active memory less those buffers (what must stay flat), its cache of freed buffers, RSS."""
     samples = []
     for index in range(rounds):
         session.step_round()
-        if index % 10 == 0 or index == rounds - 1:
-            samples.append({"round": index, "committed": len(session.tokens),
-                            "cache": cache_bytes(session),
-                            "active": mx.get_active_memory(), "buffer_cache": mx.get_cache_memory(),
-                            "rss_mib": rss_mib()})
-    first, last = samples[len(samples) // 2], samples[-1]  # the second half: past warm-up
-    rows = max(last["committed"] - first["committed"], 1)
-    per_token = kv_bytes_per_token(shape, session.drafter.norm.weight.dtype.size)
-
-    def per_row(value):
-        return value / rows
-
+        if index >= rounds // 10 and (index % 10 == 0 or index == rounds - 1):
+            held = cache_bytes(session)
+            samples.append({"round": index, "committed": len(session.tokens), "held": held,
+                            "active_less_caches": mx.get_active_memory() - sum(held.values()),
+                            "buffer_cache": mx.get_cache_memory(), "rss_mib": rss_mib()})
+    first, last = samples[0], samples[-1]
     return {
-        "rounds": rounds, "committed_rows": rows, "samples": samples,
-        "sliding_cache_bytes": (first["cache"]["sliding"], last["cache"]["sliding"]),
-        "full_cache_bytes_per_row": per_row(last["cache"]["full"] - first["cache"]["full"]),
-        "active_bytes_per_row": per_row(last["active"] - first["active"]),
-        "expected_kv_bytes_per_row": per_token["target"] + per_token["drafter"],
+        "rounds": rounds, "committed_rows": last["committed"] - first["committed"],
+        "samples": samples,
+        "sliding_cache_bytes": (first["held"]["sliding"], last["held"]["sliding"]),
+        "full_cache_bytes": (first["held"]["full"], last["held"]["full"]),
+        "target_cache_bytes": (first["held"]["target"], last["held"]["target"]),
+        "active_less_caches": (first["active_less_caches"], last["active_less_caches"]),
         "buffer_cache_bytes": (first["buffer_cache"], last["buffer_cache"]),
         "rss_mib": (first["rss_mib"], last["rss_mib"]),
     }
@@ -124,13 +129,14 @@ def run(args) -> dict:
             session.close()
         session = open_session(pair, length, args.block, seed=i)
         round_ms, host_ms = round_times(session, args.rounds)
-        rows[length] = {"round_ms": round_ms, "host_ms": host_ms}
+        rows[length] = {"round_ms": round_ms, "host_ms": host_ms,
+                        "stage_ms": stage_times(session, max(args.rounds // 2, 1))}
     result = {
         "shape": shape.describe(), "dtype": args.dtype, "block": args.block,
         "backend": "gpu" if mx.default_device() == mx.gpu else "cpu", "mlx": mx.__version__,
         "contexts": rows,
         "ratio": rows[contexts[-1]]["round_ms"] / rows[contexts[0]]["round_ms"],
-        "memory": memory(session, shape, args.memory_rounds),
+        "memory": memory(session, args.memory_rounds),
     }
     session.close()
     return result
@@ -140,18 +146,21 @@ def report(result: dict) -> str:
     lines = [result["shape"], f"{result['backend']} (MLX {result['mlx']}), {result['dtype']}, "
              f"block {result['block']}, probes and ranks off"]
     for length, row in result["contexts"].items():
-        lines.append(f"context {int(length):>6}: round {row['round_ms']:8.2f} ms "
-                     f"(host {row['host_ms']:.2f})")
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in row["stage_ms"].items())
+        lines.append(f"context {int(length):>6}: round {row['round_ms']:8.2f} ms (host "
+                     f"{row['host_ms']:.2f}); stage by stage: {stages}")
     first = min(result["contexts"], key=int)
     lines.append(f"longest / {first}-token round time: {result['ratio']:.3f}")
     m = result["memory"]
-    sliding = m["sliding_cache_bytes"]
-    lines.append(f"over {m['rounds']} more rounds ({m['committed_rows']} rows committed in the "
-                 f"second half): sliding layers' buffers {sliding[0] / MiB:.2f} -> "
-                 f"{sliding[1] / MiB:.2f} MiB; full layer +{m['full_cache_bytes_per_row']:.0f} B/row")
-    lines.append(f"MLX active memory +{m['active_bytes_per_row']:.0f} B/row (the committed rows' "
-                 f"K/V: {m['expected_kv_bytes_per_row']} B/row); buffer cache "
-                 f"{m['buffer_cache_bytes'][0] / MiB:.1f} -> {m['buffer_cache_bytes'][1] / MiB:.1f} MiB")
+
+    def mib(pair):
+        return f"{pair[0] / MiB:.2f} -> {pair[1] / MiB:.2f} MiB"
+
+    lines.append(f"over {m['rounds']} more rounds ({m['committed_rows']} rows committed while "
+                 f"sampled): drafter sliding layers {mib(m['sliding_cache_bytes'])}, full layer "
+                 f"{mib(m['full_cache_bytes'])}, target K/V {mib(m['target_cache_bytes'])}")
+    lines.append(f"MLX active memory less those buffers {mib(m['active_less_caches'])}; "
+                 f"buffer cache {mib(m['buffer_cache_bytes'])}")
     if m["rss_mib"][0] is not None:
         lines.append(f"RSS {m['rss_mib'][0]:.1f} -> {m['rss_mib'][1]:.1f} MiB")
     return "\n".join(lines)
@@ -163,7 +172,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--contexts", default="1024,16384")
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--window", type=int, help="sliding window (default 2048; 64 with --tiny)")
-    parser.add_argument("--memory-rounds", type=int, default=300)
+    parser.add_argument("--memory-rounds", type=int, default=600)
     args = parser.parse_args(argv)
     return finish(run(args), report, args.json)
 

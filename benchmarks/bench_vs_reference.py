@@ -17,8 +17,8 @@ sample (SmolLM2-135M GGUF) and its shipped drafter. Four ways to decode the same
 
 With `--compare-engine DIR`, another copy of the engine package (an older commit's, say:
 `git archive COMMIT engine | tar -x -C /tmp/old`, then `--compare-engine /tmp/old/engine`)
-runs beside this one, probes off, on its own instance of the same weights: a before/after
-measured in one process.
+runs beside this one, probes off and on (with whatever else that engine computes), on its
+own instance of the same weights: a before/after measured in one process.
 
 Methods are interleaved prompt by prompt (the order rotates), so a machine that slows down
 mid-run slows all of them alike; each is warmed up once first. Every decode must equal
@@ -53,6 +53,7 @@ ZLAB = "Z Lab dflash 0.1.0 stream_generate"
 ENGINE_SPEED = "engine, probes + ranks off"
 ENGINE_TUI = "engine, probes + ranks on"
 COMPARED = "compared engine, probes off"
+COMPARED_TUI = "compared engine, probes on"
 WARM_UP_TOKENS = 12
 
 
@@ -160,8 +161,9 @@ def run(args) -> dict:
     if args.compare_engine:
         api, session = engine_copy(Path(args.compare_engine).expanduser())
         other = api.load_pair(model, draft, dtype=args.dtype)
-        methods[COMPARED] = engine_loop(other, session.SessionOptions(gamma=args.block, probes=False),
-                                        session.Session)
+        for name, probes in ((COMPARED, False), (COMPARED_TUI, True)):
+            options = session.SessionOptions(gamma=args.block, probes=probes)
+            methods[name] = engine_loop(other, options, session.Session)
 
     prompts = [(pid, encode_prompt(target.tokenizer, text, None))
                for pid, text in pick_prompts(Path(args.prompt_dir), args.prompts)]
