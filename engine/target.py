@@ -209,14 +209,14 @@ class Target:
         trim_prompt_cache(self.cache, rows)
 
     def restore_and_replay(self, saved: list, verify_rows: int, keep: list[int]) -> None:
-        """Undo a whole verify pass, then run the accepted tokens through again."""
+        """Undo a whole verify pass, then run the accepted tokens through again. The replay is
+        queued, not waited for: the next verify pass computes it first."""
         for c, s in zip(self.cache, saved):
             if s is None:
                 c.trim(verify_rows)
             else:
                 c.__dict__.update(_copy_fields(s))
         self.forward(mx.array([keep]))
-        mx.eval([c.state for c in self.cache])
 
 
 def _copy_fields(obj) -> dict:

@@ -118,3 +118,26 @@ def recorded(make_pair, tmp_path_factory):
     writer.close()
     session.close()
     return path, stages
+
+
+@pytest.fixture(scope="session")
+def sample_target(sample_gguf):
+    """The real sample target, loaded (and dequantized) once for every test that decodes with
+    it: loading costs seconds, and each session's prefill starts its cache afresh."""
+    from dflash_tui.engine.target import load_target
+
+    return load_target(sample_gguf)
+
+
+@pytest.fixture(scope="session")
+def sample_pair_for(sample_target):
+    """sample_pair_for(draft_dir) -> a Pair of the shared sample target and that drafter."""
+    import mlx.core as mx
+
+    from dflash_tui.engine.api import Pair
+    from dflash_tui.engine.checkpoint import load_drafter
+
+    def make(draft_dir) -> "Pair":
+        return Pair(sample_target, load_drafter(Path(draft_dir), mx.float32), Path(draft_dir))
+
+    return make
