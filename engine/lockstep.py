@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from .records import CommTiming, PrefillRecord, RoundRecord
-from .session import Session
+from .session import RoundScratch, Session, Stage
 
 
 class LockstepSession(Session):
@@ -31,8 +31,9 @@ class LockstepSession(Session):
         self.mesh.agree("after the prefill", self._facts())
         return record
 
-    def step_stage(self) -> RoundRecord:
-        record = super().step_stage()
+    def _finish_stage(self, r: RoundScratch, stage: Stage) -> RoundRecord:
+        # Both ways of running a round (stepped and chained) end here.
+        record = super()._finish_stage(r, stage)
         if not record.complete:
             return record
         lockstep_ms = self.mesh.agree(f"after round {record.round}", self._facts())

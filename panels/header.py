@@ -125,10 +125,9 @@ class HeaderPanel(Static):
             shown.append(frame.gamma_next)
         text.append("γ ", style="dim")
         for i, gamma in enumerate(shown):
-            if i:
-                text.append("→", style="bold")
             beyond = gamma is not None and trained is not None and gamma > trained
-            text.append(DASH if gamma is None else str(gamma),
+            # "5→14" as one span where the styles agree: it reaches the terminal unbroken.
+            text.append(("→" if i else "") + (DASH if gamma is None else str(gamma)),
                         style="bold black on yellow" if beyond else "bold")
         if any(g is not None and trained is not None and g > trained for g in shown):
             text.append(f" >{trained} trained", style="yellow")
