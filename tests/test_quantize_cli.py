@@ -112,11 +112,11 @@ def test_probe_and_bench_open_a_quantized_drafter(source, quantized, tmp_path, c
                  str(prompts.parent), "--blocks", "2", "--max-tokens", "6"]) == 0
 
 
-def test_the_tui_opens_a_quantized_drafter(source, quantized):
+def test_the_tui_opens_a_quantized_drafter(source, quantized, tmp_path):
     target_dir, _ = source
 
     async def scenario():
-        app = LiveApp(launch((target_dir, quantized)), show_timings=False, export_dir=Path("unused"))
+        app = LiveApp(launch((target_dir, quantized)), show_timings=False, export_dir=tmp_path / "sessions")
         async with app.run_test(size=(120, 35)) as pilot:
             await wait_loaded(pilot)
             assert app.info.drafter_quantization == "q4/g64, float: codebooks"

@@ -31,14 +31,14 @@ def test_config_without_hidden_size_names_the_field(breakable_pair, capsys):
             str(target / "config.json"), "missing required field 'hidden_size'", "llama")
 
 
-def test_config_without_hidden_size_on_the_tui_error_screen(breakable_pair):
+def test_config_without_hidden_size_on_the_tui_error_screen(breakable_pair, tmp_path):
     from dflash_tui.app.live import LiveApp
 
     target, draft = breakable_pair
     _edit_config(target, hidden_size=None)
 
     async def scenario():
-        app = LiveApp(launch((target, draft)), show_timings=False, export_dir=Path("unused"))
+        app = LiveApp(launch((target, draft)), show_timings=False, export_dir=tmp_path / "sessions")
         async with app.run_test(size=(120, 35)) as pilot:
             await wait_for(pilot, lambda: app.failure is not None, what="the refusal")
             await pilot.press("q")
