@@ -82,24 +82,38 @@ class Attention(nn.Module):
         v = self._heads(self.v_proj(x), self.n_kv_heads)
         return k, v
 
-    def __call__(self, x, ctx_k, ctx_v, rope, offset, mask, probe: Probe, layer: int):
+    def __call__(self, x, context, rope, offset, mask, probe: Probe, layer: int):
         n, rows, _ = x.shape
         q = rope(self.q_norm(self._heads(self.q_proj(x), self.n_heads)), offset=offset)
         k, v = self.keys_values(x, rope, offset)
         probe("q", layer, q)
         probe("k", layer, k)
         probe("v", layer, v)
-        if ctx_k.shape[0] != n:
-            ctx_k = mx.broadcast_to(ctx_k, (n, *ctx_k.shape[1:]))
-            ctx_v = mx.broadcast_to(ctx_v, (n, *ctx_v.shape[1:]))
-        keys = mx.concatenate([ctx_k.astype(k.dtype), k], axis=2)
-        values = mx.concatenate([ctx_v.astype(v.dtype), v], axis=2)
+        keys, values = with_block(context, k, v)
         out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.scale, mask=mask)
         out = out.transpose(0, 2, 1, 3).reshape(n, rows, -1)
         probe("attn_out", layer, out)
         out = self.o_proj(out)
         probe("sub_out", layer, out)
         return out
+
+
+def with_block(context, k: mx.array, v: mx.array) -> tuple[mx.array, mx.array]:
+    """The keys and values a block attends over: its context's rows, then its own.
+
+    `context` is a (keys, values) pair, one sequence's context shared by its blocks in
+    training (concatenated here), or at inference the layer's ContextCache, which writes the
+    block into spare rows after the context instead of copying the context
+    (engine/context_cache.py)."""
+    if not isinstance(context, tuple):
+        return context.with_block(k, v)
+    ctx_k, ctx_v = context
+    n = k.shape[0]
+    if ctx_k.shape[0] != n:
+        ctx_k = mx.broadcast_to(ctx_k, (n, *ctx_k.shape[1:]))
+        ctx_v = mx.broadcast_to(ctx_v, (n, *ctx_v.shape[1:]))
+    return (mx.concatenate([ctx_k.astype(k.dtype), k], axis=2),
+            mx.concatenate([ctx_v.astype(v.dtype), v], axis=2))
 
 
 class MLP(nn.Module):
@@ -137,7 +151,7 @@ class DecoderLayer(nn.Module):
             self.attention_conv = BlockConv(*args)
             self.mlp_conv = BlockConv(*args)
 
-    def __call__(self, x, ctx_k, ctx_v, rope, offset, mask, probe: Probe = no_probe):
+    def __call__(self, x, context, rope, offset, mask, probe: Probe = no_probe):
         i = self.layer
         dflash2 = "attention_conv" in self
         probe("x", i, x)
@@ -148,7 +162,7 @@ class DecoderLayer(nn.Module):
             probe("coeffs", i, coeffs)
             h = self.attention_conv.convolve(h, coeffs, side=0)
             probe("conv_p", i, h)
-        h = self.self_attn(h, ctx_k, ctx_v, rope, offset, mask, probe, i)
+        h = self.self_attn(h, context, rope, offset, mask, probe, i)
         if dflash2:
             h = self.attention_conv.convolve(h, coeffs, side=1)
             probe("conv_f", i, h)
@@ -236,11 +250,12 @@ class DraftModel(nn.Module):
     def block_hidden(self, x, kv, offset, masks, probe: Probe = no_probe) -> mx.array:
         """Run the block through every layer; returns the final-normed hidden of every row.
 
-        x: embedded block [n, rows, H]; kv: per layer (ctx_k, ctx_v); offset: the anchor's
-        absolute position (int, or [n] array in training); masks: per layer mask or None.
+        x: embedded block [n, rows, H]; kv: per layer its context, a (ctx_k, ctx_v) pair or
+        a ContextCache (`with_block`); offset: the anchor's absolute position (int, or [n]
+        array in training); masks: per layer mask or None.
         """
-        for layer, (k, v), mask in zip(self.layers, kv, masks):
-            x = layer(x, k, v, self.rope, offset, mask, probe)
+        for layer, context, mask in zip(self.layers, kv, masks):
+            x = layer(x, context, self.rope, offset, mask, probe)
         return self.norm(x)
 
     def logits(self, hidden: mx.array, lm_head: Callable[[mx.array], mx.array]) -> mx.array:

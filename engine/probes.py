@@ -3,7 +3,7 @@
 PIPELINE lists every buffer in the order data flows through a round; the first non-finite
 buffer is searched in that order. Forward passes hand tensors to a ProbeSink; the sink
 builds each buffer's statistics lazily and the stage evaluates them together with its own
-outputs in one `mx.eval`, then reads them back in one transfer.
+outputs (one wait for the device), then reads them back in one transfer.
 """
 
 from __future__ import annotations
@@ -62,10 +62,19 @@ def first_nonfinite(rows: Iterable[ProbeRow]) -> Optional[ProbeRow]:
     return min(bad, key=pipeline_key) if bad else None
 
 
+def _moments(rows: mx.array) -> mx.array:
+    """[m, n] -> [m, 4] float32: sum, sum of squares, min and max of each row. Four passes
+    over the values; a row holding a NaN or an infinity has a non-finite sum, which is how
+    the host knows to ask for `_stats` (a healthy buffer never needs more)."""
+    x = rows.astype(mx.float32)
+    return mx.stack([x.sum(axis=1), mx.square(x).sum(axis=1), x.min(axis=1), x.max(axis=1)],
+                    axis=1)
+
+
 def _stats(rows: mx.array) -> mx.array:
-    """Statistics of each row of [m, n]: [m, 8] float32 columns nan, +inf, -inf, finite
-    count, min, max, sum, sum of squares (the last four over the finite values; absmax is
-    max(|min|, |max|), worked out on the host)."""
+    """Exact statistics of each row of [m, n] whatever it holds: [m, 8] float32 columns nan,
+    +inf, -inf, finite count, min, max, sum, sum of squares (the last four over the finite
+    values; absmax is max(|min|, |max|), worked out on the host)."""
     x = rows.astype(mx.float32)
     finite = mx.isfinite(x)
     safe = mx.where(finite, x, 0.0)
@@ -87,7 +96,10 @@ class ProbeSink:
     Most buffers of a stage are small and many share a size, so the statistics are built
     per size group (the buffers stacked as rows) rather than per buffer: on a CPU, where
     each op's dispatch costs more than its arithmetic, that halves the probes' share of a
-    round (benchmarks/bench_engine.py).
+    round (benchmarks/bench_engine.py). The device computes four moments per buffer
+    (`_moments`); only a buffer whose sums come back non-finite (a NaN, an infinity, or
+    squares past float32's range) is measured again exactly (`_stats`), at the cost of one
+    more wait, in a round where something has already gone wrong.
     """
 
     def __init__(self, stage: str, enabled: bool = True, keep_raw: bool = False):
@@ -105,7 +117,7 @@ class ProbeSink:
         self._tensors.append(tensor)
 
     def pending(self) -> list[mx.array]:
-        """The arrays to evaluate with the stage's outputs (one mx.eval for the stage)."""
+        """The arrays to evaluate with the stage's outputs (one wait for the stage)."""
         if not self._tensors:
             return []
         groups: dict[int, list[int]] = {}
@@ -115,7 +127,7 @@ class ProbeSink:
         row = 0
         for members in groups.values():
             rows = [self._tensors[i].reshape(1, -1) for i in members]
-            tables.append(_stats(mx.concatenate(rows) if len(rows) > 1 else rows[0]))
+            tables.append(_moments(mx.concatenate(rows) if len(rows) > 1 else rows[0]))
             for i in members:
                 self._order[i] = row
                 row += 1
@@ -125,7 +137,15 @@ class ProbeSink:
     def rows(self) -> list[ProbeRow]:
         if not self._tensors:
             return []
-        table = np.array(self._stacked)[self._order]  # one device->host transfer per stage
+        moments = np.array(self._stacked)[self._order]  # one device->host transfer per stage
+        sizes = np.array([t.size for t in self._tensors], dtype=np.float64)
+        # as _stats lays them out: nan, +inf, -inf, finite count, min, max, sum, squares
+        table = np.column_stack([np.zeros((len(sizes), 3)), sizes, moments[:, 2],
+                                 moments[:, 3], moments[:, 0], moments[:, 1]])
+        unhealthy = np.flatnonzero(~np.isfinite(moments[:, :2]).all(axis=1))
+        if unhealthy.size:
+            exact = [_stats(self._tensors[i].reshape(1, -1)) for i in unhealthy]
+            table[unhealthy] = np.array(mx.concatenate(exact))
         return [_row(self.stage, meta, stats) for meta, stats in zip(self._meta, table)]
 
     def raw(self) -> dict[str, np.ndarray]:

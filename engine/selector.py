@@ -1,12 +1,14 @@
-"""DFlash2's candidate selector: top-K per slot on the device, the walk on the host.
+"""DFlash2's candidate selector: the lattice on the device, its record on the host.
 
 The device computes everything that touches the vocabulary or the codebooks: the top-K
 candidates of each slot's logits (unary scores) and the edge scores between consecutive
 slots' candidates, `edge(prev, c) = sum_r pred[prev, r] * h[s, r] * succ[c, r]`, as one
 1 x K row for slot 0 (the anchor is the only predecessor) and a K x K matrix per later slot.
-The walk then runs over those small matrices in numpy, so its host time does not depend on
-the vocabulary size (no full sort of the logits ever reaches the host). `selector_record`
-turns the lattice and the walk into the plain record the selector panel shows.
+At temperature 0 the walk over them runs on the device too (device_walk.py); sampling walks
+here, in numpy, over the small matrices read back (its host time does not depend on the
+vocabulary size). `selector_record` turns the lattice and the walk into the plain record the
+selector panel shows. Scores are float32 sums everywhere, so the record's totals are exactly
+what the walk compared.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from .records import Selector, SelectorSlot
 @dataclass
 class Lattice:
     candidates: np.ndarray  # [gamma, K] token ids, best unary first
-    unary: np.ndarray  # [gamma, K]
-    edges: list[np.ndarray]  # slot 0: [1, K]; slot s > 0: [K, K] (rows: previous slot's candidates)
+    unary: np.ndarray  # [gamma, K] float32
+    edges: list[np.ndarray]  # float32; slot 0: [1, K]; slot s > 0: [K, K] (rows: previous slot's candidates)
 
 
 def lattice_arrays(selector: CandidateSelector, hproj: mx.array, logits: mx.array,
@@ -53,11 +55,11 @@ def lattice_arrays(selector: CandidateSelector, hproj: mx.array, logits: mx.arra
 
 
 def to_lattice(candidates, unary, edges0, edges=None) -> Lattice:
-    later = [] if edges is None else list(np.asarray(edges, dtype=np.float64))
+    later = [] if edges is None else list(np.asarray(edges, dtype=np.float32))
     return Lattice(
         candidates=np.asarray(candidates),
-        unary=np.asarray(unary, dtype=np.float64),
-        edges=[np.asarray(edges0, dtype=np.float64)] + later,
+        unary=np.asarray(unary, dtype=np.float32),
+        edges=[np.asarray(edges0, dtype=np.float32)] + later,
     )
 
 
@@ -76,7 +78,7 @@ def walk(lattice: Lattice, temperature: float, rng: np.random.Generator | None):
     for unary, edges in zip(lattice.unary, lattice.edges):
         score = unary + edges[prev]
         if temperature > 0:
-            q = softmax(score / temperature)
+            q = softmax(score.astype(np.float64) / temperature)
             # inverse-CDF draw: same distribution as rng.choice, a tenth of its overhead
             prev = min(int(np.searchsorted(np.cumsum(q), rng.random(), side="right")), len(q) - 1)
             q_rows.append(q)
@@ -93,16 +95,15 @@ def selector_record(lattice: Lattice, picks: list[int], q_rows: np.ndarray | Non
     slots = []
     prev_index, prev_token = 0, anchor
     for s, (unary, edges) in enumerate(zip(lattice.unary, lattice.edges)):
-        edge = edges[prev_index]
-        cands = lattice.candidates[s]
+        cands = lattice.candidates[s].tolist()
+        totals = unary + edges  # every predecessor's row; float32, as the walk summed them
+        pick = picks[s]
         slots.append(SelectorSlot(
-            slot=s, candidates=tuple(int(c) for c in cands),
-            unary=tuple(float(u) for u in unary), edge=tuple(float(e) for e in edge),
-            score=tuple(float(v) for v in unary + edge),
-            chosen=int(cands[picks[s]]), argmax=int(cands[0]),
-            chosen_index=int(picks[s]), argmax_index=0, predecessor=int(prev_token),
-            lattice=tuple(tuple(float(v) for v in unary + row) for row in edges),
-            q=None if q_rows is None else tuple(float(v) for v in q_rows[s]),
+            slot=s, candidates=tuple(cands), unary=tuple(unary.tolist()),
+            edge=tuple(edges[prev_index].tolist()), score=tuple(totals[prev_index].tolist()),
+            chosen=cands[pick], argmax=cands[0], chosen_index=pick, argmax_index=0,
+            predecessor=prev_token, lattice=tuple(map(tuple, totals.tolist())),
+            q=None if q_rows is None else tuple(q_rows[s].tolist()),
         ))
-        prev_index, prev_token = picks[s], int(cands[picks[s]])
-    return Selector(top_k=int(lattice.candidates.shape[1]), slots=tuple(slots))
+        prev_index, prev_token = pick, cands[pick]
+    return Selector(top_k=len(lattice.candidates[0]), slots=tuple(slots))

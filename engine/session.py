@@ -1,9 +1,18 @@
 """A speculative decode that can be stepped one stage at a time (docs/ARCHITECTURE.md).
 
 A round is five stages, in order (records.STAGES): context -> draft -> select -> verify ->
-commit. `step_stage` runs one: each stage is a method below that takes what the earlier
-stages handed on (kept in the round's RoundScratch) and returns its own typed output. A
-stage's output carries the part of the round's record it fills in (records.Selection,
+commit. Each stage is a method below that takes what the earlier stages handed on (kept in
+the round's RoundScratch) and returns its own typed output. The device work of a stage is
+queued lazily; what the record needs from it is read back afterwards (`_selection`,
+`_verdict`), so the two can be run apart:
+
+  step_stage   one stage, then one wait for its outputs and its probes: each stage's time
+               is its whole cost (the TUI steps this way and shows every stage)
+  step_round   a whole round with context, draft, select and verify chained on the device
+               and one wait before the records are built (the bench and the CLI run this
+               way); the records are the same
+
+A stage's output carries the part of the round's record it fills in (records.Selection,
 Verdict, Commitment); `RoundScratch.record` builds the record from the parts so far. Only
 plain data leaves: every MLX array stays here.
 
@@ -26,6 +35,8 @@ import mlx.core as mx
 import numpy as np
 
 from .acceptance import greedy_accept, rejection_sample, softmax_rows
+from .context_cache import ContextCache
+from .device_walk import greedy_walk, picked_tokens
 from .draft_config import DraftConfig
 from .drafter import block_masks
 from .errors import InputError, ParameterError
@@ -61,6 +72,9 @@ class SessionOptions:
     seed: int = 0
     max_tokens: int = 256
     probes: bool = True
+    # Per-slot ranks and both models' top tokens in each verdict (the ranks panel): four
+    # passes over both models' full-vocabulary logits a round. Off for speed runs.
+    ranks: bool = True
     keep_raw: bool = False  # keep every probed buffer as a numpy array in the record
     layer_offset: int = 0
     # Forced proposals, for tests and what-if debugging: called with the committed tokens
@@ -77,10 +91,30 @@ class Drafted:
     logits: mx.array  # [gamma, V]
     hproj: Optional[mx.array]  # DFlash2: the selector's projection of hidden [gamma, r]
 
+    def arrays(self) -> list[mx.array]:
+        return [self.hidden, self.logits, *([] if self.hproj is None else [self.hproj])]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The select stage on the device: the proposals verify reads, and what the record needs.
+    Proposals decided on the host (sampling, forced) come with their host values."""
+
+    tokens: mx.array  # [gamma] int32: the proposals to verify
+    lattice: tuple[mx.array, ...] = ()  # DFlash2: selector.lattice_arrays
+    picks: Optional[mx.array | list[int]] = None  # DFlash2: the walk's candidate index per slot
+    q: Optional[np.ndarray] = None  # sampling rows (T > 0): [gamma, V], or [gamma, K] over candidates
+    forced: Optional[tuple[int, ...]] = None  # SessionOptions.proposer's tokens
+
+    def arrays(self) -> list[mx.array]:
+        """What `_selection` reads back."""
+        device = [self.tokens, *self.lattice, self.picks]
+        return [a for a in device if isinstance(a, mx.array)]
+
 
 @dataclass(frozen=True)
 class Selected:
-    """The select stage's output: the proposals and what they were drawn from."""
+    """The select stage's output read back: the proposals and what they were drawn from."""
 
     part: Selection
     q: Optional[np.ndarray]  # sampling rows (T > 0): [gamma, V], or [gamma, K] over candidates
@@ -88,12 +122,36 @@ class Selected:
 
 
 @dataclass(frozen=True)
+class Verification:
+    """The verify stage on the device: the target's forward over [anchor, proposals]."""
+
+    logits: mx.array  # [gamma+1, V]
+    capture: mx.array  # the target's context rows [1, gamma+1, n*H]
+    argmax: mx.array  # [gamma+1]
+    ranks: tuple[mx.array, ...]  # ranks.rank_arrays (empty when SessionOptions.ranks is off)
+    saved: Optional[list]  # non-trimmable caches' state before verify (None: all trim)
+    sampling: bool  # temperature > 0: the verdict reads the logits back
+
+    def arrays(self) -> list[mx.array]:
+        """What `_verdict` reads back (the capture stays on the device for the next round)."""
+        return [self.argmax, *self.ranks, *([self.logits] if self.sampling else [])]
+
+
+@dataclass(frozen=True)
 class Verified:
-    """The verify stage's output: the verdict and what commit needs to settle it."""
+    """The verify stage's output read back: the verdict and what commit needs to settle it."""
 
     part: Verdict
     capture: mx.array  # the target's context rows of [anchor, proposals] [1, gamma+1, n*H]
     saved: Optional[list]  # non-trimmable caches' state before verify (None: all trim)
+
+
+@dataclass
+class Waits:
+    """Every time the session blocked on the device (`Session._wait`), and for how long."""
+
+    count: int = 0
+    seconds: float = 0.0
 
 
 @dataclass
@@ -112,7 +170,9 @@ class RoundScratch:
     probes: list[ProbeRow] = field(default_factory=list)
     raw: Optional[dict[str, np.ndarray]] = None
     drafted: Optional[Drafted] = None
+    proposal: Optional[Proposal] = None
     selected: Optional[Selected] = None
+    verification: Optional[Verification] = None
     verified: Optional[Verified] = None
     committed: Optional[Commitment] = None
 
@@ -132,27 +192,6 @@ class RoundScratch:
             token_text=dict(self.token_text), raw=self.raw,
             **{"committed_text": self.text_before, **filled},
         )
-
-
-class ContextCache:
-    """One drafter layer's context keys/values. Sliding layers keep only window - 1 rows."""
-
-    def __init__(self, keep: Optional[int]):
-        self.keep = keep
-        self.keys: Optional[mx.array] = None
-        self.values: Optional[mx.array] = None
-
-    def append(self, k: mx.array, v: mx.array) -> None:
-        if self.keys is not None:
-            k = mx.concatenate([self.keys, k], axis=2)
-            v = mx.concatenate([self.values, v], axis=2)
-        if self.keep is not None and k.shape[2] > self.keep:
-            k, v = k[:, :, -self.keep:], v[:, :, -self.keep:]
-        self.keys, self.values = k, v
-
-    @property
-    def length(self) -> int:
-        return 0 if self.keys is None else int(self.keys.shape[2])
 
 
 def check_pair(target: Target, config: DraftConfig, layer_offset: int, where: str) -> tuple[int, ...]:
@@ -224,9 +263,11 @@ class Session:
             ContextCache(config.sliding_window - 1 if t == "sliding_attention" else None)
             for t in config.layer_types
         ]
+        self.waits = Waits()
         self.cursor, self.capture_base = 0, 0
         self.capture: Optional[mx.array] = None
         self.tokens = list(self.prompt_ids)
+        self._text = ""  # the committed text, decoded once per round
         self.finish_reason: Optional[str] = None
         self.prefill_record: Optional[PrefillRecord] = None
         self._next = Stage.CONTEXT
@@ -320,10 +361,12 @@ class Session:
         logits, capture = self.target.prefill(self.prompt_ids)
         sink("capture", None, capture)
         sink("target_logits", None, logits[None])
-        mx.eval(capture, *sink.pending())
-        first = self._sample_target(np.array(logits.astype(mx.float32)))
+        logits = logits.astype(mx.float32)
+        self._wait([logits, capture, *sink.pending()])
+        first = self._sample_target(np.array(logits))
         self.capture = capture
         self.tokens.append(first)
+        self._text = self._committed_text()
         self._check_finished()
         self.prefill_record = PrefillRecord(
             info=self.info, first_token=first, first_text=self.token_text([first])[first],
@@ -343,37 +386,107 @@ class Session:
         elif len(self.generated) >= self.options.max_tokens:
             self.finish_reason = "length"
 
+    def _wait(self, arrays: list) -> None:
+        """Block until the device has computed `arrays`: the one place a round waits for the
+        device (counted in `waits`; tests hold a round to its number of waits)."""
+        t0 = time.perf_counter()
+        mx.eval(arrays)
+        self.waits.count += 1
+        self.waits.seconds += time.perf_counter() - t0
+
     # ---- stepping ------------------------------------------------------------------------
 
-    def step_stage(self) -> RoundRecord:
-        """Run the next stage; return the round's record as far as it has run."""
+    def _check_steppable(self) -> None:
         if self.prefill_record is None:
             raise RuntimeError("Session.step_stage() before prefill(): call prefill() first "
                                "(Pair.open does unless prefill=False)")
         if self.finish_reason is not None:
             raise SessionFinished(self.finish_reason)
+
+    def step_stage(self) -> RoundRecord:
+        """Run the next stage and wait for it; return the round's record as far as it has run."""
+        self._check_steppable()
         stage = self._next
         if stage is Stage.CONTEXT:
             self._round = self._begin_round()
         r = self._round
         before = self.state()
         t0 = time.perf_counter()
-        sink = ProbeSink(stage.value, self.options.probes, self.keep_raw)
+        sink = self._sink(stage)
         if stage is Stage.CONTEXT:
-            self._context(sink)
+            self._wait([*self._context(sink), *sink.pending()])
         elif stage is Stage.DRAFT:
             r.drafted = self._draft(r, sink)
+            self._wait([*r.drafted.arrays(), *sink.pending()])
         elif stage is Stage.SELECT:
-            r.selected = self._select(r, r.drafted)
+            r.proposal = self._select(r, r.drafted)
+            self._wait(r.proposal.arrays())
+            r.selected = self._selection(r, r.proposal)
         elif stage is Stage.VERIFY:
-            r.verified = self._verify(r, r.drafted, r.selected, sink)
+            r.verification = self._verify(r, r.proposal, r.drafted, sink)
+            self._wait([*r.verification.arrays(), *sink.pending()])
+            r.verified = self._verdict(r, r.selected, r.verification)
         else:
             r.committed = self._commit(r, r.selected, r.verified)
+        self._keep_probes(r, sink)
+        r.stages.append(StageRecord(stage.value, before, self.state(), (time.perf_counter() - t0) * 1000))
+        return self._finish_stage(r, stage)
+
+    def step_round(self) -> RoundRecord:
+        """Run the rest of the current round (a whole round from its start).
+
+        From a round's start, the device work of context, draft, select and verify is queued
+        as one chain, with a single wait before the records are built (`_chained_round`);
+        the record equals the one `step_stage` would build, but its stage times are host
+        times (the wait is counted in verify's). Mid-round, the remaining stages are stepped.
+        """
+        self._check_steppable()
+        if self._next is Stage.CONTEXT:
+            return self._chained_round()
+        record = self.step_stage()
+        while not record.complete:
+            record = self.step_stage()
+        return record
+
+    def _chained_round(self) -> RoundRecord:
+        r = self._round = self._begin_round()
+        sinks = {stage: self._sink(stage) for stage in Stage}
+        clock = _StageClock(self.state)
+
+        clock.start(Stage.CONTEXT)
+        queued = self._context(sinks[Stage.CONTEXT])
+        clock.start(Stage.DRAFT)
+        r.drafted = self._draft(r, sinks[Stage.DRAFT])
+        clock.start(Stage.SELECT)
+        r.proposal = self._select(r, r.drafted)
+        # The device starts on the context and the draft while the host builds the verify
+        # pass (a target forward is the largest graph of the round).
+        queued += [*r.proposal.arrays(), *sinks[Stage.CONTEXT].pending(), *sinks[Stage.DRAFT].pending()]
+        mx.async_eval(queued)
+        clock.start(Stage.VERIFY)
+        r.verification = self._verify(r, r.proposal, r.drafted, sinks[Stage.VERIFY])
+        self._wait([*queued, *r.verification.arrays(), *sinks[Stage.VERIFY].pending()])
+        clock.resume(Stage.SELECT)
+        r.selected = self._selection(r, r.proposal)
+        clock.resume(Stage.VERIFY)
+        r.verified = self._verdict(r, r.selected, r.verification)
+        clock.start(Stage.COMMIT)
+        r.committed = self._commit(r, r.selected, r.verified)
+        clock.stop()
+        for stage in Stage:
+            self._keep_probes(r, sinks[stage])
+        r.stages.extend(clock.records())
+        return self._finish_stage(r, Stage.COMMIT)
+
+    def _sink(self, stage: Stage) -> ProbeSink:
+        return ProbeSink(stage.value, self.options.probes, self.keep_raw)
+
+    def _keep_probes(self, r: RoundScratch, sink: ProbeSink) -> None:
         r.probes.extend(sink.rows())
-        ms = (time.perf_counter() - t0) * 1000
         if self.keep_raw:
             r.raw = {**(r.raw or {}), **sink.raw()}
-        r.stages.append(StageRecord(stage.value, before, self.state(), ms))
+
+    def _finish_stage(self, r: RoundScratch, stage: Stage) -> RoundRecord:
         self._record = r.record()
         order = list(Stage)
         self._next = order[(order.index(stage) + 1) % len(order)]
@@ -381,13 +494,6 @@ class Session:
             self.rounds_done += 1
             self._round = None  # its device arrays go with it
         return self._record
-
-    def step_round(self) -> RoundRecord:
-        """Run the rest of the current round (a whole round from its start)."""
-        record = self.step_stage()
-        while not record.complete:
-            record = self.step_stage()
-        return record
 
     def run(self, rounds: Optional[int] = None) -> Iterator[RoundRecord]:
         done = 0
@@ -405,7 +511,7 @@ class Session:
         return RoundScratch(
             index=self.rounds_done, position=len(self.tokens) - 1, anchor=self.tokens[-1],
             gamma=min(self.gamma, budget), state_before=self.state(),
-            text_before=self._committed_text(), token_text=self.token_text([self.tokens[-1]]),
+            text_before=self._text, token_text=self.token_text([self.tokens[-1]]),
         )
 
     def _committed_text(self) -> str:
@@ -417,25 +523,25 @@ class Session:
 
     # ---- the five stages -----------------------------------------------------------------
 
-    def _context(self, sink: ProbeSink) -> None:
-        """Write the capture rows into every drafter layer's context cache."""
+    def _context(self, sink: ProbeSink) -> list[mx.array]:
+        """Write the capture rows into every drafter layer's context cache; returns the
+        caches' buffers (to wait for)."""
         ctx = self.drafter.project_context(self.capture, sink)
         kv = self.drafter.context_kv(ctx, self.capture_base, sink)
         for cache, (k, v) in zip(self.ctx_caches, kv):
             cache.append(k, v)
-        mx.eval([(c.keys, c.values) for c in self.ctx_caches], *sink.pending())
         self.cursor += int(self.capture.shape[1])
         self.capture_base, self.capture = self.cursor, None
         assert self.cursor == len(self.tokens) - 1, "context: cursor must reach the anchor"
+        return [buffer for c in self.ctx_caches for buffer in (c.keys, c.values)]
 
     def _draft(self, r: RoundScratch, sink: ProbeSink) -> Drafted:
         """The block forward: [anchor, mask x gamma] at positions p .. p+gamma."""
         block = mx.array([[r.anchor] + [self.config.mask_token_id] * r.gamma])
         x = self.target.embed_tokens(block) * self.embed_scale
         x = x.astype(self.drafter.dtype)
-        kv = [(c.keys, c.values) for c in self.ctx_caches]
         masks = block_masks(self.config, [c.length for c in self.ctx_caches], r.gamma + 1)
-        hidden = self.drafter.block_hidden(x, kv, r.position, masks, sink)[0, 1:]
+        hidden = self.drafter.block_hidden(x, self.ctx_caches, r.position, masks, sink)[0, 1:]
         sink("final_normed", None, hidden)
         logits = self.drafter.logits(hidden, self.target.lm_head)
         sink("logits", None, logits)
@@ -443,66 +549,100 @@ class Session:
         if self.config.is_dflash2:
             hproj = self.drafter.candidate_selector.hidden_projection(hidden)
             sink("hproj", None, hproj)
-        mx.eval(hidden, logits, hproj if hproj is not None else [], *sink.pending())
         return Drafted(hidden, logits, hproj)
 
-    def _select(self, r: RoundScratch, drafted: Drafted) -> Selected:
-        """DFlash2: the selector walk over the top-K lattice. DFlash: argmax (or sample)."""
-        selected = self._drafter_select(r, drafted)
+    def _select(self, r: RoundScratch, drafted: Drafted) -> Proposal:
+        """DFlash2: the selector walk over the top-K lattice. DFlash: argmax (or sample).
+
+        At temperature 0 the proposals are decided on the device; sampling draws on the host
+        from the session's seeded generator, which needs the scores read back first.
+        """
+        proposal = self._drafter_select(r, drafted)
         if self.options.proposer is None:
-            return selected
+            return proposal
         forced = tuple(int(t) for t in self.options.proposer(list(self.tokens), r.gamma))
         if len(forced) != r.gamma:
             raise ValueError(f"proposer returned {len(forced)} tokens for gamma {r.gamma}")
-        self._remember_text(r, forced)
         # Forced proposals are verified greedily (no q); the drafter's walk stays visible.
-        return replace(selected, part=replace(selected.part, proposals=forced), q=None)
+        return replace(proposal, tokens=mx.array(forced, dtype=mx.int32), q=None, forced=forced)
 
-    def _drafter_select(self, r: RoundScratch, drafted: Drafted) -> Selected:
+    def _drafter_select(self, r: RoundScratch, drafted: Drafted) -> Proposal:
         temperature = self.options.temperature
         if self.config.is_dflash2:
             arrays = lattice_arrays(self.drafter.candidate_selector, drafted.hproj,
                                     drafted.logits, r.anchor, self.config.selector_top_k)
-            mx.eval(*arrays)
+            if temperature <= 0:
+                picks = greedy_walk(*arrays[1:3], arrays[3] if len(arrays) > 3 else None)
+                tokens = picked_tokens(arrays[0], picks).astype(mx.int32)
+                return Proposal(tokens, arrays, picks)
+            self._wait(list(arrays))
             lattice = to_lattice(*(np.array(a) for a in arrays))
             picks, q_rows = walk(lattice, temperature, self.rng)
-            proposals = tuple(int(lattice.candidates[s, i]) for s, i in enumerate(picks))
-            self._remember_text(r, [*lattice.candidates.reshape(-1), *proposals])
-            selector = selector_record(lattice, picks, q_rows, r.anchor)
-            return Selected(Selection(proposals, selector), q_rows, lattice.candidates)
-        q = None
-        if temperature > 0:
-            q = softmax_rows(np.array(drafted.logits.astype(mx.float32)), temperature)
-            proposals = tuple(int(self.rng.choice(q.shape[1], p=row)) for row in q)
-        else:
-            proposals = tuple(int(t) for t in np.array(mx.argmax(drafted.logits, axis=-1)))
-        self._remember_text(r, proposals)
-        return Selected(Selection(proposals), q, None)
+            tokens = lattice.candidates[np.arange(len(picks)), picks]
+            return Proposal(mx.array(tokens, dtype=mx.int32), arrays, picks, q_rows)
+        if temperature <= 0:
+            return Proposal(mx.argmax(drafted.logits, axis=-1).astype(mx.int32))
+        logits = drafted.logits.astype(mx.float32)
+        self._wait([logits])
+        q = softmax_rows(np.array(logits), temperature)
+        tokens = [int(self.rng.choice(q.shape[1], p=row)) for row in q]
+        return Proposal(mx.array(tokens, dtype=mx.int32), q=q)
 
-    def _verify(self, r: RoundScratch, drafted: Drafted, selected: Selected,
-                sink: ProbeSink) -> Verified:
-        """One target forward over [anchor, proposals]; decide the accepted prefix and bonus."""
-        proposals = list(selected.part.proposals)
-        gamma, temperature = len(proposals), self.options.temperature
+    def _selection(self, r: RoundScratch, proposal: Proposal) -> Selected:
+        """The select stage's part of the record, from its outputs read back."""
+        if self.config.is_dflash2:
+            lattice = to_lattice(*(np.array(a) for a in proposal.lattice))
+            picks = proposal.picks
+            picks = np.array(picks).tolist() if isinstance(picks, mx.array) else list(picks)
+            proposals = tuple(lattice.candidates[np.arange(len(picks)), picks].tolist())
+            self._remember_text(r, [*lattice.candidates.reshape(-1).tolist(), *proposals])
+            selector = selector_record(lattice, picks, proposal.q, r.anchor)
+            selected = Selected(Selection(proposals, selector), proposal.q, lattice.candidates)
+        else:
+            proposals = tuple(np.array(proposal.tokens).tolist())
+            self._remember_text(r, proposals)
+            selected = Selected(Selection(proposals), proposal.q, None)
+        if proposal.forced is None:
+            return selected
+        self._remember_text(r, proposal.forced)
+        return replace(selected, part=replace(selected.part, proposals=proposal.forced), q=None)
+
+    def _verify(self, r: RoundScratch, proposal: Proposal, drafted: Drafted,
+                sink: ProbeSink) -> Verification:
+        """One target forward over [anchor, proposals], queued on the device."""
+        gamma, temperature = r.gamma, self.options.temperature
         saved = self.target.checkpoint()
-        logits, capture = self.target.forward(mx.array([[r.anchor] + proposals]))
+        ids = mx.concatenate([mx.array([r.anchor], dtype=mx.int32), proposal.tokens])
+        logits, capture = self.target.forward(ids[None])
         logits = logits[0]
         sink("target_logits", None, logits)
         sink("capture", None, capture)
         target_argmax = mx.argmax(logits, axis=-1)
-        ranks = rank_arrays(drafted.logits, logits[:gamma], target_argmax[:gamma], temperature)
-        mx.eval(logits, capture, target_argmax, *ranks, *sink.pending())
-        targets = [int(t) for t in np.array(target_argmax)]
-        if temperature > 0 and selected.q is not None:
-            probs = softmax_rows(np.array(logits.astype(mx.float32)), temperature)
+        ranks = ()
+        if self.options.ranks:
+            ranks = rank_arrays(drafted.logits, logits[:gamma], target_argmax[:gamma], temperature)
+        sampling = temperature > 0 and proposal.forced is None
+        if sampling:
+            logits = logits.astype(mx.float32)
+        return Verification(logits, capture, target_argmax, ranks, saved, sampling)
+
+    def _verdict(self, r: RoundScratch, selected: Selected, verification: Verification) -> Verified:
+        """Decide the accepted prefix and the bonus token from the verify pass read back."""
+        proposals = list(selected.part.proposals)
+        targets = np.array(verification.argmax).tolist()
+        if verification.sampling and selected.q is not None:
+            probs = softmax_rows(np.array(verification.logits), self.options.temperature)
             accepted, bonus = rejection_sample(proposals, probs, self._dense_q(selected), self.rng)
         else:
             accepted, bonus = greedy_accept(proposals, targets)
-        slots = slot_ranks(proposals, targets, accepted, selected.candidates,
-                           tuple(np.array(a) for a in ranks))
+        slots = ()
+        if verification.ranks:
+            slots = slot_ranks(proposals, targets, accepted, selected.candidates,
+                               tuple(np.array(a) for a in verification.ranks))
         self._remember_text(r, {bonus, *targets, *(t.token for s in slots
                                                     for t in s.drafter_top + s.target_top)})
-        return Verified(Verdict(tuple(targets), accepted, bonus, slots), capture, saved)
+        return Verified(Verdict(tuple(targets), accepted, bonus, slots),
+                        verification.capture, verification.saved)
 
     def _dense_q(self, selected: Selected) -> np.ndarray:
         """The drafter's q over the whole vocabulary (DFlash2's lives on its candidates)."""
@@ -537,7 +677,41 @@ class Session:
         new = new[: self.options.max_tokens - len(self.generated)]
         self.tokens.extend(new)
         self._check_finished()
-        return Commitment(tuple(new), rollback, self._committed_text(), self.finish_reason)
+        self._text = self._committed_text()
+        return Commitment(tuple(new), rollback, self._text, self.finish_reason)
 
     def close(self) -> None:
         self.target.unhook()
+
+
+class _StageClock:
+    """Host time per stage of a chained round, which visits stages out of order (select and
+    verify are read back after the one wait), with each stage's state before and after."""
+
+    def __init__(self, state: Callable[[], EngineState]):
+        self._state = state
+        self._ms: dict[Stage, float] = {}
+        self._before: dict[Stage, EngineState] = {}
+        self._after: dict[Stage, EngineState] = {}
+        self._running: Optional[Stage] = None
+        self._t0 = 0.0
+
+    def start(self, stage: Stage) -> None:
+        self.stop()
+        self._before[stage] = self._state()
+        self.resume(stage)
+
+    def resume(self, stage: Stage) -> None:
+        self.stop()
+        self._running, self._t0 = stage, time.perf_counter()
+
+    def stop(self) -> None:
+        if self._running is not None:
+            stage = self._running
+            self._ms[stage] = self._ms.get(stage, 0.0) + (time.perf_counter() - self._t0) * 1000
+            # A stage moves the state when it is queued; reading it back moves nothing.
+            self._after.setdefault(stage, self._state())
+            self._running = None
+
+    def records(self) -> list[StageRecord]:
+        return [StageRecord(s.value, self._before[s], self._after[s], self._ms[s]) for s in Stage]
