@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, check_tolerance, parse_spec
 from .engine.errors import InputError, ParameterError
 from .prompt_file import read_prompt_file
 
@@ -26,6 +27,7 @@ FLAGS = {
     "gamma": "--block", "dtype": "--dtype", "chat": "--chat", "prompt_ids": "--prompt",
     "draft": "--draft", "temperature": "--temperature", "seed": "--seed",
     "max_tokens": "--max-tokens", "layer_offset": "--layer-offset",
+    "compare": "--compare", "compare_tol": "--compare-tol",
 }
 
 
@@ -64,6 +66,27 @@ def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> 
     p.add_argument("--keep-quantized", action="store_true",
                    help="on the CPU, keep a quantized target quantized (default: dequantize "
                         "small ones, since MLX's CPU quantized matmul is slow)")
+
+
+def add_compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--compare", metavar="SPEC",
+                   help="run a reference configuration beside the drafter every round: another "
+                        "drafter directory, or overrides dtype=T, bits=B[,group=G], "
+                        "layer-offset=K, residual-scale=S (docs/COMPARE.md)")
+    p.add_argument("--compare-tol", type=float, default=None, metavar="TOL",
+                   help=f"relative error beyond which a buffer diverges (default {DEFAULT_TOLERANCE})")
+
+
+def check_compare(args) -> None:
+    """Check --compare before any model loads: `args.compare` becomes the parsed spec."""
+    if args.compare is None:
+        if args.compare_tol is not None:
+            raise InputError("--compare-tol: given without --compare")
+        return
+    args.compare = parse_spec(args.compare)
+    args.compare_tol = check_tolerance(
+        DEFAULT_TOLERANCE if args.compare_tol is None else args.compare_tol)
+    check_greedy(args.temperature)
 
 
 def add_decode_args(p: argparse.ArgumentParser, block_default=None) -> None:
@@ -107,6 +130,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p.add_argument("--out", metavar="DIR", help="write DIR/round-NNNN.json and DIR/summary.json")
     p.add_argument("--npz", action="store_true", help="also write raw buffers as round-NNNN.npz")
     p.add_argument("--no-probes", action="store_true", help="skip the buffer statistics")
+    add_compare_args(p)
     parsers["probe"] = p
 
     p = _Parser(prog="dflash-tui bench", description="Acceptance tables by workload and block.")
@@ -126,6 +150,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     chat.add_argument("--chat", dest="chat", action="store_true", default=None,
                       help="wrap each prompt in the chat template (default when there is one)")
     chat.add_argument("--raw", dest="chat", action="store_false", help="tokenize prompts as is")
+    add_compare_args(p)
     parsers["bench"] = p
 
     p = _Parser(prog="dflash-tui distill", description="Train a DFlash2 drafter for a target by self-distillation.")
@@ -166,6 +191,8 @@ def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
     args = parsers[command].parse_args(rest)
     if hasattr(args, "prompt"):
         args.prompt_text = _prompt_text(args)
+    if hasattr(args, "compare"):
+        check_compare(args)
     return command, args
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from . import sample
 from .engine.api import load_pair
+from .engine.codec import encode
 from .engine.session import SessionOptions
 from .snapshot import SUMMARY_SCHEMA, export_round, session_json, write_json
 
@@ -29,7 +30,18 @@ def round_line(record) -> str:
         line += f"  {record.rollback.kind} {record.rollback.rows}"
     if bad is not None:
         line += f"  FIRST NON-FINITE: {bad.where}"
+    if record.compare is not None:
+        line += compare_note(record.compare)
     return line
+
+
+def compare_note(compare) -> str:
+    """--compare: the reference's accepted count and where it first parts from the primary."""
+    note = f"  | reference accepted {compare.accepted:2d}"
+    first = compare.first_divergent
+    if first is not None:
+        note += f"  DIVERGES: {first.where} (rel err {first.rel_err:.3g})"
+    return note
 
 
 def run(args) -> int:
@@ -44,7 +56,7 @@ def run(args) -> int:
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
-                     progress=_say)
+                     progress=_say, compare=args.compare, compare_tol=args.compare_tol)
     session = pair.open(prompt, options=options, chat=args.chat, progress=_say)
     info = session.info
     _say(f"{info.drafter_kind} drafter ({info.drafter_layers} layers) on {info.target_kind} "
@@ -65,6 +77,8 @@ def run(args) -> int:
     print(f"--- {len(generated)} tokens in {len(records)} rounds, {seconds:.2f} s "
           f"({len(generated) / max(seconds, 1e-9):.1f} tokens/s); "
           f"mean accepted {_mean([r.accepted for r in records]):.2f}")
+    if args.compare:
+        print(compare_total(records, args.compare.text))
     print(text)
     if out is not None:
         write_json(out / "summary.json", {
@@ -81,10 +95,34 @@ def run(args) -> int:
                 ({"round": r.round, "stage": r.first_nonfinite.stage, "layer": r.first_nonfinite.layer,
                   "name": r.first_nonfinite.name} for r in records if r.first_nonfinite), None),
             "seconds": seconds,
+            **(compare_summary(records, args.compare.text) if args.compare else {}),
         })
         _say(f"wrote {len(records)} snapshots and summary.json to {out}")
     session.close()
     return 0
+
+
+def compare_total(records, spec: str) -> str:
+    diverged = [r for r in records if r.compare.first_divergent]
+    line = (f"--- reference {spec}: mean accepted "
+            f"{_mean([r.compare.accepted for r in records]):.2f}; diverges beyond "
+            f"{records[0].compare.tolerance if records else 0:g} in {len(diverged)} of "
+            f"{len(records)} rounds")
+    if diverged:
+        line += f", first in round {diverged[0].round} at {diverged[0].compare.first_divergent.where}"
+    return line
+
+
+def compare_summary(records, spec: str) -> dict:
+    accepted = [r.compare.accepted for r in records]
+    return {
+        "compare": spec,
+        "compare_accepted_per_round": accepted,
+        "compare_mean_accepted": _mean(accepted),
+        "compare_first_divergent": next(
+            ({"round": r.round, **encode(r.compare.first_divergent)}
+             for r in records if r.compare.first_divergent), None),
+    }
 
 
 def _mean(values) -> float:

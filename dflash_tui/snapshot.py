@@ -47,6 +47,8 @@ def round_json(record: RoundRecord, info: Optional[SessionInfo] = None) -> dict:
         "first_nonfinite": None if first is None else
             {"stage": first.stage, "layer": first.layer, "name": first.name},
         "selector": f["selector"],
+        # --compare only: older snapshots have no such key and re-encode without one
+        **({"compare": f["compare"]} if record.compare is not None else {}),
         "state": {"before": f["state_before"], "after": f["state_after"]},
         **keys("stages", "rollback"),
         "timings_ms": encode(record.timings_ms),

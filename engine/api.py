@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .checkpoint import load_drafter
+from .compare import Reference, load_reference
+from .compare_spec import DEFAULT_TOLERANCE, CompareSpec, check_tolerance, parse_spec
 from .drafter import DraftModel
 from .errors import InputError, ParameterError
 from .session import Session, SessionOptions
@@ -32,6 +34,7 @@ class Pair:
     target: Target
     drafter: DraftModel
     draft_dir: Path
+    reference: Optional[Reference] = None  # --compare: run beside the drafter every round
 
     @property
     def dtype(self) -> str:
@@ -64,18 +67,29 @@ def resolve_drafter_dir(model: Path, draft: Optional[str | Path]) -> Path:
 
 
 def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: str = "float32",
-              keep_quantized: bool = False, progress: Progress = _quiet) -> Pair:
+              keep_quantized: bool = False, progress: Progress = _quiet,
+              compare: Optional[str | CompareSpec] = None,
+              compare_tol: float = DEFAULT_TOLERANCE) -> Pair:
     """Load the target at `model` (an mlx-lm directory or a .gguf file) and its drafter
-    (`draft`, default `model/draft`), both cast to `dtype`."""
+    (`draft`, default `model/draft`), both cast to `dtype`; with `compare` (a SPEC,
+    engine/compare_spec.py), the reference drafter every session runs beside it."""
     model = Path(model).expanduser()
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
+    if isinstance(compare, str):
+        compare = parse_spec(compare)
+    compare_tol = check_tolerance(compare_tol)
     draft_dir = resolve_drafter_dir(model, draft) if model.exists() else None
     progress(f"loading target {model}")
     target = load_target(model, dtype, keep_quantized=keep_quantized)
     draft_dir = draft_dir or resolve_drafter_dir(model, draft)
     progress(f"loading drafter {draft_dir}")
-    return Pair(target, load_drafter(draft_dir, DTYPES[dtype]), draft_dir)
+    drafter = load_drafter(draft_dir, DTYPES[dtype])
+    reference = None
+    if compare is not None:
+        progress(f"loading the reference configuration ({compare.text})")
+        reference = load_reference(compare, drafter, draft_dir, dtype, compare_tol)
+    return Pair(target, drafter, draft_dir, reference)
 
 
 __all__ = ["InputError", "Pair", "Progress", "load_pair", "resolve_drafter_dir"]

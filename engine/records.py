@@ -146,6 +146,54 @@ class Commitment:
     finish_reason: Optional[str]
 
 
+@dataclass(frozen=True)
+class BufferDrift:
+    """One probed buffer of the compare lab, primary against reference, from both sides'
+    tensors: max |primary - reference| over the values finite on both sides, and that over
+    the reference buffer's absmax (inf when the values differ and the absmax is 0, or when
+    a value is finite on one side only)."""
+
+    stage: str
+    layer: Optional[int]
+    buffer: str
+    max_abs_diff: float
+    rel_err: float
+    nonfinite: Optional[str] = None  # the side with non-finite values the other lacks: "primary", "reference" or "both"
+
+
+@dataclass(frozen=True)
+class Divergent:
+    """Where two configurations part: the first buffer in pipeline order whose relative
+    error exceeds the tolerance, or that is non-finite on one side only."""
+
+    stage: str
+    layer: Optional[int]
+    buffer: str
+    rel_err: float
+
+    @property
+    def where(self) -> str:
+        layer = "" if self.layer is None else f" layer {self.layer}"
+        return f"{self.stage}{layer} {self.buffer}"
+
+
+@dataclass(frozen=True)
+class Compare:
+    """The compare lab's reference configuration in one round (docs/COMPARE.md): run on
+    exactly the primary's inputs, never verified for the decode."""
+
+    spec: str  # --compare SPEC as given
+    proposals: tuple[int, ...]  # its own selector walk (argmax for DFlash)
+    accepted: int  # how many of them the target accepts at temperature 0
+    ranks: tuple[int, ...]  # per slot: its logits strictly above the target's token
+    first_divergent: Optional[Divergent] = None
+    buffers: tuple[BufferDrift, ...] = ()  # in pipeline order
+    tolerance: float = 0.01
+    # The target verified the reference's proposals beyond the primary's verify (its
+    # tokens past the primary's first miss were needed): one more, shorter target forward.
+    reverified: bool = False
+
+
 # The round's stages in order, each with the part of the RoundRecord it fills in (None: the
 # stage moves state and adds probes only). This is the one list of stages: session.Stage,
 # probes.PIPELINE and the app's partial records (app/rounds.py) are derived from it.
@@ -199,6 +247,7 @@ class RoundRecord:
     finish_reason: Optional[str] = None  # "eos" | "length" once the session is done
     token_text: dict[int, str] = field(default_factory=dict)
     raw: Optional[dict[str, Any]] = None  # name -> numpy array, when raw buffers are kept
+    compare: Optional[Compare] = None  # --compare: the reference configuration, at commit
 
     @property
     def stage(self) -> Optional[str]:

@@ -44,8 +44,8 @@ from .probes import ProbeSink, first_nonfinite
 from .ranks import rank_arrays, slot_ranks
 from .quantize import describe as describe_quantization
 from .records import (
-    STAGE_ORDER, Commitment, EngineState, PrefillRecord, ProbeRow, Rollback, RoundRecord,
-    Selection, SessionInfo, StageRecord, Verdict,
+    STAGE_ORDER, Commitment, Compare, EngineState, PrefillRecord, ProbeRow, Rollback,
+    RoundRecord, Selection, SessionInfo, StageRecord, Verdict,
 )
 from .selector import lattice_arrays, selector_record, to_lattice, walk
 from .target import Target, backend
@@ -175,6 +175,7 @@ class RoundScratch:
     verification: Optional[Verification] = None
     verified: Optional[Verified] = None
     committed: Optional[Commitment] = None
+    compare: Optional[Compare] = None
 
     def record(self) -> RoundRecord:
         """The round's record so far: the header, then each stage's part spread over its fields."""
@@ -189,7 +190,7 @@ class RoundScratch:
             round=self.index, position=self.position, anchor=self.anchor, gamma=self.gamma,
             state_before=self.state_before, state_after=self.stages[-1].after,
             stages=tuple(self.stages), probes=probes, first_nonfinite=first_nonfinite(probes),
-            token_text=dict(self.token_text), raw=self.raw,
+            token_text=dict(self.token_text), raw=self.raw, compare=self.compare,
             **{"committed_text": self.text_before, **filled},
         )
 
@@ -276,6 +277,9 @@ class Session:
         # Completed rounds. The session keeps no history (a record can be tens of KB and a
         # decode thousands of rounds): a caller that wants the records keeps them.
         self.rounds_done = 0
+        # --compare: the reference configuration run beside this one (engine/compare.py),
+        # called at the stage seams below.
+        self.compare = pair.reference.open(self) if pair.reference is not None else None
 
     # ---- setup ---------------------------------------------------------------------------
 
@@ -356,9 +360,11 @@ class Session:
             raise RuntimeError("Session.prefill() already ran; open a new session to start again")
         t0 = time.perf_counter()
         self.target.reset()
-        self.target.hook(self.layer_ids)
+        self.target.hook(self.layer_ids, self.compare.layer_ids if self.compare else ())
         sink = ProbeSink("prefill", self.options.probes)
         logits, capture = self.target.prefill(self.prompt_ids)
+        if self.compare:
+            self.compare.prefill()
         sink("capture", None, capture)
         sink("target_logits", None, logits[None])
         logits = logits.astype(mx.float32)
@@ -479,7 +485,8 @@ class Session:
         return self._finish_stage(r, Stage.COMMIT)
 
     def _sink(self, stage: Stage) -> ProbeSink:
-        return ProbeSink(stage.value, self.options.probes, self.keep_raw)
+        sink = ProbeSink(stage.value, self.options.probes, self.keep_raw)
+        return self.compare.tap(sink) if self.compare else sink
 
     def _keep_probes(self, r: RoundScratch, sink: ProbeSink) -> None:
         r.probes.extend(sink.rows())
@@ -533,6 +540,8 @@ class Session:
         self.cursor += int(self.capture.shape[1])
         self.capture_base, self.capture = self.cursor, None
         assert self.cursor == len(self.tokens) - 1, "context: cursor must reach the anchor"
+        if self.compare:
+            self.compare.context()
         return [buffer for c in self.ctx_caches for buffer in (c.keys, c.values)]
 
     def _draft(self, r: RoundScratch, sink: ProbeSink) -> Drafted:
@@ -549,6 +558,8 @@ class Session:
         if self.config.is_dflash2:
             hproj = self.drafter.candidate_selector.hidden_projection(hidden)
             sink("hproj", None, hproj)
+        if self.compare:
+            self.compare.draft(r)
         return Drafted(hidden, logits, hproj)
 
     def _select(self, r: RoundScratch, drafted: Drafted) -> Proposal:
@@ -618,6 +629,8 @@ class Session:
         sink("target_logits", None, logits)
         sink("capture", None, capture)
         target_argmax = mx.argmax(logits, axis=-1)
+        if self.compare:
+            self.compare.verify(r, logits, target_argmax)
         ranks = ()
         if self.options.ranks:
             ranks = rank_arrays(drafted.logits, logits[:gamma], target_argmax[:gamma], temperature)
@@ -678,6 +691,8 @@ class Session:
         self.tokens.extend(new)
         self._check_finished()
         self._text = self._committed_text()
+        if self.compare:
+            r.compare = self.compare.commit(r, selected, verified)
         return Commitment(tuple(new), rollback, self._text, self.finish_reason)
 
     def close(self) -> None:
