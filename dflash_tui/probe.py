@@ -40,7 +40,7 @@ def compare_note(compare) -> str:
     note = f"  | reference accepted {compare.accepted:2d}"
     first = compare.first_divergent
     if first is not None:
-        note += f"  DIVERGES: {first.where} (rel err {first.rel_err:.3g})"
+        note += f"  DIVERGES: {first.where} ({first.why})"
     return note
 
 

@@ -172,7 +172,7 @@ class Comparison:
         self.session._remember_text(r, proposals)
         buffers = drift_rows(keys, np.array(drift) if keys else np.zeros((0, 4)))
         tol = self.reference.tolerance
-        first = next((b for b in buffers if b.nonfinite or b.rel_err > tol), None)
+        first = next((b for b in buffers if b.rel_err is None or b.rel_err > tol), None)
         self._primary.clear()
         self._reference.clear()
         self._round = {}
@@ -180,7 +180,7 @@ class Comparison:
             spec=self.reference.spec.text, proposals=tuple(proposals), accepted=accepted,
             ranks=tuple(int(x) for x in np.array(ranks)), buffers=buffers, tolerance=tol,
             first_divergent=None if first is None else
-            Divergent(first.stage, first.layer, first.buffer, first.rel_err),
+            Divergent(first.stage, first.layer, first.buffer, first.rel_err, first.nonfinite),
             reverified=unknown is not None,
         )
 
@@ -265,7 +265,7 @@ def drift_rows(keys: list[Key], stats: np.ndarray) -> tuple[BufferDrift, ...]:
         side = {(True, False): "primary", (False, True): "reference",
                 (True, True): "both"}.get((primary_bad > 0, reference_bad > 0))
         if side is not None or (diff > 0 and absmax == 0):
-            rel = float("inf")
+            rel = None
         else:
             rel = diff / absmax if absmax > 0 else 0.0
         rows.append(BufferDrift(stage, layer, name, diff, rel, side))

@@ -150,14 +150,14 @@ class Commitment:
 class BufferDrift:
     """One probed buffer of the compare lab, primary against reference, from both sides'
     tensors: max |primary - reference| over the values finite on both sides, and that over
-    the reference buffer's absmax (inf when the values differ and the absmax is 0, or when
-    a value is finite on one side only)."""
+    the reference buffer's absmax (None when it is no number: a value finite on one side
+    only, or a difference from an all-zero reference)."""
 
     stage: str
     layer: Optional[int]
     buffer: str
     max_abs_diff: float
-    rel_err: float
+    rel_err: Optional[float]
     nonfinite: Optional[str] = None  # the side with non-finite values the other lacks: "primary", "reference" or "both"
 
 
@@ -169,12 +169,22 @@ class Divergent:
     stage: str
     layer: Optional[int]
     buffer: str
-    rel_err: float
+    rel_err: Optional[float]  # None: no number (BufferDrift)
+    nonfinite: Optional[str] = None  # as BufferDrift's
 
     @property
     def where(self) -> str:
         layer = "" if self.layer is None else f" layer {self.layer}"
         return f"{self.stage}{layer} {self.buffer}"
+
+    @property
+    def why(self) -> str:
+        if self.nonfinite is not None:
+            return {"both": "non-finite values on each side the other lacks"}.get(
+                self.nonfinite, f"non-finite on the {self.nonfinite} side only")
+        if self.rel_err is None:
+            return "differs from an all-zero reference"
+        return f"rel err {self.rel_err:.3g}"
 
 
 @dataclass(frozen=True)
