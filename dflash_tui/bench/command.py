@@ -19,6 +19,7 @@ from .. import sample
 from ..engine.api import load_pair
 from ..engine.errors import InputError
 from ..engine.files import write_atomic, write_json_atomic
+from .compare import render as render_compare
 from .export import to_csv, to_json
 from .progress import LineProgress, RichProgress
 from .prompts import load_workloads
@@ -88,6 +89,8 @@ def equivalent_command(model: Path, draft: Optional[Path], prompts: Path, args,
         parts.append("--chat" if s.chat else "--raw")
     if s.oracle:
         parts.append("--oracle")
+    if args.compare is not None:
+        parts += ["--compare", args.compare.text, "--compare-tol", str(args.compare_tol)]
     return shlex.join(parts)
 
 
@@ -102,7 +105,8 @@ def run(args) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
-                     progress=lambda message: err.print(f"bench: {message}"))
+                     progress=lambda message: err.print(f"bench: {message}"),
+                     compare=args.compare, compare_tol=args.compare_tol)
     counts = ", ".join(f"{w.name} {len(w.prompts)}" for w in workloads)
     n_prompts = sum(len(w.prompts) for w in workloads)
     err.print(f"bench: {n_prompts} prompts ({counts}) x blocks "
@@ -129,6 +133,8 @@ def _finish(out: Console, err: Console, result: BenchResult, target, json_path, 
                   style="yellow")
     if result.finished_prompt_ids():
         print_report(out, result)
+        if result.compare:
+            out.print(render_compare(result))
     out.print(f"wall time {result.wall_s:.1f} s", style="dim")
     if json_path is not None:
         write_json_atomic(json_path, to_json(result, command=command, prompts_dir=str(prompts_dir),
