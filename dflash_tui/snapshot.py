@@ -23,8 +23,17 @@ TRACE_SCHEMA = "dflash-tui/trace@1"
 SUMMARY_SCHEMA = "dflash-tui/summary@1"
 
 
+# Keys added after snapshot@1 that are written only when set, so that files written before
+# them re-encode to the very same bytes (a reader gives a missing key its default).
+SESSION_WHEN_SET = ("drafter_quantization",)
+
+
 def session_json(info: SessionInfo) -> dict:
-    return encode(info)
+    out = encode(info)
+    for key in SESSION_WHEN_SET:
+        if out[key] is None:
+            del out[key]
+    return out
 
 
 def session_from_json(d: dict) -> SessionInfo:
@@ -47,7 +56,7 @@ def round_json(record: RoundRecord, info: Optional[SessionInfo] = None) -> dict:
         "first_nonfinite": None if first is None else
             {"stage": first.stage, "layer": first.layer, "name": first.name},
         "selector": f["selector"],
-        # --compare only: older snapshots have no such key and re-encode without one
+        # --compare only (written when set, as SESSION_WHEN_SET)
         **({"compare": f["compare"]} if record.compare is not None else {}),
         "state": {"before": f["state_before"], "after": f["state_after"]},
         **keys("stages", "rollback"),

@@ -69,16 +69,18 @@ def resolve_drafter_dir(model: Path, draft: Optional[str | Path]) -> Path:
 def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: str = "float32",
               keep_quantized: bool = False, progress: Progress = _quiet,
               compare: Optional[str | CompareSpec] = None,
-              compare_tol: float = DEFAULT_TOLERANCE) -> Pair:
+              compare_tol: Optional[float] = None) -> Pair:
     """Load the target at `model` (an mlx-lm directory or a .gguf file) and its drafter
     (`draft`, default `model/draft`), both cast to `dtype`; with `compare` (a SPEC,
-    engine/compare_spec.py), the reference drafter every session runs beside it."""
+    engine/compare_spec.py), the reference drafter every session runs beside it, whose
+    buffers diverge beyond a relative error of `compare_tol` (default 0.01)."""
     model = Path(model).expanduser()
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
     if isinstance(compare, str):
         compare = parse_spec(compare)
-    compare_tol = check_tolerance(compare_tol)
+    if compare is not None:
+        compare_tol = check_tolerance(DEFAULT_TOLERANCE if compare_tol is None else compare_tol)
     draft_dir = resolve_drafter_dir(model, draft) if model.exists() else None
     progress(f"loading target {model}")
     target = load_target(model, dtype, keep_quantized=keep_quantized)
