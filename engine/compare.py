@@ -45,14 +45,14 @@ from .errors import InputError
 from .probes import pipeline_key
 from .quantize import quantize_drafter
 from .ranks import rank_arrays
-from .records import BufferDrift, Compare, Divergent
+from .drift import Drift, Key
+from .records import Compare, Divergent
 from .session import Session, check_pair
 from .target import DTYPES, Target
 
 if TYPE_CHECKING:
     from .session import RoundScratch, Selected, Verified
 
-Key = tuple[str, Optional[int], str]  # (stage, layer, buffer)
 Proposer = Callable[[list[int], int], list[int]]
 
 
@@ -147,7 +147,7 @@ class Comparison:
         drafted = self.shadow._draft(r, self._probe("draft"))
         proposal = self.shadow._select(r, drafted)
         self._round = {"logits": drafted.logits, "proposal": proposal,
-                       "drift": self._drift_arrays()}
+                       "drift": self._drift()}
 
     def verify(self, r: "RoundScratch", logits: mx.array, target_argmax: mx.array) -> None:
         self._round["capture"] = self.target.reference_capture
@@ -160,9 +160,9 @@ class Comparison:
         part = verified.part
         self.shadow.capture = self._round["capture"][:, : part.accepted + 1]
         self.shadow.capture_base = r.position
-        keys, drift = self._round["drift"]
+        drift = self._round["drift"]
         tokens, ranks = self._round["proposal"].tokens, self._round["ranks"]
-        self.session._wait([tokens, ranks, *([drift] if keys else [])])
+        self.session._wait([tokens, ranks, *drift.pending()])
         proposals = [int(t) for t in np.array(tokens)]
         accepted, unknown = known_accepted(proposals, list(selected.part.proposals),
                                            list(part.target_tokens))
@@ -170,7 +170,7 @@ class Comparison:
             more = self._target_tokens_after(proposals[unknown - 1: -1])
             accepted = unknown + greedy_prefix(proposals[unknown:], more)
         self.session._remember_text(r, proposals)
-        buffers = drift_rows(keys, np.array(drift) if keys else np.zeros((0, 4)))
+        buffers = drift.rows()
         tol = self.reference.tolerance
         first = next((b for b in buffers if b.rel_err is None or b.rel_err > tol), None)
         self._primary.clear()
@@ -194,15 +194,13 @@ class Comparison:
 
         return probe
 
-    def _drift_arrays(self) -> tuple[list[Key], Optional[mx.array]]:
-        """Queue the drift of every buffer both sides probed with the same shape."""
+    def _drift(self) -> Drift:
+        """Queue the drift of every buffer both sides probed with one shape, in pipeline
+        order."""
         keys = sorted((k for k, a in self._reference.items()
                        if k in self._primary and self._primary[k].shape == a.shape),
                       key=_pipeline_order)
-        if not keys:
-            return [], None
-        return keys, drift_stats([self._primary[k] for k in keys],
-                                 [self._reference[k] for k in keys])
+        return Drift(keys, [self._primary[k] for k in keys], [self._reference[k] for k in keys])
 
     def _target_tokens_after(self, tokens: list[int]) -> list[int]:
         """The target's argmax after each of `tokens`, run on from its committed cache, which
@@ -234,42 +232,6 @@ def greedy_prefix(proposals: list[int], targets: list[int]) -> int:
     while n < len(proposals) and proposals[n] == targets[n]:
         n += 1
     return n
-
-
-def drift_stats(primary: list[mx.array], reference: list[mx.array]) -> mx.array:
-    """[m, 4] float32 per buffer pair: max |a - b| over the values finite on both sides,
-    the reference's absmax over its finite values, and the counts of values finite on the
-    reference side only and on the primary side only. Buffers of one size are stacked and
-    reduced together (few device ops per round, as the probes do)."""
-    groups: dict[int, list[int]] = {}
-    for i, a in enumerate(primary):
-        groups.setdefault(a.size, []).append(i)
-    order, tables = [], []
-    for members in groups.values():
-        a = mx.stack([primary[i].reshape(-1) for i in members]).astype(mx.float32)
-        b = mx.stack([reference[i].reshape(-1) for i in members]).astype(mx.float32)
-        fa, fb = mx.isfinite(a), mx.isfinite(b)
-        diff = mx.where(fa & fb, mx.abs(a - b), 0.0).max(axis=1)
-        absmax = mx.where(fb, mx.abs(b), 0.0).max(axis=1)
-        tables.append(mx.stack([diff, absmax, (fb & ~fa).sum(axis=1).astype(mx.float32),
-                                (fa & ~fb).sum(axis=1).astype(mx.float32)], axis=1))
-        order += members
-    table = mx.concatenate(tables) if len(tables) > 1 else tables[0]
-    return table[mx.array(np.argsort(order))]
-
-
-def drift_rows(keys: list[Key], stats: np.ndarray) -> tuple[BufferDrift, ...]:
-    rows = []
-    for (stage, layer, name), (diff, absmax, primary_bad, reference_bad) in zip(keys, stats):
-        diff, absmax = float(diff), float(absmax)
-        side = {(True, False): "primary", (False, True): "reference",
-                (True, True): "both"}.get((primary_bad > 0, reference_bad > 0))
-        if side is not None or (diff > 0 and absmax == 0):
-            rel = None
-        else:
-            rel = diff / absmax if absmax > 0 else 0.0
-        rows.append(BufferDrift(stage, layer, name, diff, rel, side))
-    return tuple(rows)
 
 
 def _pipeline_order(key: Key) -> tuple:
