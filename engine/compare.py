@@ -31,7 +31,7 @@ and one more (shorter) verify.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -42,16 +42,16 @@ from .checkpoint import load_drafter
 from .compare_spec import CompareSpec, check_greedy
 from .drafter import DraftModel
 from .errors import InputError
+from .drift import Drift, Key
 from .probes import pipeline_key
 from .quantize import quantize_drafter
 from .ranks import rank_arrays
-from .drift import Drift, Key
 from .records import Compare, Divergent
 from .session import Session, check_pair
-from .target import DTYPES, Target
+from .target import DTYPES
 
 if TYPE_CHECKING:
-    from .session import RoundScratch, Selected, Verified
+    from .session import Proposal, RoundScratch, Selected, Verified
 
 Proposer = Callable[[list[int], int], list[int]]
 
@@ -109,6 +109,17 @@ class Tap:
         return getattr(self._sink, name)
 
 
+@dataclass
+class _Queued:
+    """The reference's part of the round in flight, on the device until the commit."""
+
+    logits: mx.array  # its draft logits [gamma, V]
+    proposal: "Proposal"
+    drift: Drift
+    capture: Optional[mx.array] = None  # its capture rows of the verify pass
+    ranks: Optional[mx.array] = None  # [gamma]
+
+
 class Comparison:
     """One session's reference side (module docstring); the session calls it at its seams."""
 
@@ -130,7 +141,7 @@ class Comparison:
         self.shadow.tokens = session.tokens
         self._primary: dict[Key, mx.array] = {}  # the round's buffers, both sides
         self._reference: dict[Key, mx.array] = {}
-        self._round: dict[str, object] = {}  # the round's device arrays until commit
+        self._queued: Optional[_Queued] = None
 
     # ---- the seams (engine/session.py calls these) ----------------------------------------
 
@@ -145,40 +156,35 @@ class Comparison:
 
     def draft(self, r: "RoundScratch") -> None:
         drafted = self.shadow._draft(r, self._probe("draft"))
-        proposal = self.shadow._select(r, drafted)
-        self._round = {"logits": drafted.logits, "proposal": proposal,
-                       "drift": self._drift()}
+        self._queued = _Queued(drafted.logits, self.shadow._select(r, drafted), self._drift())
 
     def verify(self, r: "RoundScratch", logits: mx.array, target_argmax: mx.array) -> None:
-        self._round["capture"] = self.target.reference_capture
-        gamma = r.gamma
-        self._round["ranks"] = rank_arrays(self._round["logits"], logits[:gamma],
-                                           target_argmax[:gamma], 0.0)[0]
+        q, gamma = self._queued, r.gamma
+        q.capture = self.target.reference_capture
+        q.ranks = rank_arrays(q.logits, logits[:gamma], target_argmax[:gamma], 0.0)[0]
 
     def commit(self, r: "RoundScratch", selected: "Selected", verified: "Verified") -> Compare:
         """After the primary's commit: the round's reference record."""
-        part = verified.part
-        self.shadow.capture = self._round["capture"][:, : part.accepted + 1]
+        part, q = verified.part, self._queued
+        self.shadow.capture = q.capture[:, : part.accepted + 1]
         self.shadow.capture_base = r.position
-        drift = self._round["drift"]
-        tokens, ranks = self._round["proposal"].tokens, self._round["ranks"]
-        self.session._wait([tokens, ranks, *drift.pending()])
-        proposals = [int(t) for t in np.array(tokens)]
+        self.session._wait([q.proposal.tokens, q.ranks, *q.drift.pending()])
+        proposals = np.array(q.proposal.tokens).tolist()
         accepted, unknown = known_accepted(proposals, list(selected.part.proposals),
                                            list(part.target_tokens))
         if unknown is not None:
             more = self._target_tokens_after(proposals[unknown - 1: -1])
             accepted = unknown + greedy_prefix(proposals[unknown:], more)
         self.session._remember_text(r, proposals)
-        buffers = drift.rows()
+        buffers = q.drift.rows()
         tol = self.reference.tolerance
         first = next((b for b in buffers if b.rel_err is None or b.rel_err > tol), None)
         self._primary.clear()
         self._reference.clear()
-        self._round = {}
+        self._queued = None
         return Compare(
             spec=self.reference.spec.text, proposals=tuple(proposals), accepted=accepted,
-            ranks=tuple(int(x) for x in np.array(ranks)), buffers=buffers, tolerance=tol,
+            ranks=tuple(np.array(q.ranks).tolist()), buffers=buffers, tolerance=tol,
             first_divergent=None if first is None else
             Divergent(first.stage, first.layer, first.buffer, first.rel_err, first.nonfinite),
             reverified=unknown is not None,
