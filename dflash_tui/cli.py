@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from . import flag_ranges
 from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, check_tolerance, parse_spec
 from .engine.errors import InputError, ParameterError
 from .prompt_file import read_prompt_file
@@ -116,7 +117,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     add_decode_args(p)
     p.add_argument("--max-tokens", type=int, default=512, metavar="N")
     p.add_argument("--trace", metavar="FILE", help="append every round to FILE as JSON lines")
-    p.add_argument("--export-dir", metavar="DIR", default="dflash-snapshots",
+    p.add_argument("--export-dir", metavar="DIR",
                    help="where x writes snapshots (default: ./dflash-snapshots)")
     parsers["tui"] = p
 
@@ -127,7 +128,10 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--rounds", type=int, metavar="N", help="stop after N rounds")
     budget.add_argument("--max-tokens", type=int, metavar="N", help="stop after N tokens (default 64)")
-    p.add_argument("--out", metavar="DIR", help="write DIR/round-NNNN.json and DIR/summary.json")
+    p.add_argument("--out", metavar="DIR", help="write DIR/round-NNNN.json and DIR/summary.json "
+                   "(DIR must be empty or new)")
+    p.add_argument("--force", action="store_true",
+                   help="reuse a non-empty --out: first remove its round-*.json/npz and summary.json")
     p.add_argument("--npz", action="store_true", help="also write raw buffers as round-NNNN.npz")
     p.add_argument("--no-probes", action="store_true", help="skip the buffer statistics")
     add_compare_args(p)
@@ -189,6 +193,8 @@ def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
     if command == "distill":
         _trainer_cli().add_arguments(parsers["distill"])
     args = parsers[command].parse_args(rest)
+    if command in ("tui", "probe", "bench"):
+        flag_ranges.check(args)
     if hasattr(args, "prompt"):
         args.prompt_text = _prompt_text(args)
     if hasattr(args, "compare"):

@@ -1,18 +1,30 @@
-"""`dflash-tui probe`: step the engine headless, one line per round, snapshots on request."""
+"""`dflash-tui probe`: step the engine headless, one line per round, snapshots on request.
+
+What a run has computed is never lost: ctrl-c stops it after the round in hand, and a
+write that fails (a full disk) stops it naming the file; either way summary.json is
+written for the rounds that finished, marked interrupted. Memory stays flat over long
+runs: each round is printed, written and dropped; the summary keeps a few numbers per
+round.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from . import sample
 from .engine.api import load_pair
 from .engine.codec import encode
+from .engine.errors import InputError
 from .engine.session import SessionOptions
+from .outputs import run_dir, writing
 from .snapshot import SUMMARY_SCHEMA, export_round, session_json, write_json
 
 DEFAULT_MAX_TOKENS = 64
+EXIT_INTERRUPTED = 130
 
 
 def _say(message: str) -> None:
@@ -44,17 +56,88 @@ def compare_note(compare) -> str:
     return note
 
 
+@dataclass
+class Tally:
+    """What the summary needs from the rounds done, without keeping their records."""
+    accepted: list[int] = field(default_factory=list)
+    committed: list[int] = field(default_factory=list)
+    first_nonfinite: Optional[dict] = None
+    # --compare: the reference's counts, the rounds that diverged and the first divergence
+    compare_accepted: list[int] = field(default_factory=list)
+    compare_diverged: int = 0
+    compare_first: Optional[dict] = None
+
+    def add(self, record) -> None:
+        self.accepted.append(record.accepted)
+        self.committed.append(len(record.committed_tokens))
+        bad = record.first_nonfinite
+        if bad is not None and self.first_nonfinite is None:
+            self.first_nonfinite = {"round": record.round, "stage": bad.stage,
+                                    "layer": bad.layer, "name": bad.name}
+        if record.compare is not None:
+            self.compare_accepted.append(record.compare.accepted)
+            first = record.compare.first_divergent
+            self.compare_diverged += first is not None
+            if first is not None and self.compare_first is None:
+                self.compare_first = {"round": record.round, **encode(first)}
+
+    @property
+    def rounds(self) -> int:
+        return len(self.accepted)
+
+    @property
+    def mean_accepted(self) -> float:
+        return _mean(self.accepted)
+
+    def compare_line(self, spec: str, tolerance: float) -> str:
+        line = (f"--- reference {spec}: mean accepted {_mean(self.compare_accepted):.2f}; "
+                f"diverges beyond {tolerance:g} in {self.compare_diverged} of {self.rounds} "
+                "rounds")
+        first = self.compare_first
+        if first is not None:
+            layer = "" if first["layer"] is None else f" layer {first['layer']}"
+            line += f", first in round {first['round']} at {first['stage']}{layer} {first['buffer']}"
+        return line
+
+    def compare_summary(self, spec: str) -> dict:
+        return {"compare": spec, "compare_accepted_per_round": self.compare_accepted,
+                "compare_mean_accepted": _mean(self.compare_accepted),
+                "compare_first_divergent": self.compare_first}
+
+
+def _mean(values: list[int]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _export(out: Path, record, info, npz: bool) -> None:
+    stem = out / f"round-{record.round:04d}"
+    files = [stem.with_suffix(".json")] + ([stem.with_suffix(".npz")] if npz and record.raw else [])
+    try:
+        export_round(out, record, info, npz=npz)
+    except OSError:
+        # write_atomic renames each file into place last: the first one missing failed. A
+        # round is on disk whole or not at all, so the summary can list exactly those.
+        failed = next((f for f in files if not f.exists()), files[0])
+        for written in files:
+            written.unlink(missing_ok=True)
+        with writing(failed):
+            raise
+
+
 def run(args) -> int:
     model, draft = sample.resolve(args.model, args.draft)
     prompt = args.prompt_text if args.prompt_text is not None else sample.DEFAULT_PROMPT
-    max_tokens = args.max_tokens or (10**9 if args.rounds else DEFAULT_MAX_TOKENS)
+    if args.max_tokens is not None:
+        max_tokens = args.max_tokens
+    else:
+        max_tokens = 10**9 if args.rounds else DEFAULT_MAX_TOKENS
     options = SessionOptions(
         gamma=args.block, temperature=args.temperature, seed=args.seed, max_tokens=max_tokens,
         probes=not args.no_probes, keep_raw=args.npz, layer_offset=args.layer_offset,
     )
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+    if args.force and not args.out:
+        raise InputError("--force replaces an earlier run in --out DIR; give --out too")
+    out = run_dir("--out", args.out, args.force) if args.out else None
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
                      progress=_say, compare=args.compare, compare_tol=args.compare_tol)
     session = pair.open(prompt, options=options, chat=args.chat, progress=_say)
@@ -64,66 +147,83 @@ def run(args) -> int:
          f"{session.gamma} proposals per round; rollback by {info.rollback_kind}")
     for note in info.notes:
         _say(f"note: {note}")
+    tally, interrupted, failed = Tally(), False, None
     t0 = time.perf_counter()
-    records = []
-    for record in session.run(args.rounds):
-        records.append(record)
-        print(round_line(record), flush=True)
-        if out is not None:
-            export_round(out, record, info, npz=args.npz)
+    try:
+        _step(session, out, args.rounds, args.npz, tally)
+    except KeyboardInterrupt:
+        interrupted = True
+    except InputError as error:  # a write failed: the rounds before it are whole on disk
+        failed = str(error)
     seconds = time.perf_counter() - t0
-    generated = session.generated
+    # The prefill's token and the rounds counted (a round cut short by ctrl-c or a failed
+    # write may have committed tokens that no round file records).
+    generated = session.generated[: 1 + sum(tally.committed)]
     text = pair.target.tokenizer.decode(generated)
-    print(f"--- {len(generated)} tokens in {len(records)} rounds, {seconds:.2f} s "
+    print(f"--- {len(generated)} tokens in {tally.rounds} rounds, {seconds:.2f} s "
           f"({len(generated) / max(seconds, 1e-9):.1f} tokens/s); "
-          f"mean accepted {_mean([r.accepted for r in records]):.2f}")
+          f"mean accepted {tally.mean_accepted:.2f}", flush=True)
     if args.compare:
-        print(compare_total(records, args.compare.text))
-    print(text)
-    if out is not None:
-        write_json(out / "summary.json", {
-            "schema": SUMMARY_SCHEMA,
-            "session": session_json(info),
-            "tokens": generated,
-            "text": text,
-            "rounds": len(records),
-            "accepted_per_round": [r.accepted for r in records],
-            "committed_per_round": [len(r.committed_tokens) for r in records],
-            "mean_accepted": _mean([r.accepted for r in records]),
-            "finish_reason": session.finished,
-            "first_nonfinite": next(
-                ({"round": r.round, "stage": r.first_nonfinite.stage, "layer": r.first_nonfinite.layer,
-                  "name": r.first_nonfinite.name} for r in records if r.first_nonfinite), None),
-            "seconds": seconds,
-            **(compare_summary(records, args.compare.text) if args.compare else {}),
-        })
-        _say(f"wrote {len(records)} snapshots and summary.json to {out}")
+        print(tally.compare_line(args.compare.text, args.compare_tol), flush=True)
+    print(text, flush=True)
     session.close()
+    summary = None
+    if out is not None:
+        summary = _write_summary(out, session, info, generated, text, tally, seconds,
+                                 stopped=interrupted or failed is not None, error=failed,
+                                 compare=args.compare.text if args.compare else None)
+    if failed is not None:
+        raise InputError(f"{failed}; stopped after {tally.rounds} rounds"
+                         + ("" if summary or out is None else " (summary.json not written either)"))
+    if interrupted:
+        _say(f"probe: interrupted after {tally.rounds} rounds"
+             + (f"; {summary} records them, marked interrupted" if summary else ""))
+        return EXIT_INTERRUPTED
     return 0
 
 
-def compare_total(records, spec: str) -> str:
-    diverged = [r for r in records if r.compare.first_divergent]
-    line = (f"--- reference {spec}: mean accepted "
-            f"{_mean([r.compare.accepted for r in records]):.2f}; diverges beyond "
-            f"{records[0].compare.tolerance if records else 0:g} in {len(diverged)} of "
-            f"{len(records)} rounds")
-    if diverged:
-        line += f", first in round {diverged[0].round} at {diverged[0].compare.first_divergent.where}"
-    return line
+def _step(session, out: Optional[Path], rounds: Optional[int], npz: bool, tally: Tally) -> None:
+    """Write each round, count it, print its line, then let it go: a printed round is on
+    disk. A ctrl-c while a round is being written finishes that write first."""
+    for record in session.run(rounds):
+        if out is not None:
+            try:
+                _export(out, record, session.info, npz)
+            except KeyboardInterrupt:
+                _export(out, record, session.info, npz)
+                tally.add(record)
+                raise
+        tally.add(record)
+        print(round_line(record), flush=True)
 
 
-def compare_summary(records, spec: str) -> dict:
-    accepted = [r.compare.accepted for r in records]
-    return {
-        "compare": spec,
-        "compare_accepted_per_round": accepted,
-        "compare_mean_accepted": _mean(accepted),
-        "compare_first_divergent": next(
-            ({"round": r.round, **encode(r.compare.first_divergent)}
-             for r in records if r.compare.first_divergent), None),
+def _write_summary(out: Path, session, info, generated, text, tally: Tally, seconds: float,
+                   stopped: bool, error: Optional[str], compare: Optional[str]) -> Optional[Path]:
+    """summary.json for the rounds done; after a failed write it may fail too (None)."""
+    path = out / "summary.json"
+    summary = {
+        "schema": SUMMARY_SCHEMA,
+        "session": session_json(info),
+        "tokens": generated,
+        "text": text,
+        "rounds": tally.rounds,
+        "accepted_per_round": tally.accepted,
+        "committed_per_round": tally.committed,
+        "mean_accepted": tally.mean_accepted,
+        "finish_reason": session.finished,
+        "first_nonfinite": tally.first_nonfinite,
+        "seconds": seconds,
+        "interrupted": stopped,
+        **(tally.compare_summary(compare) if compare else {}),
     }
-
-
-def _mean(values) -> float:
-    return sum(values) / len(values) if values else 0.0
+    if error is not None:
+        summary["error"] = error
+    try:
+        with writing(path):
+            write_json(path, summary)
+    except InputError:
+        if error is None:
+            raise
+        return None
+    _say(f"wrote {tally.rounds} snapshots and summary.json to {out}")
+    return path

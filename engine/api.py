@@ -16,6 +16,7 @@ from .compare import Reference, load_reference
 from .compare_spec import DEFAULT_TOLERANCE, CompareSpec, check_tolerance, parse_spec
 from .drafter import DraftModel
 from .errors import InputError, ParameterError
+from .paths import check_target_path, resolve_drafter_dir
 from .session import Session, SessionOptions
 from .target import DTYPES, Target, encode_prompt, load_target
 
@@ -47,23 +48,13 @@ class Pair:
         """A session on `prompt` (through the chat template when `chat`, by default when the
         tokenizer has one), prefilled unless `prefill=False`."""
         ids = encode_prompt(self.target.tokenizer, prompt, chat)
+        self.target.check_prompt(len(ids))
         session = Session(self, ids, options=options, prompt_text=prompt)
+        self.target.check_block(session.gamma)
         if prefill:
             progress(f"prefill: {len(ids)} prompt tokens")
             session.prefill()
         return session
-
-
-def resolve_drafter_dir(model: Path, draft: Optional[str | Path]) -> Path:
-    if draft is not None:
-        return Path(draft).expanduser()
-    if model.is_dir() and (model / "draft").is_dir():
-        return model / "draft"
-    raise ParameterError(
-        "draft", None,
-        f"no drafter given and no {model / 'draft' if model.is_dir() else 'draft/ directory'} "
-        f"beside {model}",
-    )
 
 
 def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: str = "float32",
@@ -81,10 +72,10 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
         compare = parse_spec(compare)
     if compare is not None:
         compare_tol = check_tolerance(DEFAULT_TOLERANCE if compare_tol is None else compare_tol)
-    draft_dir = resolve_drafter_dir(model, draft) if model.exists() else None
+    check_target_path(model)
+    draft_dir = resolve_drafter_dir(model, draft)
     progress(f"loading target {model}")
     target = load_target(model, dtype, keep_quantized=keep_quantized)
-    draft_dir = draft_dir or resolve_drafter_dir(model, draft)
     progress(f"loading drafter {draft_dir}")
     drafter = load_drafter(draft_dir, DTYPES[dtype])
     reference = None

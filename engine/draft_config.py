@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config_fields import check_field_types
 from .errors import InputError
 
 DFLASH = "DFlashDraftModel"
@@ -127,6 +128,7 @@ def read_config(path: Path) -> DraftConfig:
 
 
 def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig:
+    check_field_types(raw, where)
     dflash = raw.get("dflash_config") or {}
     if not isinstance(dflash, dict):
         raise InputError(f"{where}: dflash_config must be an object")

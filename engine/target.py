@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from mlx.utils import tree_map, tree_map_with_path
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from .errors import InputError, ParameterError
+from .paths import check_target_path
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 VISION_MARKERS = ("vision_tower", "visual.", "vision_model", "multi_modal_projector")
@@ -168,6 +170,30 @@ class Target:
             self.reference_capture = mx.concatenate(references, axis=1)
         return logits[0, -1], mx.concatenate(captures, axis=1)
 
+    # ---- context ---------------------------------------------------------------------------
+
+    @property
+    def context_length(self) -> Optional[int]:
+        """Positions the target declares it handles, or None where its config is silent."""
+        return declared_context(self.spec.config)
+
+    def check_prompt(self, tokens: int, what: str = "the prompt") -> None:
+        """Refuse a prompt longer than the target's context (positions past it are ones the
+        target never saw in training: the decode would run and mean nothing)."""
+        limit = self.context_length
+        if limit is not None and tokens > limit:
+            raise InputError(f"{what} is {tokens} tokens; the target {self.spec.path} has a "
+                             f"context of {limit} tokens")
+
+    def check_block(self, gamma: int) -> None:
+        """Refuse a block the target could never verify in one forward (it would also be a
+        list of that many mask tokens per round: a corrupted block_size must not allocate
+        billions)."""
+        limit = self.context_length
+        if limit is not None and gamma + 1 > limit:
+            raise InputError(f"a block of {gamma} proposals ({gamma + 1} positions) exceeds the "
+                             f"target's context of {limit} tokens (propose fewer per round)")
+
     # ---- cache ---------------------------------------------------------------------------
 
     def make_cache(self) -> list:
@@ -223,6 +249,23 @@ def _copy_fields(obj) -> dict:
     return tree_map(lambda x: mx.array(x) if isinstance(x, mx.array) else x, dict(fields))
 
 
+def declared_context(config: dict) -> Optional[int]:
+    """max_position_embeddings (nested under text_config for multimodal-style configs),
+    stretched by a rope_scaling that extends the context (yarn, linear, dynamic: factor times
+    the original length; llama3-style scaling already states the extended length)."""
+    config = {**config.get("text_config", {}), **config} if isinstance(config.get("text_config"), dict) else config
+    limit = config.get("max_position_embeddings")
+    if not isinstance(limit, int) or limit <= 0:
+        return None
+    scaling = config.get("rope_scaling") or {}
+    kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
+    factor = scaling.get("factor") if isinstance(scaling, dict) else None
+    if kind in ("yarn", "linear", "dynamic") and isinstance(factor, (int, float)) and factor > 1:
+        original = scaling.get("original_max_position_embeddings")
+        limit = max(limit, int((original if isinstance(original, int) else limit) * factor))
+    return limit
+
+
 def backend() -> str:
     return "gpu" if mx.default_device() == mx.gpu else "cpu"
 
@@ -265,11 +308,8 @@ def load_target(path: str | Path, dtype: str = "float32", keep_quantized: bool =
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
     mx_dtype = DTYPES[dtype]
-    if not path.exists():
-        raise InputError(f"{path}: no such file or directory (expected a model directory or .gguf file)")
+    check_target_path(path)
     if path.is_file():
-        if path.suffix.lower() != ".gguf":
-            raise InputError(f"{path}: a target is an mlx-lm model directory or a .gguf file")
         from .gguf import gguf_tokenizer, load_gguf_model
         from mlx_lm.tokenizer_utils import TokenizerWrapper
 
@@ -289,13 +329,16 @@ def _load_mlx_lm_dir(path: Path):
     config_path = path / "config.json"
     try:
         config = json.loads(config_path.read_text())
-    except FileNotFoundError:
-        raise InputError(
-            f"{config_path}: missing (a target directory needs config.json, model*.safetensors "
-            "and tokenizer files, as mlx-lm writes them)"
-        ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InputError(f"{config_path}: unreadable ({error})") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{config_path}: expected a JSON object of model settings")
+    if "model_type" not in config:
+        raise InputError(f"{config_path}: missing required field 'model_type' (mlx-lm picks the "
+                         "architecture by it, e.g. \"llama\")")
+    if not isinstance(config["model_type"], str):
+        raise InputError(f"{config_path}: model_type = {config['model_type']!r}; expected a "
+                         "string such as \"llama\"")
     weights = sorted(path.glob("model*.safetensors"))
     if not weights:
         raise InputError(f"{path}: no model*.safetensors weights found")
@@ -310,8 +353,10 @@ def _load_mlx_lm_dir(path: Path):
 
     try:
         model, config = load_model(path)
+    except TypeError as error:  # the architecture's ModelArgs was called without a field
+        raise InputError(_args_error(config_path, config["model_type"], error)) from None
     except (ValueError, RuntimeError, KeyError, OSError) as error:
-        raise InputError(f"{path}: mlx-lm cannot build this model ({str(error).splitlines()[0]})") from None
+        raise InputError(f"{path}: mlx-lm cannot build this model ({_first_line(error)})") from None
     try:
         tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
     except Exception as error:  # transformers raises OSError/ValueError/EnvironmentError
@@ -322,6 +367,26 @@ def _load_mlx_lm_dir(path: Path):
         ) from None
     kind = config.get("model_type", "unknown")
     return model, tokenizer, TargetSpec(path, kind, config)
+
+
+_MISSING_ARGS = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.*)")
+
+
+def _args_error(config_path: Path, model_type: str, error: TypeError) -> str:
+    """mlx-lm builds each architecture's settings as ModelArgs(**config): a field the
+    config lacks is a TypeError naming the argument. Say which field, of which file."""
+    found = _MISSING_ARGS.search(str(error))
+    if found:
+        names = re.findall(r"'(\w+)'", found.group(1))
+        fields = ", ".join(repr(n) for n in names)
+        return (f"{config_path}: missing required field{'s' if len(names) > 1 else ''} {fields} "
+                f"(mlx-lm's {model_type} model needs it)")
+    return f"{config_path}: mlx-lm cannot build a {model_type} model from it ({_first_line(error)})"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else error.__class__.__name__
 
 
 def encode_prompt(tokenizer, prompt: str, chat: Optional[bool]) -> list[int]:

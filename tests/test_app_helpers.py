@@ -151,7 +151,7 @@ def test_replay_load_splits_sessions_and_skips_a_torn_line(recorded, tmp_path):
     (None, "no such trace"),
     ("", "not a dflash-tui trace"),
     ("hello\n", "not a dflash-tui trace"),
-    ('{"schema": "dflash-tui/trace@1", "session": {}}\n', "damaged trace line"),
+    ('{"schema": "dflash-tui/trace@1", "session": {}}\n', "is damaged"),
     ("header only", "no complete round"),
 ])
 def test_replay_load_refuses_what_is_not_a_trace(recorded, tmp_path, content, message):

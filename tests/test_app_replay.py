@@ -204,7 +204,7 @@ def test_replay_play_stops_at_a_nonfinite_breakpoint(make_pair, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["replay", "{tmp}/missing.jsonl"], "no such trace"),
-    (["{tmp}/no-model"], "no such model directory"),
+    (["{tmp}/no-model"], "no such file or directory"),
     (["{target}", "--draft", "{tmp}/no-drafter"], "no such drafter directory"),
     (["{target}", "--block", "0"], "--block 0"),
     (["{target}", "--max-tokens", "0"], "--max-tokens 0"),

@@ -14,6 +14,8 @@ from typing import Optional
 
 from .. import sample
 from ..engine.errors import InputError
+from ..engine.paths import check_target_path, resolve_drafter_dir
+from ..outputs import append_file, output_dir
 from .engine_thread import Launch
 
 ENGINE_GRACE = 0.3  # seconds an idle engine thread gets to close its session on quit
@@ -21,41 +23,33 @@ UI_SWITCH_INTERVAL = 0.001  # seconds (sys.setswitchinterval)
 
 
 def launch_from_args(args) -> Launch:
+    """Flag ranges were checked when parsing (flag_ranges); paths and outputs are checked
+    here, with the same functions the loaders and headless commands use."""
     model, draft = sample.resolve(args.model, args.draft)
     model = model.expanduser()
-    if not model.exists():
-        raise InputError(f"{model}: no such model directory or .gguf file")
+    check_target_path(model)
     if draft is not None:
         draft = draft.expanduser()
         if not draft.is_dir():
             raise InputError(f"{draft}: no such drafter directory")
-    elif not (model.is_dir() and (model / "draft").is_dir()):
-        raise InputError(f"{model}: no drafter given and no draft/ directory beside it "
-                         "(pass --draft DIR)")
-    if args.block is not None and args.block < 1:
-        raise InputError(f"--block {args.block}: expected at least 1 proposal per round")
-    if args.temperature < 0:
-        raise InputError(f"--temperature {args.temperature}: expected 0 or more")
-    if args.max_tokens < 1:
-        raise InputError(f"--max-tokens {args.max_tokens}: expected at least 1")
+    draft = resolve_drafter_dir(model, draft)
     prompt = args.prompt_text if args.prompt_text is not None else sample.DEFAULT_PROMPT
     if not prompt.strip():
         raise InputError("the prompt is empty (give --prompt TEXT or --prompt-file F)")
-    trace = Path(args.trace).expanduser() if args.trace else None
-    if trace is not None and trace.is_dir():
-        raise InputError(f"--trace {trace}: is a directory (expected a file to append to)")
-    export_dir = Path(args.export_dir).expanduser()
-    if export_dir.exists() and not export_dir.is_dir():
-        raise InputError(f"--export-dir {export_dir}: exists and is not a directory")
     return Launch(
         model=model, draft=draft, prompt=prompt, chat=args.chat, dtype=args.dtype,
         keep_quantized=args.keep_quantized, layer_offset=args.layer_offset, gamma=args.block,
-        temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens, trace=trace,
+        temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens,
+        trace=append_file("--trace", args.trace),
     )
 
 
 def run_app(args) -> int:
-    return run_live(launch_from_args(args), export_dir=Path(args.export_dir).expanduser())
+    launch = launch_from_args(args)
+    # A folder the user named is checked now; the default one only matters if `x` is used,
+    # and a failed export there is reported in the app (a read-only cwd must not stop it).
+    given = {} if args.export_dir is None else {"export_dir": output_dir("--export-dir", args.export_dir)}
+    return run_live(launch, **given)
 
 
 def run_live(launch: Launch, **app_options) -> Optional[int]:

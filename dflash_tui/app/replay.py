@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..engine.errors import InputError
-from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
+from ..engine.records import STAGE_ORDER, PrefillRecord, RoundRecord, SessionInfo
 from ..snapshot import (
     SNAPSHOT_SCHEMA, TRACE_SCHEMA, prefill_from_json, round_from_json, session_from_json,
 )
@@ -42,58 +42,81 @@ def load(path: Path) -> Loaded:
     if not path.exists():
         raise InputError(f"{path}: no such trace or snapshot")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: unreadable ({error})") from None
-    whole = _json_or_none(text)
+        data = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"{path}: unreadable ({error.strerror or error})") from None
+    whole = _json_or_none(data)
     if isinstance(whole, dict) and whole.get("schema") == SNAPSHOT_SCHEMA:
         return Loaded(path, (_snapshot_session([whole], path),))
-    return _load_trace(path, text)
+    return _load_trace(path, data)
 
 
-def _json_or_none(text: str):
+def _json_or_none(data: bytes):
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, ValueError):
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):  # JSONDecodeError is a ValueError
         return None
 
 
-def _load_trace(path: Path, text: str) -> Loaded:
+def _load_trace(path: Path, data: bytes) -> Loaded:
+    """Every readable session. A damaged line (a torn last line after a crash, bytes
+    overwritten on disk, a field that no longer parses) is skipped and counted, wherever
+    it is; a round whose number does not follow the one before starts a new session, so a
+    damaged header never merges two sessions."""
     sessions: list[Recording] = []
     info, prefill, rounds = None, None, []
-    skipped, seen_any = 0, False
-    for number, line in enumerate(text.splitlines(), 1):
+    skipped, ours = 0, False
+
+    def close_session() -> None:
+        if info is not None or rounds:
+            sessions.append(Recording(info, prefill, tuple(rounds)))
+
+    for line in data.splitlines():
         if not line.strip():
             continue
         obj = _json_or_none(line)
-        if not isinstance(obj, dict):
-            skipped += 1
-            continue
-        schema = obj.get("schema")
+        schema = obj.get("schema") if isinstance(obj, dict) else None
+        ours = ours or schema in (TRACE_SCHEMA, SNAPSHOT_SCHEMA)
         try:
             if schema == TRACE_SCHEMA:
-                if info is not None or rounds:
-                    sessions.append(Recording(info, prefill, tuple(rounds)))
-                info = session_from_json(obj["session"])
-                prefill = _prefill(obj.get("prefill"), info)
-                rounds = []
-                seen_any = True
+                header = session_from_json(obj["session"])
+                close_session()
+                info, prefill, rounds = header, _prefill(obj.get("prefill"), header), []
             elif schema == SNAPSHOT_SCHEMA:
-                rounds.append(round_from_json(obj))
-                seen_any = True
+                record = round_from_json(obj)
+                if not _well_formed(record):
+                    raise TypeError("round fields of the wrong type or stages out of order")
+                if rounds and record.round <= rounds[-1].round:
+                    close_session()
+                    info, prefill, rounds = None, None, []
+                rounds.append(record)
             else:
                 skipped += 1
-        except (KeyError, TypeError, ValueError) as error:
-            raise InputError(f"{path}:{number}: damaged trace line "
-                             f"({type(error).__name__}: {_short(error)})") from None
-    if info is not None or rounds:
-        sessions.append(Recording(info, prefill, tuple(rounds)))
-    if not seen_any:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            skipped += 1
+    close_session()
+    readable = tuple(s for s in sessions if s.rounds)
+    if readable:
+        return Loaded(path, readable, skipped)
+    if not ours:
         raise InputError(f"{path}: not a dflash-tui trace (expected JSON lines with schema "
                          f"{TRACE_SCHEMA} / {SNAPSHOT_SCHEMA})")
-    if not any(s.rounds for s in sessions):
-        raise InputError(f"{path}: the trace holds no complete round yet")
-    return Loaded(path, tuple(s for s in sessions if s.rounds), skipped)
+    if sessions:
+        raise InputError(f"{path}: the trace holds no complete round yet"
+                         + (f" ({_lines(skipped)} damaged, skipped)" if skipped else ""))
+    raise InputError(f"{path}: every dflash-tui line of this trace is damaged "
+                     f"({_lines(skipped)} skipped)")
+
+
+def _well_formed(record: RoundRecord) -> bool:
+    """Stages that ran in the engine's order (the codec has already checked every field's
+    type: a line damaged in place can parse as JSON and still hold nonsense)."""
+    stages = tuple(s.stage for s in record.stages)
+    return bool(stages) and stages == STAGE_ORDER[: len(stages)]
+
+
+def _lines(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
 
 
 def _load_directory(path: Path) -> Loaded:
@@ -102,7 +125,10 @@ def _load_directory(path: Path) -> Loaded:
         raise InputError(f"{path}: no round-NNNN.json snapshots in this directory")
     objs = []
     for file in files:
-        obj = _json_or_none(file.read_text(encoding="utf-8"))
+        try:
+            obj = _json_or_none(file.read_bytes())
+        except OSError as error:
+            raise InputError(f"{file}: unreadable ({error.strerror or error})") from None
         if not isinstance(obj, dict) or obj.get("schema") != SNAPSHOT_SCHEMA:
             raise InputError(f"{file}: not a dflash-tui snapshot (schema {SNAPSHOT_SCHEMA})")
         objs.append(obj)

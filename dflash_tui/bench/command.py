@@ -7,7 +7,6 @@ the CLI as one line); 130 interrupted (the finished prompts are still printed an
 
 from __future__ import annotations
 
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from .. import sample
 from ..engine.api import load_pair
 from ..engine.errors import InputError
 from ..engine.files import write_atomic, write_json_atomic
+from ..outputs import output_file, writing
 from .compare import render as render_compare
 from .export import to_csv, to_json
 from .progress import LineProgress, RichProgress
@@ -41,26 +41,8 @@ def parse_blocks(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(blocks)))
 
 
-def _check_output(flag: str, value: Optional[str]) -> Optional[Path]:
-    """Refuse an output path that cannot be written before spending any time decoding."""
-    if value is None:
-        return None
-    path = Path(value).expanduser()
-    if path.is_dir():
-        raise InputError(f"{flag} {path}: is a directory (expected a file name)")
-    parent = path.parent
-    if not parent.is_dir():
-        raise InputError(f"{flag} {path}: directory {parent} does not exist")
-    return path
-
-
 def settings_from(args) -> Settings:
-    if args.max_tokens < 1:
-        raise InputError(f"--max-tokens {args.max_tokens}: expected at least 1")
-    if args.limit is not None and args.limit < 1:
-        raise InputError(f"--limit {args.limit}: expected at least 1 prompt per workload")
-    if not math.isfinite(args.temperature) or args.temperature < 0:
-        raise InputError(f"--temperature {args.temperature}: expected 0 (greedy) or more")
+    """Flag ranges were checked when parsing (flag_ranges); here, what they mean together."""
     oracle = bool(getattr(args, "oracle", False))
     if oracle and args.temperature > 0:
         raise InputError("--oracle forces the target's greedy continuation; it needs "
@@ -96,8 +78,8 @@ def equivalent_command(model: Path, draft: Optional[Path], prompts: Path, args,
 
 def run(args) -> int:
     settings = settings_from(args)
-    json_path = _check_output("--json", args.json)
-    csv_path = _check_output("--csv", args.csv)
+    json_path = output_file("--json", args.json)
+    csv_path = output_file("--csv", args.csv)
     prompts_dir = Path(args.prompts).expanduser() if args.prompts else sample.PROMPTS_DIR
     workloads = load_workloads(prompts_dir, args.limit)
     model, draft = sample.resolve(args.model, args.draft)
@@ -137,10 +119,12 @@ def _finish(out: Console, err: Console, result: BenchResult, target, json_path, 
             out.print(render_compare(result))
     out.print(f"wall time {result.wall_s:.1f} s", style="dim")
     if json_path is not None:
-        write_json_atomic(json_path, to_json(result, command=command, prompts_dir=str(prompts_dir),
-                                      limit=args.limit, decode=target.tokenizer.decode))
+        with writing(json_path):
+            write_json_atomic(json_path, to_json(result, command=command, prompts_dir=str(prompts_dir),
+                                                 limit=args.limit, decode=target.tokenizer.decode))
         err.print(f"bench: wrote {json_path}")
     if csv_path is not None:
-        write_atomic(csv_path, to_csv(result))
+        with writing(csv_path):
+            write_atomic(csv_path, to_csv(result))
         err.print(f"bench: wrote {csv_path}")
     return EXIT_DIVERGED if result.lossless is False else 0

@@ -142,6 +142,7 @@ class BenchRunner:
         t0 = time.perf_counter()
         s = self.settings
         prompts = [p for w in self.result.workloads for p in w.prompts]
+        self._check_inputs(prompts)
         self.progress.start(len(prompts) * (1 + len(s.blocks)) * s.max_tokens)
         try:
             if s.warm_up and prompts:
@@ -152,6 +153,13 @@ class BenchRunner:
         finally:
             self.result.wall_s = time.perf_counter() - t0
         return self.result
+
+    def _check_inputs(self, prompts: Sequence[Prompt]) -> None:
+        """Every prompt and block fits the target's context, before the first run."""
+        self.target.check_block(max(self.settings.blocks))
+        for prompt in prompts:
+            ids = encode_prompt(self.target.tokenizer, prompt.text, self.settings.chat)
+            self.target.check_prompt(len(ids), str(prompt.path))
 
     def _options(self, block: int, max_tokens: int, proposer: Optional[Proposer]) -> SessionOptions:
         s = self.settings

@@ -1,0 +1,105 @@
+"""The JSON type of every field a drafter's config.json may hold, checked before any is read.
+
+A hand-edited or corrupted config can hold null, a string or a list where a count belongs;
+read as it is, that ends in a TypeError deep in the model (a property-based test over
+config fields found a dozen such paths). Each present field is checked against its kind
+here, and refused in one line naming the field, its value and what was expected. Missing
+fields and the relations between fields are draft_config's business.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .errors import InputError
+
+# Far above any drafter (Z Lab's have 1 to 8 layers): a corrupted count must not make the
+# loader build per-layer tables billions long before the weights show it wrong.
+MAX_LAYERS = 1024
+MAX_DIM = 2**31 - 1  # MLX array dimensions are int32
+
+
+@dataclass(frozen=True)
+class Kind:
+    holds: Callable[[Any], bool]
+    expected: str
+
+
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _or_null(kind: Kind) -> Kind:
+    return Kind(lambda v: v is None or kind.holds(v), kind.expected + " or null")
+
+
+DIM = Kind(lambda v: _int(v) and 1 <= v <= MAX_DIM, f"a whole number from 1 to {MAX_DIM}")
+LAYERS = Kind(lambda v: _int(v) and 1 <= v <= MAX_LAYERS, f"a whole number from 1 to {MAX_LAYERS}")
+INT = Kind(_int, "a whole number")  # ranges that depend on the target: session.check_pair
+NUMBER = Kind(_number, "a finite number")
+OBJECT = Kind(lambda v: isinstance(v, dict), "an object")
+STRINGS = Kind(lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v),
+               "a list of strings")
+INTS = Kind(lambda v: isinstance(v, list) and all(_int(i) for i in v), "a list of whole numbers")
+FLAG = Kind(lambda v: isinstance(v, bool), "true or false")
+
+TOP_LEVEL = {
+    "architectures": STRINGS,
+    "hidden_size": DIM,
+    "num_hidden_layers": LAYERS,
+    "num_attention_heads": DIM,
+    "num_key_value_heads": DIM,
+    "head_dim": DIM,
+    "intermediate_size": DIM,
+    "vocab_size": DIM,
+    "rms_norm_eps": NUMBER,
+    "rope_theta": NUMBER,
+    "rope_parameters": _or_null(OBJECT),
+    "rope_scaling": _or_null(OBJECT),
+    "max_position_embeddings": DIM,
+    "num_target_layers": LAYERS,
+    "layer_types": _or_null(STRINGS),
+    "sliding_window": _or_null(DIM),
+    "block_size": DIM,
+    "is_causal": _or_null(FLAG),
+    "final_logit_softcapping": _or_null(NUMBER),
+    "dflash_config": _or_null(OBJECT),
+}
+DFLASH_CONFIG = {
+    "target_layer_ids": INTS,
+    "mask_token_id": INT,
+    "block_size": DIM,
+    "conv_kernel_size": DIM,
+    "conv_group_size": DIM,
+    "selector_rank": DIM,
+    "selector_top_k": DIM,
+    "input_embedding_scale": NUMBER,
+    "output_multiplier": NUMBER,
+    "final_logit_softcapping": _or_null(NUMBER),
+}
+
+
+def check_field_types(raw: dict, where: str) -> None:
+    """Refuse the first present field whose value is not of its kind."""
+    _check(raw, TOP_LEVEL, "", where)
+    dflash = raw.get("dflash_config")
+    if isinstance(dflash, dict):
+        _check(dflash, DFLASH_CONFIG, "dflash_config.", where)
+
+
+def _check(fields: dict, kinds: dict[str, Kind], prefix: str, where: str) -> None:
+    for name, kind in kinds.items():
+        if name in fields and not kind.holds(fields[name]):
+            raise InputError(f"{where}: {prefix}{name} = {_short(fields[name])}; expected "
+                             f"{kind.expected}")
+
+
+def _short(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,52 @@
+"""A damaged trace replays what is readable: every damaged line is skipped and counted,
+whatever the damage (bytes that are not text, JSON that no longer parses, a field of the
+wrong type), and sessions never merge when a header is the damaged line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_app_helpers import recorded  # noqa: F401  (a three-round trace of a real session)
+
+from dflash_tui.app.replay import load
+
+
+def _lines(recorded):
+    path, _ = recorded
+    return path.read_bytes().splitlines(keepends=True)  # header, round 0, round 1, round 2
+
+
+def _damage(line: bytes, how: str) -> bytes:
+    middle = len(line) // 2
+    if how == "random bytes":  # not UTF-8: the whole trace used to be refused
+        return line[:middle] + bytes(range(0x80, 0x100, 3)) + line[middle + 43:]
+    if how == "torn JSON":
+        return line[:middle] + b"\n"
+    obj = json.loads(line)
+    obj["state"] = ["not", "a", "mapping"]  # valid JSON, our schema, a damaged field
+    return json.dumps(obj).encode() + b"\n"
+
+
+@pytest.mark.parametrize("how", ["random bytes", "torn JSON", "damaged field"])
+def test_a_damaged_round_in_the_middle_is_skipped_and_counted(recorded, tmp_path, how):
+    header, *rounds = _lines(recorded)
+    path = tmp_path / "damaged.jsonl"
+    path.write_bytes(header + rounds[0] + _damage(rounds[1], how) + rounds[2])
+    loaded = load(path)
+    assert loaded.skipped == 1
+    [session] = loaded.sessions
+    assert [r.round for r in session.rounds] == [0, 2]
+    assert session.info is not None and session.info.prompt == "The quick brown fox"
+
+
+def test_a_damaged_header_does_not_merge_two_sessions(recorded, tmp_path):
+    header, *rounds = _lines(recorded)
+    path = tmp_path / "two.jsonl"
+    # a restarted session appends a second header; here that header is damaged
+    path.write_bytes(header + b"".join(rounds) + _damage(header, "random bytes") + rounds[0] + rounds[1])
+    loaded = load(path)
+    assert loaded.skipped == 1
+    assert [[r.round for r in s.rounds] for s in loaded.sessions] == [[0, 1, 2], [0, 1]]
+    assert loaded.sessions[1].info is None  # its header is gone: said, not borrowed

@@ -1,0 +1,96 @@
+"""Targets are loaded strictly: a path that is not a model, a config.json missing a field
+the architecture needs, a prompt longer than the target's context. One line each, in the
+CLI and on the TUI's error screen alike."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from one_line import refusal
+from test_engine_refusals import pair  # noqa: F401  (a private, breakable copy of the fixture pair)
+from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
+from test_app_helpers import launch, wait_for
+
+
+def _edit_config(target: Path, **changes) -> None:
+    config = json.loads((target / "config.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key)
+        else:
+            config[key] = value
+    (target / "config.json").write_text(json.dumps(config))
+
+
+def test_config_without_hidden_size_names_the_field(pair, capsys):
+    target, _ = pair
+    _edit_config(target, hidden_size=None)
+    refusal(capsys, ["probe", target, "--prompt", "Hi"],
+            str(target / "config.json"), "missing required field 'hidden_size'", "llama")
+
+
+def test_config_without_hidden_size_on_the_tui_error_screen(pair):
+    from dflash_tui.app.live import LiveApp
+
+    target, draft = pair
+    _edit_config(target, hidden_size=None)
+
+    async def scenario():
+        app = LiveApp(launch((target, draft)), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=(120, 35)) as pilot:
+            await wait_for(pilot, lambda: app.failure is not None, what="the refusal")
+            await pilot.press("q")
+        return app
+
+    app = asyncio.run(scenario())
+    message = app.failure.message
+    assert "missing required field 'hidden_size'" in message and "\n" not in message
+    assert "TypeError" not in message and not app.failure.detail  # an InputError, not a crash
+    assert app.return_code == 2
+
+
+@pytest.mark.parametrize("model", ["empty folder", "regular file"])
+@pytest.mark.parametrize("command", [[], ["probe"], ["bench"]])
+def test_a_model_path_that_is_no_model_says_so(tmp_path, capsys, monkeypatch, model, command):
+    monkeypatch.setattr("dflash_tui.app.main.run_live", lambda *a, **k: pytest.fail("app opened"))
+    if model == "empty folder":
+        path = tmp_path / "empty"
+        path.mkdir()
+        needle = "not a model directory"
+    else:
+        path = Path("/etc/passwd")
+        needle = "not a model"
+    line = refusal(capsys, [*command, path], str(path), needle)
+    assert "drafter" not in line
+
+
+@pytest.mark.parametrize("command", ["probe", "bench"])
+def test_a_prompt_longer_than_the_target_context_is_refused(pair, tmp_path, capsys, command):
+    target, _ = pair
+    _edit_config(target, max_position_embeddings=64)
+    text = " ".join(["The quick brown fox jumps over the lazy dog."] * 20)
+    if command == "probe":
+        argv = ["probe", target, "--prompt", text, "--raw"]
+    else:
+        (tmp_path / "prompts" / "prose").mkdir(parents=True)
+        (tmp_path / "prompts" / "prose" / "01.txt").write_text(text)
+        argv = ["bench", target, "--prompts", tmp_path / "prompts", "--raw", "--blocks", "2",
+                "--max-tokens", "2"]
+    from dflash_tui.engine.target import load_target
+
+    tokens = len(load_target(target).tokenizer.encode(text))
+    assert tokens > 64
+    line = refusal(capsys, argv, f"is {tokens} tokens", "context of 64 tokens", str(target))
+    if command == "bench":
+        assert "01.txt" in line  # which prompt file
+
+
+def test_a_block_wider_than_the_target_context_is_refused(pair, capsys):
+    target, _ = pair
+    _edit_config(target, max_position_embeddings=64)
+    refusal(capsys, ["probe", target, "--prompt", "Hi", "--block", "64"],
+            "a block of 64 proposals (65 positions)", "context of 64 tokens")
