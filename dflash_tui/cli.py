@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Optional
 
 from . import flag_ranges
-from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, check_tolerance, parse_spec
-from .engine.errors import InputError, ParameterError
+from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, parse_spec
+from .engine.errors import GroupError, InputError, ParameterError
 from .prompt_file import read_prompt_file
 
 COMMANDS = ("probe", "bench", "distill", "quantize", "replay")
@@ -27,7 +27,7 @@ COMMANDS = ("probe", "bench", "distill", "quantize", "replay")
 FLAGS = {
     "gamma": "--block", "dtype": "--dtype", "chat": "--chat", "prompt_ids": "--prompt",
     "draft": "--draft", "temperature": "--temperature", "seed": "--seed",
-    "max_tokens": "--max-tokens", "layer_offset": "--layer-offset",
+    "max_tokens": "--max-tokens", "layer_offset": "--layer-offset", "distributed": "--distributed",
     "compare": "--compare", "compare_tol": "--compare-tol",
 }
 
@@ -67,6 +67,9 @@ def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> 
     p.add_argument("--keep-quantized", action="store_true",
                    help="on the CPU, keep a quantized target quantized (default: dequantize "
                         "small ones, since MLX's CPU quantized matmul is slow)")
+    p.add_argument("--distributed", action="store_true",
+                   help="run on every rank of a group started by mlx.launch, the target "
+                        "sharded across them; rank 0 prints and writes (docs/DISTRIBUTED.md)")
 
 
 def add_compare_args(p: argparse.ArgumentParser) -> None:
@@ -85,9 +88,12 @@ def check_compare(args) -> None:
             raise InputError("--compare-tol: given without --compare")
         return
     args.compare = parse_spec(args.compare)
-    args.compare_tol = check_tolerance(
-        DEFAULT_TOLERANCE if args.compare_tol is None else args.compare_tol)
+    if args.compare_tol is None:  # its range is flag_ranges'
+        args.compare_tol = DEFAULT_TOLERANCE
     check_greedy(args.temperature)
+    if getattr(args, "distributed", False):
+        raise InputError("--compare: not with --distributed (the reference runs beside a "
+                         "decode on one process)")
 
 
 def add_decode_args(p: argparse.ArgumentParser, block_default=None) -> None:
@@ -208,8 +214,13 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         maybe_reexec_with_openblas()
         argv = sys.argv[1:]
+    mesh = None
     try:
         command, args = parse(argv)
+        if getattr(args, "distributed", False):
+            from .launched import join_group
+
+            mesh = args.mesh = join_group(args, app=command == "tui")
         if command == "probe":
             from .probe import run
         elif command == "bench":
@@ -224,10 +235,26 @@ def main(argv: Optional[list[str]] = None) -> int:
             from .app.main import run_app as run
         return int(run(args) or 0)
     except InputError as error:
-        print(f"dflash-tui: error: {user_message(error)}", file=sys.stderr)
-        return InputError.exit_code
+        return _fail(user_message(error), InputError.exit_code, mesh)
+    except GroupError as error:
+        return _fail(str(error), GroupError.exit_code, mesh)
+    except RuntimeError as error:
+        lost = mesh.lost_contact(error) if mesh is not None else None
+        if lost is None:
+            raise
+        return _fail(str(lost), GroupError.exit_code, mesh)
     except KeyboardInterrupt:
         print("dflash-tui: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 1
+
+
+def _fail(message: str, code: int, mesh) -> int:
+    """The one line a failed command leaves; in a group it names the rank, and reaches the
+    terminal even from a rank whose output is silenced (dflash_tui/launched.py)."""
+    if mesh is None:
+        print(f"dflash-tui: error: {message}", file=sys.stderr)
+    else:
+        print(f"dflash-tui: error: {mesh.who}: {message}", file=sys.__stderr__, flush=True)
+    return code

@@ -42,6 +42,8 @@ def round_line(record) -> str:
         line += f"  {record.rollback.kind} {record.rollback.rows}"
     if bad is not None:
         line += f"  FIRST NON-FINITE: {bad.where}"
+    if record.comm is not None:
+        line += f"  comm {record.comm.total_ms:.1f} ms"
     if record.compare is not None:
         line += compare_note(record.compare)
     return line
@@ -124,6 +126,12 @@ def _export(out: Path, record, info, npz: bool) -> None:
             raise
 
 
+def distributed_line(d) -> str:
+    return (f"target sharded over {d.world_size} ranks ({d.backend}, {d.sharding} parallel: "
+            f"{d.per_rank} per rank); {d.collectives_per_forward} all_sums per forward, "
+            f"{d.all_sum_us:.0f} us each (+{d.all_sum_us_per_row:.1f} us per row)")
+
+
 def run(args) -> int:
     model, draft = sample.resolve(args.model, args.draft)
     prompt = args.prompt_text if args.prompt_text is not None else sample.DEFAULT_PROMPT
@@ -139,12 +147,15 @@ def run(args) -> int:
         raise InputError("--force replaces an earlier run in --out DIR; give --out too")
     out = run_dir("--out", args.out, args.force) if args.out else None
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
-                     progress=_say, compare=args.compare, compare_tol=args.compare_tol)
+                     progress=_say, mesh=getattr(args, "mesh", None),
+                     compare=args.compare, compare_tol=args.compare_tol)
     session = pair.open(prompt, options=options, chat=args.chat, progress=_say)
     info = session.info
     _say(f"{info.drafter_kind} drafter ({info.drafter_layers} layers) on {info.target_kind} "
          f"target ({info.target_layers} layers), {info.dtype} on {info.backend}; "
          f"{session.gamma} proposals per round; rollback by {info.rollback_kind}")
+    if info.distributed is not None:
+        _say(distributed_line(info.distributed))
     for note in info.notes:
         _say(f"note: {note}")
     tally, interrupted, failed = Tally(), False, None

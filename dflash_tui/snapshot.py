@@ -23,16 +23,10 @@ TRACE_SCHEMA = "dflash-tui/trace@1"
 SUMMARY_SCHEMA = "dflash-tui/summary@1"
 
 
-# Keys added after snapshot@1 that are written only when set, so that files written before
-# them re-encode to the very same bytes (a reader gives a missing key its default).
-SESSION_WHEN_SET = ("drafter_quantization",)
-
-
 def session_json(info: SessionInfo) -> dict:
     out = encode(info)
-    for key in SESSION_WHEN_SET:
-        if out[key] is None:
-            del out[key]
+    if info.distributed is None:  # one process: the files stay as they were before ranks
+        del out["distributed"]
     return out
 
 
@@ -56,13 +50,15 @@ def round_json(record: RoundRecord, info: Optional[SessionInfo] = None) -> dict:
         "first_nonfinite": None if first is None else
             {"stage": first.stage, "layer": first.layer, "name": first.name},
         "selector": f["selector"],
-        # --compare only (written when set, as SESSION_WHEN_SET)
-        **({"compare": f["compare"]} if record.compare is not None else {}),
         "state": {"before": f["state_before"], "after": f["state_after"]},
         **keys("stages", "rollback"),
         "timings_ms": encode(record.timings_ms),
         **keys("committed_text", "finish_reason", "token_text"),
     }
+    if record.comm is not None:  # distributed runs only (docs/DISTRIBUTED.md)
+        out["comm"] = f["comm"]
+    if record.compare is not None:  # --compare only (docs/COMPARE.md)
+        out["compare"] = f["compare"]
     if info is not None:
         out["session"] = session_json(info)
     return out

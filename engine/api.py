@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .checkpoint import load_drafter
 from .compare import Reference, load_reference
@@ -19,6 +19,9 @@ from .errors import InputError, ParameterError
 from .paths import check_target_path, resolve_drafter_dir
 from .session import Session, SessionOptions
 from .target import DTYPES, Target, encode_prompt, load_target
+
+if TYPE_CHECKING:
+    from .distributed import Mesh
 
 Progress = Callable[[str], None]
 
@@ -35,6 +38,7 @@ class Pair:
     target: Target
     drafter: DraftModel
     draft_dir: Path
+    mesh: Optional["Mesh"] = None  # the group the target is sharded over (engine/distributed.py)
     reference: Optional[Reference] = None  # --compare: run beside the drafter every round
 
     @property
@@ -49,7 +53,12 @@ class Pair:
         tokenizer has one), prefilled unless `prefill=False`."""
         ids = encode_prompt(self.target.tokenizer, prompt, chat)
         self.target.check_prompt(len(ids))
-        session = Session(self, ids, options=options, prompt_text=prompt)
+        if self.mesh is None:
+            session = Session(self, ids, options=options, prompt_text=prompt)
+        else:  # every rank steps it; the ranks check they agree (engine/lockstep.py)
+            from .lockstep import LockstepSession
+
+            session = LockstepSession(self, ids, options=options, prompt_text=prompt)
         self.target.check_block(session.gamma)
         if prefill:
             progress(f"prefill: {len(ids)} prompt tokens")
@@ -59,12 +68,14 @@ class Pair:
 
 def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: str = "float32",
               keep_quantized: bool = False, progress: Progress = _quiet,
-              compare: Optional[str | CompareSpec] = None,
+              mesh: Optional["Mesh"] = None, compare: Optional[str | CompareSpec] = None,
               compare_tol: Optional[float] = None) -> Pair:
     """Load the target at `model` (an mlx-lm directory or a .gguf file) and its drafter
-    (`draft`, default `model/draft`), both cast to `dtype`; with `compare` (a SPEC,
-    engine/compare_spec.py), the reference drafter every session runs beside it, whose
-    buffers diverge beyond a relative error of `compare_tol` (default 0.01)."""
+    (`draft`, default `model/draft`), both cast to `dtype`. With `mesh` (a joined group,
+    engine/distributed.py) the target is sharded over its ranks and the drafter loaded whole
+    on each. With `compare` (a SPEC, engine/compare_spec.py), the reference drafter every
+    session runs beside it, whose buffers diverge beyond a relative error of `compare_tol`
+    (default 0.01)."""
     model = Path(model).expanduser()
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
@@ -72,17 +83,25 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
         compare = parse_spec(compare)
     if compare is not None:
         compare_tol = check_tolerance(DEFAULT_TOLERANCE if compare_tol is None else compare_tol)
+        if mesh is not None:
+            raise ParameterError("compare", compare.text,
+                                 "not with a target sharded over ranks (--distributed)")
     check_target_path(model)
     draft_dir = resolve_drafter_dir(model, draft)
-    progress(f"loading target {model}")
-    target = load_target(model, dtype, keep_quantized=keep_quantized)
+    if mesh is None:
+        progress(f"loading target {model}")
+        target = load_target(model, dtype, keep_quantized=keep_quantized)
+    else:
+        progress(f"loading target {model}, sharded over {mesh.size} ranks ({mesh.backend})")
+        target = load_target(model, dtype, keep_quantized=keep_quantized, shard=mesh.shard)
+        mesh.adopt(target)
     progress(f"loading drafter {draft_dir}")
     drafter = load_drafter(draft_dir, DTYPES[dtype])
     reference = None
     if compare is not None:
         progress(f"loading the reference configuration ({compare.text})")
         reference = load_reference(compare, drafter, draft_dir, dtype, compare_tol)
-    return Pair(target, drafter, draft_dir, reference)
+    return Pair(target, drafter, draft_dir, mesh, reference)
 
 
 __all__ = ["InputError", "Pair", "Progress", "load_pair", "resolve_drafter_dir"]

@@ -25,3 +25,13 @@ class ParameterError(InputError):
     def __init__(self, name: str, value: object, problem: str):
         self.name, self.value, self.problem = name, value, problem
         super().__init__(f"{name}={value!r}: {problem}")
+
+
+class GroupError(Exception):
+    """A distributed run that cannot go on: a rank ended or lost contact, or the ranks no
+    longer agree on what they committed. One line naming the rank, exit code 1."""
+
+    exit_code = 1
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))

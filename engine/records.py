@@ -232,6 +232,21 @@ class StageRecord:
 
 
 @dataclass(frozen=True)
+class CommTiming:
+    """A round's time in communication between ranks, when the target is sharded
+    (docs/DISTRIBUTED.md says how each part is measured)."""
+
+    lockstep_ms: float  # measured: the ranks comparing what they committed (waits for the slowest)
+    commands_ms: float = 0.0  # measured: rank 0 broadcasting the app's commands (the TUI)
+    target_collectives: int = 0  # the target's all_sums this round (counted from its sharded layers)
+    target_est_ms: float = 0.0  # estimated: those all_sums at the cost calibrated when loading
+
+    @property
+    def total_ms(self) -> float:
+        return self.lockstep_ms + self.commands_ms + self.target_est_ms
+
+
+@dataclass(frozen=True)
 class RoundRecord:
     """One round as far as it has run. Each stage returns a new one with more filled in:
     its part of STAGES (Selection, Verdict, Commitment), spread over these fields."""
@@ -257,6 +272,7 @@ class RoundRecord:
     finish_reason: Optional[str] = None  # "eos" | "length" once the session is done
     token_text: dict[int, str] = field(default_factory=dict)
     raw: Optional[dict[str, Any]] = None  # name -> numpy array, when raw buffers are kept
+    comm: Optional[CommTiming] = None  # distributed runs: the round's communication
     compare: Optional[Compare] = None  # --compare: the reference configuration, at commit
 
     @property
@@ -274,6 +290,19 @@ class RoundRecord:
 
     def text(self, token: Optional[int]) -> str:
         return "" if token is None else self.token_text.get(token, f"<{token}>")
+
+
+@dataclass(frozen=True)
+class DistributedInfo:
+    """How the target is spread over the ranks of an mlx.distributed group."""
+
+    backend: str  # "ring" | "nccl" | "mpi" | "jaccl"
+    world_size: int
+    sharding: str  # "tensor": mlx-lm's model.shard (every rank holds a slice of every layer)
+    per_rank: str  # what one rank holds, e.g. "heads 2/4, kv heads 1/2, ffn 64/128"
+    collectives_per_forward: int  # the target's all_sums in one forward pass
+    all_sum_us: float  # one all_sum of one token's hidden state, calibrated at load
+    all_sum_us_per_row: float  # and what each further row adds
 
 
 @dataclass(frozen=True)
@@ -304,6 +333,7 @@ class SessionInfo:
     max_tokens: int
     notes: tuple[str, ...] = ()  # warnings worth showing (e.g. block beyond training)
     drafter_quantization: Optional[str] = None  # e.g. "q4/g64"; None for a float drafter
+    distributed: Optional[DistributedInfo] = None  # None: one process holds the whole target
 
 
 @dataclass(frozen=True)

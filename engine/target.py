@@ -18,7 +18,7 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: paths only
 
@@ -303,7 +303,12 @@ def _maybe_dequantize(model: nn.Module, dtype: mx.Dtype, keep_quantized: bool) -
     return True
 
 
-def load_target(path: str | Path, dtype: str = "float32", keep_quantized: bool = False) -> Target:
+# Splits a freshly built model across ranks before its weights are read (engine/distributed.py).
+Shard = Callable[[nn.Module, dict, str], None]
+
+
+def load_target(path: str | Path, dtype: str = "float32", keep_quantized: bool = False,
+                shard: Optional[Shard] = None) -> Target:
     path = Path(path).expanduser()
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
@@ -317,15 +322,17 @@ def load_target(path: str | Path, dtype: str = "float32", keep_quantized: bool =
         tokenizer = TokenizerWrapper(gguf_tokenizer(path, metadata))
         spec = TargetSpec(path, "llama", config)
     else:
-        model, tokenizer, spec = _load_mlx_lm_dir(path)
+        model, tokenizer, spec = _load_mlx_lm_dir(path, lazy=shard is not None)
     dequantized = _maybe_dequantize(model, mx_dtype, keep_quantized)
+    if shard is not None:  # lazily loaded weights: each rank reads only its slices
+        shard(model, spec.config, str(path))
     _cast(model, mx_dtype)
     mx.eval(model.parameters())
     spec.config["dequantized_for_cpu"] = dequantized
     return Target(model, tokenizer, spec)
 
 
-def _load_mlx_lm_dir(path: Path):
+def _load_mlx_lm_dir(path: Path, lazy: bool = False):
     config_path = path / "config.json"
     try:
         config = json.loads(config_path.read_text())
@@ -352,7 +359,7 @@ def _load_mlx_lm_dir(path: Path):
     from mlx_lm.utils import load_model, load_tokenizer
 
     try:
-        model, config = load_model(path)
+        model, config = load_model(path, lazy=lazy)
     except TypeError as error:  # the architecture's ModelArgs was called without a field
         raise InputError(_args_error(config_path, config["model_type"], error)) from None
     except (ValueError, RuntimeError, KeyError, OSError) as error:

@@ -48,6 +48,10 @@ class HeaderPanel(Static):
         text.append(f" {info.drafter_layers}L H{info.drafter_hidden}{top_k} "
                     f"block {info.block_size}", style="green")
         text.append(f"  {info.dtype} · {info.backend}", style="yellow")
+        group = info.distributed
+        if group is not None:
+            text.append(f" · {group.backend} ×{group.world_size} {group.sharding}: "
+                        f"{group.per_rank}", style="yellow")
         if info.temperature > 0:
             text.append(f" · T={info.temperature:g}", style="yellow")
         return text
@@ -79,4 +83,11 @@ class HeaderPanel(Static):
                             + (1 if frame.prefill or frame.rounds else 0)))
         if record is not None and record.stage is not None:
             field("stage", record.stage, style="bold magenta")
+        timed = next((r for r in reversed(frame.rounds) if r.comm is not None), None)
+        if timed is not None and frame.show_timings:
+            # Distributed: the last round's communication, of its whole time (the stages hold
+            # the target's all_sums; the lockstep check and the commands come on top).
+            comm = timed.comm
+            whole = sum(timed.timings_ms.values()) + comm.lockstep_ms + comm.commands_ms
+            field("comm", f"{comm.total_ms:.0f} of {whole:.0f} ms")
         return text

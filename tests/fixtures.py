@@ -96,9 +96,10 @@ def write_quantized_llama_target(directory: Path, seed: int = 0, bits: int = 4) 
     return directory
 
 
-def write_qwen35_target(directory: Path, seed: int = 0, layers: int = 4) -> Path:
+def write_qwen35_target(directory: Path, seed: int = 0, layers: int = 4, tied: bool = True) -> Path:
     """A qwen3_5-style hybrid target: gated DeltaNet layers (recurrent state that cannot be
-    trimmed) interleaved with full attention, tied embeddings."""
+    trimmed) interleaved with full attention; tied embeddings unless `tied=False` (then an
+    lm_head of its own, which mlx-lm's shard splits by vocabulary)."""
     from mlx_lm.models import qwen3_5
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -109,14 +110,29 @@ def write_qwen35_target(directory: Path, seed: int = 0, layers: int = 4) -> Path
         "head_dim": 16, "rms_norm_eps": 1e-6, "vocab_size": vocab,
         "linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 16,
         "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "full_attention_interval": 2,
-        "tie_word_embeddings": True, "max_position_embeddings": 2048,
+        "tie_word_embeddings": tied, "max_position_embeddings": 2048,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
                             "partial_rotary_factor": 0.5},
     }
     mx.random.seed(seed)
     model = qwen3_5.Model(qwen3_5.ModelArgs.from_dict(config))
     _sharpen(model.language_model.model.embed_tokens, 4.0)
+    if not tied:
+        _sharpen(model.language_model.lm_head, 4.0)
     _save_model(model, directory, config)
+    return directory
+
+
+def write_mlx_lm_target(directory: Path, config: dict, seed: int = 0) -> Path:
+    """Any mlx-lm model class (`config["model_type"]` names its module) with random weights
+    and the fixture tokenizer: for targets the engine refuses."""
+    from importlib import import_module
+
+    directory.mkdir(parents=True, exist_ok=True)
+    config = {**config, "vocab_size": write_tokenizer(directory)}
+    module = import_module(f"mlx_lm.models.{config['model_type']}")
+    mx.random.seed(seed)
+    _save_model(module.Model(module.ModelArgs.from_dict(config)), directory, config)
     return directory
 
 
@@ -197,8 +213,9 @@ def write_pair(root: Path, target: str = "llama", drafter: str = "DFlash2DraftMo
     """A target directory with its drafter at target/draft (the default place)."""
     target_dir = root / f"{target}-target"
     if not (target_dir / "config.json").exists():
-        writer = write_llama_target if target == "llama" else write_qwen35_target
-        writer(target_dir, seed=seed)
+        writers = {"llama": write_llama_target, "qwen35": write_qwen35_target,
+                   "qwen35-untied": lambda d, seed: write_qwen35_target(d, seed, tied=False)}
+        writers[target](target_dir, seed=seed)
     facts = target_facts(target_dir)
     layer_ids = drafter_kwargs.pop("layer_ids", [1, 2, 3][: facts["layers"] - 1])
     config = zlab_config(drafter, vocab=facts["vocab"], target_layers=facts["layers"],

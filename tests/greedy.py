@@ -1,7 +1,9 @@
-"""The target's own greedy decode, computed independently of the engine through mlx-lm."""
+"""The target's own greedy decode, computed independently of the engine through mlx-lm, and
+forced proposals made from it."""
 
 from __future__ import annotations
 
+import random
 from functools import lru_cache
 
 import mlx.core as mx
@@ -28,3 +30,17 @@ def greedy_tokens(model, prompt_ids: list[int], max_tokens: int, eos_ids=()) -> 
         if token in eos_ids:
             break
     return out
+
+
+def noisy_oracle(expected: list[int], prompt_len: int, seed: int):
+    """Proposes the target's true continuation, with a wrong token at a random slot in most
+    rounds, so every accepted length 0..gamma (and so every rollback size) is exercised."""
+    rng = random.Random(seed)
+
+    def propose(tokens: list[int], gamma: int) -> list[int]:
+        done = len(tokens) - prompt_len
+        truth = (expected[done:] + [0] * gamma)[:gamma]
+        wrong_at = rng.randrange(gamma + 1)  # gamma: no wrong token this round
+        return [t if i != wrong_at else (t + 1) % 64 for i, t in enumerate(truth)]
+
+    return propose

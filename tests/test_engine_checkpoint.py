@@ -107,7 +107,7 @@ def test_a_tensor_in_two_files_is_refused(make_pair, tmp_path):
 def test_block_size_must_be_an_integer(make_pair, tmp_path, value):
     draft = _drafter_copy(make_pair, tmp_path,
                           edit_config=lambda c: c["dflash_config"].update(block_size=value))
-    _refused(draft, "block_size", repr(value), "not an integer")
+    _refused(draft, "block_size", repr(value), "expected a whole number")
 
 
 def test_a_block_beyond_the_drafters_positions_is_refused(make_pair, tmp_path):

@@ -7,12 +7,10 @@ tokens in float32, against a greedy decode computed independently by mlx-lm.
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from conftest import DRAFTERS, TARGETS
-from greedy import greedy_tokens, load_reference
+from greedy import greedy_tokens, load_reference, noisy_oracle
 
 from dflash_tui.engine import SessionOptions, load_pair
 
@@ -66,20 +64,6 @@ def test_drafter_decode_equals_target_greedy(loaded, reference_greedy, target_ki
     assert all(r.gamma <= gamma for r in rounds)
 
 
-def _noisy_oracle(expected: list[int], prompt_len: int, seed: int):
-    """Proposes the target's true continuation, with a wrong token at a random slot in most
-    rounds, so every accepted length 0..gamma (and so every rollback size) is exercised."""
-    rng = random.Random(seed)
-
-    def propose(tokens: list[int], gamma: int) -> list[int]:
-        done = len(tokens) - prompt_len
-        truth = (expected[done:] + [0] * gamma)[:gamma]
-        wrong_at = rng.randrange(gamma + 1)  # gamma: no wrong token this round
-        return [t if i != wrong_at else (t + 1) % 64 for i, t in enumerate(truth)]
-
-    return propose
-
-
 @pytest.mark.parametrize("target_kind", TARGETS)
 @pytest.mark.parametrize("gamma", [1, 2, 4, 7, 15])
 def test_every_rollback_size_stays_lossless(loaded, reference_greedy, target_kind, gamma):
@@ -88,7 +72,7 @@ def test_every_rollback_size_stays_lossless(loaded, reference_greedy, target_kin
     expected = reference_greedy(target_dir, probe.prompt_ids, probe.eos_ids)
     probe.close()
     _, session, rounds = _decode(loaded, target_kind, "DFlash2DraftModel", gamma,
-                                 proposer=_noisy_oracle(expected, len(probe.prompt_ids), gamma))
+                                 proposer=noisy_oracle(expected, len(probe.prompt_ids), gamma))
     assert session.generated == expected
     accepted = {r.accepted for r in rounds}
     assert len(accepted) > 1, "the noisy oracle should produce several accepted lengths"

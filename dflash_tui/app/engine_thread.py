@@ -46,6 +46,9 @@ class Launch:
     keep_raw: bool = False
     # SessionOptions.proposer: forced proposals for tests and what-if runs (see engine).
     proposer: Optional[Callable[[list[int], int], list[int]]] = None
+    # --distributed: the group (engine.distributed.Mesh) the target is sharded over; this
+    # thread then drives every rank's session (app/lockstep.py).
+    mesh: Optional[object] = None
 
 
 # ---- commands (app -> engine) ----------------------------------------------------------------
@@ -287,7 +290,12 @@ class EngineThread(threading.Thread):
         progress = lambda text: self.emit(Progress(text))  # noqa: E731
         if self._pair is None:
             self._pair = load_pair(launch.model, launch.draft, dtype=launch.dtype,
-                                   keep_quantized=launch.keep_quantized, progress=progress)
+                                   keep_quantized=launch.keep_quantized, progress=progress,
+                                   mesh=launch.mesh)
+            if launch.mesh is not None:
+                from .lockstep import Leader
+
+                self._pair = Leader(self._pair, launch.mesh)
         keep_raw = self.session.keep_raw if self.session is not None else launch.keep_raw
         options = SessionOptions(
             gamma=self.session.gamma if self.session is not None else launch.gamma,
@@ -340,6 +348,8 @@ class EngineThread(threading.Thread):
         self._close_trace()
         if self.session is not None:
             self.session.close()
+        if self.launch.mesh is not None and self._pair is not None:
+            self._pair.close()  # the other ranks leave too
 
 
 def _one_line(error: BaseException) -> str:

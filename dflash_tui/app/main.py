@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
 from .. import sample
-from ..engine.errors import InputError
+from ..engine.errors import GroupError, InputError
 from ..engine.paths import check_target_path, resolve_drafter_dir
 from ..outputs import append_file, output_dir
 from .engine_thread import Launch
 
 ENGINE_GRACE = 0.3  # seconds an idle engine thread gets to close its session on quit
+# --distributed: the other ranks are inside the same stage; rank 0 lets it end there and
+# tells them to quit, rather than leave them waiting for it (docs/DISTRIBUTED.md).
+GROUP_QUIT_GRACE = 60.0
 UI_SWITCH_INTERVAL = 0.001  # seconds (sys.setswitchinterval)
 
 
@@ -41,6 +45,7 @@ def launch_from_args(args) -> Launch:
         keep_quantized=args.keep_quantized, layer_offset=args.layer_offset, gamma=args.block,
         temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens,
         trace=append_file("--trace", args.trace),
+        mesh=getattr(args, "mesh", None),
     )
 
 
@@ -49,6 +54,10 @@ def run_app(args) -> int:
     # A folder the user named is checked now; the default one only matters if `x` is used,
     # and a failed export there is reported in the app (a read-only cwd must not stop it).
     given = {} if args.export_dir is None else {"export_dir": output_dir("--export-dir", args.export_dir)}
+    if launch.mesh is not None:
+        from .launched import run_group
+
+        return run_group(launch, **given)
     return run_live(launch, **given)
 
 
@@ -60,13 +69,25 @@ def run_live(launch: Launch, **app_options) -> Optional[int]:
     # to the UI thread within a millisecond when a key arrives (default: 5 ms).
     sys.setswitchinterval(UI_SWITCH_INTERVAL)
     app = LiveApp(launch, **app_options)
-    code = app.run()
-    failure = app.failure
-    if failure is not None:
-        print(f"dflash-tui: error: {failure.message}", file=sys.stderr)
-        if failure.detail and os.environ.get("DFLASH_TUI_DEBUG"):
-            print(failure.detail, file=sys.stderr)
+    with _terminal(launch, app):
+        code = app.run()
+        failure = app.failure
+        if failure is not None:
+            print(f"dflash-tui: error: {failure.message}", file=sys.stderr)
+            if failure.detail and os.environ.get("DFLASH_TUI_DEBUG"):
+                print(failure.detail, file=sys.stderr)
+    if launch.mesh is not None and launch.mesh.failure is not None:
+        code = GroupError.exit_code
     return _leave(app.engine, code if code is not None else 0)
+
+
+def _terminal(launch: Launch, app):
+    """The app's own terminal; under --distributed, rank 0's (app/launched.py)."""
+    if launch.mesh is None:
+        return nullcontext()
+    from .launched import rank0_terminal
+
+    return rank0_terminal(app, launch.mesh)
 
 
 def run_replay(args) -> int:
@@ -83,7 +104,10 @@ def _leave(engine, code: int) -> Optional[int]:
     """Return normally when the engine thread has closed; if it is still inside a stage (an
     MLX op cannot be interrupted), exit at once: the terminal is already restored, the trace
     is flushed per round, and tearing MLX down under a running op could crash noisily."""
-    if engine.is_alive() and engine.busy_stage is None:  # idle: it closes at once on Quit
+    mesh = engine.launch.mesh
+    if mesh is not None and mesh.failure is None:
+        engine.join(GROUP_QUIT_GRACE)
+    elif engine.is_alive() and engine.busy_stage is None:  # idle: it closes at once on Quit
         engine.join(ENGINE_GRACE)
     if engine.is_alive():
         sys.stdout.flush()

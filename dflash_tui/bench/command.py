@@ -71,6 +71,8 @@ def equivalent_command(model: Path, draft: Optional[Path], prompts: Path, args,
         parts.append("--chat" if s.chat else "--raw")
     if s.oracle:
         parts.append("--oracle")
+    if getattr(args, "distributed", False):
+        parts.append("--distributed")
     if args.compare is not None:
         parts += ["--compare", args.compare.text, "--compare-tol", str(args.compare_tol)]
     return shlex.join(parts)
@@ -88,6 +90,7 @@ def run(args) -> int:
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
                      progress=lambda message: err.print(f"bench: {message}"),
+                     mesh=getattr(args, "mesh", None),
                      compare=args.compare, compare_tol=args.compare_tol)
     counts = ", ".join(f"{w.name} {len(w.prompts)}" for w in workloads)
     n_prompts = sum(len(w.prompts) for w in workloads)
