@@ -44,6 +44,8 @@ def test_compare_flags_that_cannot_work_are_refused(capsys):
     _refused(capsys, ["probe", "/m", "--compare", "dtype=float16", "--temperature", "0.5"],
              "--temperature 0.5: --compare counts the proposals the target accepts greedily; "
              "it needs temperature 0")
+    _refused(capsys, ["probe", "/m", "--compare", "dtype=float16", "--distributed"],
+             "--compare: not with --distributed")
 
 
 def test_a_spec_that_is_not_a_drafter_or_not_for_this_target_is_refused(make_pair, tmp_path, capsys):
