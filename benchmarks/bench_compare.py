@@ -14,6 +14,8 @@ own copy of the target's cache), so a machine that slows down slows all three al
 
 The claim to hold: a compared round costs at most one more draft pass (context + draft +
 select) and one more verify, i.e. ratio <= bound = 1 + (draft side + verify) / plain round.
+Each round is timed on the wall clock and in process CPU time (all threads): on a machine
+shared with other jobs the CPU time is the steadier of the two.
 Default SPECs: the drafter itself (the reference never needs a second verify), bits=4 and
 dtype=float16.
 """
@@ -56,13 +58,14 @@ def measure(fixture: bool, spec: str, rounds: int, gamma: int) -> dict:
         sessions[name] = pair.open(PROMPT, options=options)
         caches[name] = target.cache
     times = {name: [] for name in sessions}
+    cpu = {name: [] for name in sessions}
     stages: dict[str, list[float]] = {}
     reverified = 0
     for i in range(rounds + WARM_UP):
         order = list(sessions) if i % 2 == 0 else list(reversed(sessions))
         for name in order:
             target.cache = caches[name]
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             if name == "stepped":
                 record = sessions[name].step_stage()
                 while not record.complete:
@@ -70,10 +73,12 @@ def measure(fixture: bool, spec: str, rounds: int, gamma: int) -> dict:
             else:
                 record = sessions[name].step_round()
             elapsed = (time.perf_counter() - t0) * 1000
+            cpu_ms = (time.process_time() - c0) * 1000
             caches[name] = target.cache
             if i < WARM_UP:
                 continue
             times[name].append(elapsed)
+            cpu[name].append(cpu_ms)
             if name == "stepped":
                 for stage, ms in record.timings_ms.items():
                     stages.setdefault(stage, []).append(ms)
@@ -82,6 +87,7 @@ def measure(fixture: bool, spec: str, rounds: int, gamma: int) -> dict:
     for session in sessions.values():
         session.close()
     median = {name: statistics.median(t) for name, t in times.items()}
+    cpu_median = {name: statistics.median(t) for name, t in cpu.items()}
     stage = {s: statistics.median(t) for s, t in stages.items()}
     draft_side = stage["context"] + stage["draft"] + stage["select"]
     return {
@@ -90,6 +96,8 @@ def measure(fixture: bool, spec: str, rounds: int, gamma: int) -> dict:
         sessions["plain"].info.backend,
         "plain_ms": median["plain"], "compare_ms": median["compare"],
         "ratio": median["compare"] / median["plain"],
+        "cpu_plain_ms": cpu_median["plain"], "cpu_compare_ms": cpu_median["compare"],
+        "cpu_ratio": cpu_median["compare"] / cpu_median["plain"],
         "draft_side_ms": draft_side, "verify_ms": stage["verify"],
         "bound": 1 + (draft_side + stage["verify"]) / median["plain"],
         "reverified": reverified,
@@ -107,7 +115,8 @@ def main() -> None:
     for spec in args.specs or ["self", "bits=4", "dtype=float16"]:
         r = measure(args.fixture, spec, args.rounds, args.block)
         print("{where}, --compare {spec} ({backend}, block {gamma}, median of {rounds} rounds): "
-              "{plain_ms:.1f} ms/round without, {compare_ms:.1f} with, ratio {ratio:.2f}; bound "
+              "{plain_ms:.1f} ms/round without, {compare_ms:.1f} with, ratio {ratio:.2f} (CPU time "
+              "{cpu_plain_ms:.1f} / {cpu_compare_ms:.1f} ms, ratio {cpu_ratio:.2f}); bound "
               "{bound:.2f} (draft side {draft_side_ms:.1f} ms + verify {verify_ms:.1f} ms); "
               "second verify in {reverified} of {rounds} rounds".format(
                   where="fixture" if args.fixture else "sample", **r))
