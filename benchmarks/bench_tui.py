@@ -12,7 +12,8 @@ so what is measured is what a person sees: bytes reaching the terminal.
                           model loading happens afterwards, on the engine thread
   key -> screen           with a continuous run going (`c`, the engine computing round after
                           round), the time from writing `?` to the help screen's text on the
-                          terminal, and from `3` to the probes tab's text
+                          terminal, from `3` to the probes tab's text and from `4` to the
+                          aggregates tab's
 
 Goals: first frame under 1 s, key -> screen under 50 ms.
 """
@@ -34,6 +35,7 @@ READY = "ready after prefill"
 RUNNING = "running ·"
 HELP = "dflash-tui help"
 PROBES = "buffers"  # the probes tab's summary line
+AGGREGATES = "per slot"  # the aggregates tab's first table
 RANKS = "p(tgt)"  # the ranks table's header: hidden under the help, and on other tabs
 
 
@@ -71,7 +73,7 @@ def main() -> int:
             term.close()
 
     term = Terminal(base)
-    help_open, probes_tab = [], []
+    help_open, probes_tab, aggregates_tab = [], [], []
     try:
         t_ready = term.when(READY, timeout=600)
         load_seconds = t_ready - term.started
@@ -84,12 +86,13 @@ def main() -> int:
             since = term.mark()
             term.type("?")  # closes the help; the ranks table shows again
             term.when(RANKS, since=since)
-            since = term.mark()
-            pressed = term.type("3")
-            probes_tab.append(term.when(PROBES, since=since) - pressed)
-            since = term.mark()
-            term.type("1")
-            term.when(RANKS, since=since)
+            for key, text, times in (("3", PROBES, probes_tab), ("4", AGGREGATES, aggregates_tab)):
+                since = term.mark()
+                pressed = term.type(key)
+                times.append(term.when(text, since=since) - pressed)
+                since = term.mark()
+                term.type("1")
+                term.when(RANKS, since=since)
     finally:
         term.close()
 
@@ -97,7 +100,8 @@ def main() -> int:
         "command": " ".join([Path(exe).name, *base[1:]]),
         "launch_to_first_frame": summary(launches),
         "model_ready_s": round(load_seconds, 2),
-        "key_to_screen_while_running": {"help (?)": summary(help_open), "probes tab (3)": summary(probes_tab)},
+        "key_to_screen_while_running": {"help (?)": summary(help_open), "probes tab (3)": summary(probes_tab),
+                                        **({"aggregates tab (4)": summary(aggregates_tab)} if aggregates_tab else {})},
     }
     print(json.dumps(result, indent=2))
     if args.json:

@@ -15,28 +15,31 @@ sample (SmolLM2-135M GGUF) and its shipped drafter. Four ways to decode the same
   engine, speed    `Session.step_round` with probes and ranks off (the bench's setting)
   engine, TUI      probes and ranks on (what the TUI computes every round)
 
+With `--compare-engine DIR`, another copy of the engine package (an older commit's, say:
+`git archive COMMIT engine | tar -x -C /tmp/old`, then `--compare-engine /tmp/old/engine`)
+runs beside this one, probes off and on (with whatever else that engine computes), on its
+own instance of the same weights: a before/after measured in one process.
+
 Methods are interleaved prompt by prompt (the order rotates), so a machine that slows down
 mid-run slows all of them alike; each is warmed up once first. Every decode must equal
 mlx-lm's greedy text: a mismatch is reported with its first differing token and the
 target's logit margin (top1 - top2) there, which tells float noise (a near tie) from a bug.
 Speed is decode only (prefill and the first token excluded on every side): tokens after
-the first / seconds.
+the first / seconds. CPU seconds of the process are reported beside it: on a machine other
+processes load, they move less than the wall clock does.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
 import mlx.core as mx
-from mlx_lm.generate import generate_step
-from mlx_lm.models.cache import make_prompt_cache
 
+from benchmarks import common
+from benchmarks.common import Clock, finish, mlx_lm_greedy
 from dflash_tui import sample
 from dflash_tui.bench.prompts import load_workloads
 from dflash_tui.engine import SessionOptions, load_pair
@@ -49,6 +52,8 @@ TARGET = "target alone (mlx-lm generate_step)"
 ZLAB = "Z Lab dflash 0.1.0 stream_generate"
 ENGINE_SPEED = "engine, probes + ranks off"
 ENGINE_TUI = "engine, probes + ranks on"
+COMPARED = "compared engine, probes off"
+COMPARED_TUI = "compared engine, probes on"
 WARM_UP_TOKENS = 12
 
 
@@ -57,30 +62,13 @@ class Decode:
     method: str
     prompt: str
     tokens: tuple[int, ...]
-    decode_s: float  # every token after the first
+    decode_s: float  # every token after the first, wall clock
+    cpu_s: float  # the process's CPU seconds over the same span (all its threads)
     rounds: int = 0  # speculative methods: rounds run after the first token
 
     @property
     def decode_tokens(self) -> int:
         return max(len(self.tokens) - 1, 0)
-
-
-def mlx_lm_greedy(model, stop: set[int]):
-    """The target alone through mlx-lm's own decode loop (greedy), stopping at EOS."""
-
-    def decode(ids: list[int], max_tokens: int):
-        steps = generate_step(mx.array(ids), model, max_tokens=max_tokens,
-                              sampler=lambda logits: mx.argmax(logits, axis=-1),
-                              prompt_cache=make_prompt_cache(model))
-        tokens = [int(next(steps)[0])]  # the prefill's token
-        t0 = time.perf_counter()
-        while tokens[-1] not in stop and len(tokens) < max_tokens:
-            tokens.append(int(next(steps)[0]))
-        elapsed = time.perf_counter() - t0
-        steps.close()
-        return tokens, elapsed, 0
-
-    return decode
 
 
 def zlab_drafter(draft_dir: Path, dtype: str):
@@ -104,27 +92,43 @@ def zlab_loop(target, draft, block: int):
         responses = zlab.stream_generate(target.model, draft, target.tokenizer, mx.array(ids),
                                          block_size=block + 1, max_tokens=max_tokens)
         tokens = list(next(responses).tokens)  # the prefill's token
-        t0 = time.perf_counter()
+        clock = Clock()
         rounds = 0
         for response in responses:
             tokens += response.tokens
             rounds += response.accepted is not None
-        return tokens, time.perf_counter() - t0, rounds
+        return tokens, clock.read(), rounds
 
     return decode
 
 
-def engine_loop(pair: Pair, options: SessionOptions):
+def engine_loop(pair: Pair, options: SessionOptions, session_class=Session):
     def decode(ids: list[int], max_tokens: int):
-        session = Session(pair, ids, options=SessionOptions(**{**vars(options), "max_tokens": max_tokens}))
+        session = session_class(pair, ids, options=replace(options, max_tokens=max_tokens))
         session.prefill()
-        t0 = time.perf_counter()
+        clock = Clock()
         rounds = sum(1 for _ in session.run())
-        elapsed = time.perf_counter() - t0
+        elapsed = clock.read()
         session.close()
         return list(session.generated), elapsed, rounds
 
     return decode
+
+
+def engine_copy(directory: Path):
+    """Another copy of the engine package, imported under its own name beside this one.
+    Returns its (api, session) modules."""
+    import importlib
+    import importlib.util
+    import sys
+
+    name = "engine_under_comparison"
+    spec = importlib.util.spec_from_file_location(
+        name, directory / "__init__.py", submodule_search_locations=[str(directory)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module(f"{name}.api"), importlib.import_module(f"{name}.session")
 
 
 def pick_prompts(directory: Path, n: int) -> list[tuple[str, str]]:
@@ -154,6 +158,12 @@ def run(args) -> dict:
         methods[ZLAB] = zlab_loop(second, zlab_drafter(pair.draft_dir, args.dtype), args.block)
     for name, options in speed_options(args.block).items():
         methods[name] = engine_loop(pair, options)
+    if args.compare_engine:
+        api, session = engine_copy(Path(args.compare_engine).expanduser())
+        other = api.load_pair(model, draft, dtype=args.dtype)
+        for name, probes in ((COMPARED, False), (COMPARED_TUI, True)):
+            options = session.SessionOptions(gamma=args.block, probes=probes)
+            methods[name] = engine_loop(other, options, session.Session)
 
     prompts = [(pid, encode_prompt(target.tokenizer, text, None))
                for pid, text in pick_prompts(Path(args.prompt_dir), args.prompts)]
@@ -166,8 +176,8 @@ def run(args) -> dict:
         for p, (pid, ids) in enumerate(prompts):
             shift = (repeat * len(prompts) + p) % len(names)
             for name in names[shift:] + names[:shift]:
-                tokens, seconds, rounds = methods[name](ids, args.tokens)
-                decodes.append(Decode(name, pid, tuple(tokens), seconds, rounds))
+                tokens, (seconds, cpu), rounds = methods[name](ids, args.tokens)
+                decodes.append(Decode(name, pid, tuple(tokens), seconds, cpu, rounds))
 
     mismatches = []
     reference = {d.prompt: d.tokens for d in decodes if d.method == TARGET}
@@ -190,6 +200,7 @@ def summarize(args, pair: Pair, names: list[str], decodes: list[Decode], mismatc
         rounds = sum(d.rounds for d in runs)
         rows[name] = {
             "decode_tokens": tokens, "decode_s": seconds, "tokens_per_s": tokens / seconds,
+            "cpu_s": sum(d.cpu_s for d in runs),
             "rounds": rounds,
             "round_ms": 1000 * seconds / rounds if rounds else None,
             "tokens_per_round": tokens / rounds if rounds else None,
@@ -222,13 +233,14 @@ def report(result: dict) -> str:
     lines = [f"{result['model']} + {result['drafter']} on {result['backend']} (MLX {result['mlx']}), "
              f"{result['dtype']}, block {result['block']}, {result['prompts']} prompts x "
              f"{result['tokens']} tokens x {result['repeats']} repeats",
-             f"{'method':38} {'tok/s':>8} {'x alone':>8} {'x Z Lab':>8} {'ms/round':>9} {'tok/round':>9}"]
+             f"{'method':38} {'tok/s':>8} {'x alone':>8} {'x Z Lab':>8} {'ms/round':>9} "
+             f"{'tok/round':>9} {'CPU s':>7}"]
     for name, row in methods.items():
         vs_zlab = f"{row['tokens_per_s'] / zlab:.2f}" if zlab else "-"
         round_ms = f"{row['round_ms']:.1f}" if row["round_ms"] else "-"
         per_round = f"{row['tokens_per_round']:.2f}" if row["tokens_per_round"] else "-"
         lines.append(f"{name:38} {row['tokens_per_s']:8.2f} {row['tokens_per_s'] / alone:8.2f} "
-                     f"{vs_zlab:>8} {round_ms:>9} {per_round:>9}")
+                     f"{vs_zlab:>8} {round_ms:>9} {per_round:>9} {row['cpu_s']:7.1f}")
     on, off = methods.get(ENGINE_TUI), methods.get(ENGINE_SPEED)
     if on and off and on["rounds"] and off["rounds"]:
         lines.append(f"probes + ranks on / off, round time: {on['round_ms'] / off['round_ms']:.3f}")
@@ -242,23 +254,17 @@ def report(result: dict) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.parser(__doc__, "float32")
     parser.add_argument("model", nargs="?", help="target (default: the bundled sample)")
     parser.add_argument("--draft")
     parser.add_argument("--prompt-dir", default=str(sample.PROMPTS_DIR))
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=80)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--block", type=int, default=7, help="proposals per round")
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     parser.add_argument("--no-zlab", action="store_true", help="skip Z Lab's loop")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--compare-engine", help="another copy of the engine/ package to run beside")
     args = parser.parse_args(argv)
-    result = run(args)
-    print(report(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
-    return result
+    return finish(run(args), report, args.json)
 
 
 if __name__ == "__main__":

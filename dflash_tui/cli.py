@@ -6,6 +6,7 @@
     dflash-tui distill TARGET --out DIR ...   train a DFlash2 drafter for a target
     dflash-tui quantize DRAFT_DIR --bits B --out DIR   a quantized copy of a drafter
     dflash-tui replay TRACE                   reopen a recorded session with no model
+    dflash-tui export SOURCE --out DIR        flat tables (CSV / Parquet) of a recording
 
 Bad input ends with one line on stderr naming what was wrong, exit code 2, no traceback.
 """
@@ -22,7 +23,8 @@ from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, parse_spec
 from .engine.errors import GroupError, InputError, ParameterError
 from .prompt_file import read_prompt_file
 
-COMMANDS = ("probe", "bench", "distill", "quantize", "replay")
+KEEP_ROUNDS = 100  # the TUI's full records in memory: ~27 MB on the sample's shapes
+COMMANDS = ("probe", "bench", "distill", "quantize", "replay", "export")
 # The flag that sets each engine parameter a ParameterError can name.
 FLAGS = {
     "gamma": "--block", "dtype": "--dtype", "chat": "--chat", "prompt_ids": "--prompt",
@@ -61,7 +63,8 @@ def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> 
                        help="mlx-lm model directory or .gguf file (default: the bundled sample)")
     p.add_argument("--draft", metavar="DRAFT_DIR",
                    help="drafter directory (default: MODEL_DIR/draft, or the sample drafter)")
-    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
+                   help="the dtype the target and the drafter compute in (default: %(default)s)")
     p.add_argument("--layer-offset", type=int, default=0, metavar="K",
                    help="shift every target_layer_ids entry by K (test the off-by-one)")
     p.add_argument("--keep-quantized", action="store_true",
@@ -99,14 +102,17 @@ def check_compare(args) -> None:
 def add_decode_args(p: argparse.ArgumentParser, block_default=None) -> None:
     p.add_argument("--block", type=int, default=block_default, metavar="G",
                    help="proposals per round (default: the drafter's block_size - 1)")
-    p.add_argument("--temperature", type=float, default=0.0, metavar="T")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--temperature", type=float, default=0.0, metavar="T",
+                   help="0: greedy; above 0: sampling, with rejection sampling against the "
+                        "drafter's q (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="the sampling seed at T > 0 (default: %(default)s)")
 
 
 def add_prompt_args(p: argparse.ArgumentParser, required: bool = False) -> None:
     group = p.add_mutually_exclusive_group(required=required)
-    group.add_argument("--prompt", metavar="TEXT")
-    group.add_argument("--prompt-file", metavar="F")
+    group.add_argument("--prompt", metavar="TEXT", help="the prompt (default: the sample's code request)")
+    group.add_argument("--prompt-file", metavar="F", help="read the prompt from a UTF-8 file")
     chat = p.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None,
                       help="wrap the prompt in the chat template (default when there is one)")
@@ -117,14 +123,23 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     parsers = {}
 
     p = _Parser(prog="dflash-tui", description="Step a DFlash/DFlash2 speculative decode live.",
-                epilog="Other commands: dflash-tui {probe,bench,distill,quantize,replay} --help")
+                epilog="Other commands: dflash-tui {probe,bench,distill,quantize,replay,export} --help")
     add_model_args(p)
     add_prompt_args(p)
     add_decode_args(p)
-    p.add_argument("--max-tokens", type=int, default=512, metavar="N")
-    p.add_argument("--trace", metavar="FILE", help="append every round to FILE as JSON lines")
+    p.add_argument("--max-tokens", type=int, default=512, metavar="N",
+                   help="stop the session after N generated tokens (default: %(default)s)")
     p.add_argument("--export-dir", metavar="DIR",
-                   help="where x writes snapshots (default: ./dflash-snapshots)")
+                   help="one directory per session in here, with its trace and what x exports "
+                        "(default: ./dflash-snapshots)")
+    trace = p.add_mutually_exclusive_group()
+    trace.add_argument("--trace", metavar="FILE",
+                       help="record every round to FILE instead (appended to: one header per session)")
+    trace.add_argument("--no-trace", action="store_true",
+                       help="record no trace (older rounds then keep only their summary)")
+    p.add_argument("--keep-rounds", type=int, default=KEEP_ROUNDS, metavar="N",
+                   help="full records kept in memory (older ones are read back from the trace; "
+                        "default: %(default)s)")
     parsers["tui"] = p
 
     p = _Parser(prog="dflash-tui probe", description="Step the engine headless and print each round.")
@@ -146,10 +161,13 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p = _Parser(prog="dflash-tui bench", description="Acceptance tables by workload and block.")
     add_model_args(p)
     p.add_argument("--prompts", metavar="DIR", help="one sub-folder per workload (default: sample_prompts/)")
-    p.add_argument("--blocks", default="2,4,7,8", metavar="LIST", help="proposals per round, comma-separated")
-    p.add_argument("--max-tokens", type=int, default=600, metavar="N")
-    p.add_argument("--temperature", type=float, default=0.0, metavar="T")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--blocks", default="2,4,7,8", metavar="LIST",
+                   help="proposals per round, comma-separated (default: %(default)s)")
+    p.add_argument("--max-tokens", type=int, default=600, metavar="N",
+                   help="tokens generated per prompt (default: %(default)s)")
+    p.add_argument("--temperature", type=float, default=0.0, metavar="T",
+                   help="0: greedy (default); above 0: sampling")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="the sampling seed (default: %(default)s)")
     p.add_argument("--limit", type=int, metavar="N", help="use only the first N prompts of each workload")
     p.add_argument("--json", metavar="FILE", help="write the full numbers as JSON")
     p.add_argument("--csv", metavar="FILE", help="write one row per workload and block as CSV")
@@ -174,9 +192,23 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     add_quantize_arguments(p)
     parsers["quantize"] = p
 
-    p = _Parser(prog="dflash-tui replay", description="Reopen a recorded trace in the TUI, no model needed.")
-    p.add_argument("trace", metavar="FILE")
+    p = _Parser(prog="dflash-tui replay", description="Reopen a recorded session in the TUI, no model needed.")
+    p.add_argument("trace", metavar="SOURCE",
+                   help="a trace, a snapshot, or a directory of them (a session directory or probe --out)")
+    p.add_argument("--export-dir", metavar="DIR", default="dflash-snapshots",
+                   help="where x writes snapshots, in a directory per replay (default: ./%(default)s)")
     parsers["replay"] = p
+
+    p = _Parser(prog="dflash-tui export", description="Flat tables of a recorded session: "
+                "rounds, slots and buffers (docs/SNAPSHOT.md).")
+    p.add_argument("source", metavar="SOURCE",
+                   help="a trace, a snapshot, or a directory of them (a session directory or probe --out)")
+    p.add_argument("--out", metavar="DIR", required=True, help="where rounds / slots / buffers go")
+    p.add_argument("--format", choices=("csv", "parquet"), default="csv",
+                   help="csv (default) or parquet (needs pyarrow: pip install 'dflash-tui[parquet]')")
+    p.add_argument("--session", type=int, metavar="N",
+                   help="which session of a trace that holds several (1-based; default: the last)")
+    parsers["export"] = p
     return parsers
 
 
@@ -231,6 +263,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             from .quantize import run
         elif command == "replay":
             from .app.main import run_replay as run
+        elif command == "export":
+            from .export_tables import run
         else:
             from .app.main import run_app as run
         return int(run(args) or 0)

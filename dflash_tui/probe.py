@@ -151,7 +151,8 @@ def run(args) -> int:
                      compare=args.compare, compare_tol=args.compare_tol)
     session = pair.open(prompt, options=options, chat=args.chat, progress=_say)
     info = session.info
-    _say(f"{info.drafter_kind} drafter ({info.drafter_layers} layers) on {info.target_kind} "
+    packed = f", {info.drafter_quantization}" if info.drafter_quantization else ""
+    _say(f"{info.drafter_kind} drafter ({info.drafter_layers} layers{packed}) on {info.target_kind} "
          f"target ({info.target_layers} layers), {info.dtype} on {info.backend}; "
          f"{session.gamma} proposals per round; rollback by {info.rollback_kind}")
     if info.distributed is not None:

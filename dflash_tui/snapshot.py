@@ -105,11 +105,12 @@ def write_npz(path: Path, arrays: dict) -> None:
 
 
 def export_round(directory: Path, record: RoundRecord, info: SessionInfo,
-                 npz: bool = False) -> list[Path]:
-    """Write round-NNNN.json (and round-NNNN.npz of raw buffers) into `directory`."""
+                 npz: bool = False, stem: Optional[str] = None) -> list[Path]:
+    """Write round-NNNN.json (and round-NNNN.npz of raw buffers) into `directory`, or
+    STEM.json / STEM.npz."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    stem = f"round-{record.round:04d}"
+    stem = stem or f"round-{record.round:04d}"
     paths = [directory / f"{stem}.json"]
     write_json(paths[0], round_json(record, info))
     if npz and record.raw:

@@ -109,6 +109,7 @@ class ProbeSink:
         self._meta: list[tuple[str, Optional[int], tuple, str]] = []
         self._tensors: list[mx.array] = []
         self._order: list[int] = []  # row of each buffer in the stacked table
+        self._raw: list[mx.array] = []
 
     def __call__(self, name: str, layer: Optional[int], tensor: mx.array) -> None:
         if not self.enabled:
@@ -132,7 +133,9 @@ class ProbeSink:
                 self._order[i] = row
                 row += 1
         self._stacked = mx.concatenate(tables) if len(tables) > 1 else tables[0]
-        return [self._stacked, *(self._tensors if self.keep_raw else [])]
+        # float32 copies, evaluated in the same wait (numpy has no bfloat16)
+        self._raw = [t.astype(mx.float32) for t in self._tensors] if self.keep_raw else []
+        return [self._stacked, *self._raw]
 
     def rows(self) -> list[ProbeRow]:
         if not self._tensors:
@@ -152,9 +155,9 @@ class ProbeSink:
         if not self.keep_raw:
             return {}
         out = {}
-        for (name, layer, _, _), tensor in zip(self._meta, self._tensors):
+        for (name, layer, _, _), tensor in zip(self._meta, self._raw):
             key = f"{self.stage}/{name}" if layer is None else f"{self.stage}/L{layer}/{name}"
-            out[key] = np.array(tensor.astype(mx.float32))
+            out[key] = np.array(tensor)
         return out
 
 

@@ -40,6 +40,7 @@ from .device_walk import greedy_walk, picked_tokens
 from .draft_config import DraftConfig
 from .drafter import block_masks
 from .errors import InputError, ParameterError
+from .memory import bound_buffer_cache
 from .probes import ProbeSink, first_nonfinite
 from .ranks import rank_arrays, slot_ranks
 from .quantize import describe as describe_quantization
@@ -359,6 +360,7 @@ class Session:
         if self.prefill_record is not None:
             raise RuntimeError("Session.prefill() already ran; open a new session to start again")
         t0 = time.perf_counter()
+        bound_buffer_cache(self.pair)  # a decode would otherwise grow MLX's cache without end
         self.target.reset()
         self.target.hook(self.layer_ids, self.compare.layer_ids if self.compare else ())
         sink = ProbeSink("prefill", self.options.probes)
@@ -465,8 +467,11 @@ class Session:
         r.drafted = self._draft(r, sinks[Stage.DRAFT])
         clock.start(Stage.SELECT)
         r.proposal = self._select(r, r.drafted)
-        # The device starts on the context and the draft while the host builds the verify
-        # pass (a target forward is the largest graph of the round).
+        # The device starts on context, draft and select while the host builds the verify
+        # pass (a target forward is the largest graph of the round). On a CPU, MLX runs much
+        # of that work before async_eval returns (it bounds the tasks in flight): the time
+        # is the draft's.
+        clock.resume(Stage.DRAFT)
         queued += [*r.proposal.arrays(), *sinks[Stage.CONTEXT].pending(), *sinks[Stage.DRAFT].pending()]
         mx.async_eval(queued)
         clock.start(Stage.VERIFY)

@@ -236,10 +236,10 @@ class Target:
                 c.__dict__.update(_copy_fields(s))
 
     def restore_and_replay(self, saved: list, verify_rows: int, keep: list[int]) -> None:
-        """Undo a whole verify pass, then run the accepted tokens through again."""
+        """Undo a whole verify pass, then run the accepted tokens through again. The replay is
+        queued, not waited for: the next verify pass computes it first."""
         self.rewind(saved, verify_rows)
         self.forward(mx.array([keep]))
-        mx.eval([c.state for c in self.cache])
 
 
 def _copy_fields(obj) -> dict:

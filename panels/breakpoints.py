@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label
 
-from dflash_tui.app.breakpoints import TOGGLES, Breakpoints
+from dflash_tui.breakpoints import TOGGLES, Breakpoints
 
 NUMBERS = {"rank_above": "rank_threshold", "position": "position_at"}
 

@@ -4,6 +4,11 @@ Textual's Footer is a widget per key and rebuilds itself (mounting and styling e
 whenever the active bindings change, which happens on every focus move; on a small CPU that
 rebuild was the slowest part of answering a key. This bar is one widget that redraws its
 line only when the keys it shows change. A click on a key presses it.
+
+Hints come in the order of the bindings, those of the groups named in `first` ahead (the
+keys a session is driven with); bindings of one compact group (Binding.Group(...,
+compact=True)) share a hint, e.g. `←→ round`. A hint that does not fit whole is
+left out, never cut; the help screen lists every key.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ class KeyBar(Static):
     KeyBar { height: 1; background: $panel; color: $foreground; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, first: tuple[str, ...] = (), **kwargs) -> None:
         super().__init__("", **kwargs)
+        self._first = first  # group descriptions whose hints lead
         self._shown: tuple = ()
         self._spans: list[tuple[int, int, str]] = []  # (start, end, key) of each hint
 
@@ -32,13 +38,25 @@ class KeyBar(Static):
     def _bindings_changed(self, screen) -> None:
         if not self.is_attached or screen is not self.screen:
             return
-        hints, actions = [], set()
+        hints, seen = [], {}
         for _, binding, enabled, _ in screen.active_bindings.values():
-            if binding.show and binding.action not in actions:
-                actions.add(binding.action)  # one hint per action (first key wins)
-                hints.append((binding.key, self.app.get_key_display(binding), binding.description,
-                              enabled))
-        shown = tuple(hints)
+            if not binding.show:
+                continue
+            compact = binding.group is not None and binding.group.compact
+            name = binding.group if compact else binding.action
+            display = binding.key_display or self.app.get_key_display(binding)
+            if name in seen:  # one hint per action or compact group (an action's first key)
+                index = seen[name]
+                key, shown, description, on, group = hints[index]
+                if compact and display not in shown:
+                    hints[index] = (key, shown + display, description, on or enabled, group)
+                continue
+            seen[name] = len(hints)
+            description = binding.group.description if compact else binding.description
+            group = binding.group.description if binding.group else ""
+            hints.append((binding.key, display, description, enabled, group))
+        lead = [h for h in hints if h[4] in self._first]
+        shown = tuple(h[:4] for h in lead + [h for h in hints if h[4] not in self._first])
         if shown != self._shown:
             self._shown = shown
             self._draw()
@@ -47,15 +65,17 @@ class KeyBar(Static):
         self._draw()
 
     def _draw(self) -> None:
+        width = self.content_size.width
+        palette = Text.assemble((f" {PALETTE[1]}", "bold"), f" {PALETTE[2]} ")
         text, spans = Text(no_wrap=True, overflow="crop"), []
         for key, display, description, enabled in self._shown:
-            start = text.cell_len
-            text.append(f" {display}", style="bold" + ("" if enabled else " dim"))
-            text.append(f" {description} ", style="" if enabled else "dim")
-            spans.append((start, text.cell_len, key))
-        palette = Text.assemble((f" {PALETTE[1]}", "bold"), f" {PALETTE[2]} ")
-        width = self.content_size.width
-        if width and text.cell_len + palette.cell_len < width:
+            hint = Text.assemble((f" {display}", "bold" + ("" if enabled else " dim")),
+                                 (f" {description} ", "" if enabled else "dim"))
+            if width and text.cell_len + hint.cell_len > width:
+                continue  # left out whole; a shorter one later may still fit
+            spans.append((text.cell_len, text.cell_len + hint.cell_len, key))
+            text.append_text(hint)
+        if width and text.cell_len + palette.cell_len <= width:
             spans.append((width - palette.cell_len, width, PALETTE[0]))
             text.append(" " * (width - text.cell_len - palette.cell_len))
             text.append_text(palette)

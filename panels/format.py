@@ -44,6 +44,33 @@ def score(x: Optional[float], digits: int = 4) -> str:
     return num(x, digits)
 
 
+def sci(x: Optional[float]) -> str:
+    """Scientific with three significant digits, always the same width for a sign: a column
+    of these lines up on the decimal point whatever the magnitudes (probe statistics)."""
+    if x is None:
+        return DASH
+    if not math.isfinite(x):
+        return num(x)
+    return f"{x:.2e}"
+
+
+def column(values, digits: int = 4, engine_value: bool = True) -> list[str]:
+    """A column of numbers in one format, so right-justified they line up on the point:
+    fixed point with as many decimals as the largest value leaves room for (`digits`
+    significant), or scientific for all when the column spans magnitudes fixed point cannot
+    show. engine_value: None / NaN / Inf show as n/f (see `score`), else as num() does."""
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v)]
+    big = max(finite, default=0.0)
+    small = min((v for v in finite if v > 0), default=big)
+    if big >= 1e5 or (small and small < 10 ** -(digits - 1)):
+        fmt = lambda v: f"{v:.{digits - 2}e}"  # noqa: E731
+    else:
+        decimals = max(0, digits - 1 - (int(math.floor(math.log10(big))) if big > 0 else 0))
+        fmt = lambda v: f"{v:.{decimals}f}"  # noqa: E731
+    missing = score if engine_value else num
+    return [fmt(v) if v is not None and math.isfinite(v) else missing(v) for v in values]
+
+
 def prob(x: Optional[float]) -> str:
     if x is None or not math.isfinite(x):
         return NONFINITE

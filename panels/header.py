@@ -1,11 +1,15 @@
-"""Header: who is talking to whom (model, drafter, dtype, backend) and the run's numbers."""
+"""Header: who is talking to whom (model, drafter, dtype, backend) and the run's numbers.
+
+Looking at an earlier round of a live session, the second line starts with a mark saying so
+and where the session is. A γ beyond what the drafter was trained for is marked where γ is
+shown.
+"""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
 
-from . import stats
 from .format import DASH, short_path
 from .frame import Frame
 
@@ -17,16 +21,19 @@ class HeaderPanel(Static):
         padding: 0 1;
         background: $panel;
         color: $foreground;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
     }
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(Text("dflash-tui", style="bold"), **kwargs)
+        self._counted: tuple = ((), (None, None, 0))  # (history key, its numbers)
 
     def show(self, frame: Frame) -> None:
         lines = [self._identity(frame), self._numbers(frame)]
         # fixed height: no layout pass (which would repaint every panel) for new numbers
-        self.update(Text("\n", no_wrap=True, overflow="ellipsis").join(lines), layout=False)
+        self.update(Text("\n").join(lines), layout=False)
 
     def _identity(self, frame: Frame) -> Text:
         text = Text()
@@ -47,6 +54,8 @@ class HeaderPanel(Static):
         top_k = f" K{info.top_k}" if info.top_k else ""
         text.append(f" {info.drafter_layers}L H{info.drafter_hidden}{top_k} "
                     f"block {info.block_size}", style="green")
+        if info.drafter_quantization:  # e.g. "q4/g64": the drafter's weights are packed
+            text.append(f" {info.drafter_quantization}", style="bold yellow")
         text.append(f"  {info.dtype} · {info.backend}", style="yellow")
         group = info.distributed
         if group is not None:
@@ -65,29 +74,62 @@ class HeaderPanel(Static):
             text.append(value, style=style)
             text.append("  ")
 
+        if frame.live:
+            text.append(f" ◀ past · live: {frame.live} · end ", style="bold black on magenta")
+            text.append(" ")
         field("round", frame.round_label or (str(record.round) if record else DASH))
         field("pos", str(record.position) if record else
               (str(frame.prefill.state.anchor_position) if frame.prefill else DASH))
-        gamma = str(frame.gamma) if frame.gamma is not None else DASH
-        if frame.gamma_next is not None and record is not None and frame.gamma_next != record.gamma:
-            gamma += f"→{frame.gamma_next}"
-        field("γ", gamma)
-        mean = stats.mean_accepted(frame.rounds)
+        self._gamma(frame, text)
+        if frame.other is not None:
+            field("vs", frame.other_label, style="bold magenta")
+        mean, rate, generated = self._count(frame)
         field("mean acc", DASH if mean is None else f"{mean:.2f}")
         if frame.show_timings:
-            rate = stats.tokens_per_second(frame.rounds)
             field("tok/s", DASH if rate is None else f"{rate:.1f}")
         else:
             field("tok/s", "·", style="dim")
-        field("tokens", str(stats.generated_tokens(frame.rounds)
-                            + (1 if frame.prefill or frame.rounds else 0)))
+        field("tokens", str(generated + (1 if frame.prefill or generated else 0)))
         if record is not None and record.stage is not None:
             field("stage", record.stage, style="bold magenta")
-        timed = next((r for r in reversed(frame.rounds) if r.comm is not None), None)
+        timed = record if record is not None and record.comm is not None else None
         if timed is not None and frame.show_timings:
-            # Distributed: the last round's communication, of its whole time (the stages hold
-            # the target's all_sums; the lockstep check and the commands come on top).
+            # Distributed: the round's communication, of its whole time (the stages hold the
+            # target's all_sums; the lockstep check and the commands come on top).
             comm = timed.comm
             whole = sum(timed.timings_ms.values()) + comm.lockstep_ms + comm.commands_ms
             field("comm", f"{comm.total_ms:.0f} of {whole:.0f} ms")
         return text
+
+    def _count(self, frame: Frame) -> tuple:
+        """(mean accepted, tokens/s, generated tokens) up to the round on screen, counted
+        again only when that changes."""
+        key = (id(frame.history), len(frame.history or ()), frame.upto)
+        if key != self._counted[0]:
+            numbers = (None, None, 0)
+            if frame.history is not None and frame.upto:
+                from dflash_tui import aggregates
+
+                history, span = frame.history, aggregates.every_round(frame.history, frame.upto)
+                numbers = (aggregates.mean_accepted(history, span),
+                           aggregates.tokens_per_second(history, span),
+                           aggregates.generated_tokens(history, span))
+            self._counted = (key, numbers)
+        return self._counted[1]
+
+    @staticmethod
+    def _gamma(frame: Frame, text: Text) -> None:
+        record, trained = frame.record, frame.trained_gamma
+        shown = [frame.gamma]
+        if frame.gamma_next is not None and record is not None and frame.gamma_next != record.gamma:
+            shown.append(frame.gamma_next)
+        text.append("γ ", style="dim")
+        for i, gamma in enumerate(shown):
+            if i:
+                text.append("→", style="bold")
+            beyond = gamma is not None and trained is not None and gamma > trained
+            text.append(DASH if gamma is None else str(gamma),
+                        style="bold black on yellow" if beyond else "bold")
+        if any(g is not None and trained is not None and g > trained for g in shown):
+            text.append(f" >{trained} trained", style="yellow")
+        text.append("  ")

@@ -1,4 +1,5 @@
-"""Help screen (`?`): the keys of the screen it was opened from, and what the colours mean."""
+"""Help screen (`?`): the keys of the app (built from its bindings, see DebuggerApp.
+help_sections), and what the colours mean."""
 
 from __future__ import annotations
 
@@ -51,6 +52,10 @@ class HelpScreen(ModalScreen[None]):
             yield Static(self._keys_table(), id="help-keys")
             yield Static(self._legend(), id="help-legend")
             yield Static(Text("escape closes · ctrl+p opens the command palette", style="dim"))
+
+    def keys_text(self) -> str:
+        """The keys as they read (whatever part of them is scrolled into view)."""
+        return self._keys_table().plain
 
     def _keys_table(self) -> Text:
         out = Text()

@@ -1,8 +1,9 @@
 """History: accepted proposals per round as a sparkline, and acceptance by slot position.
 
-Slot s's acceptance is the share of rounds that proposed at least s+1 tokens and accepted
-slot s (so later slots can only do as well as earlier ones). A round that accepted nothing
-shows as a red dot; one that accepted every proposal as a bright bar.
+Slot s's bar is P(accepted >= s + 1): the share of rounds that proposed slot s and accepted
+it (so later slots can only do as well as earlier ones). Only the slots of the round on
+screen (its γ) are drawn. A round that accepted nothing shows as a red dot; one that
+accepted every proposal as a bright bar. The aggregates tab has the full story.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from typing import Optional
 from rich.text import Text
 from textual.widgets import Static
 
-from . import stats
 from .format import percent
 from .frame import Frame
 
 BARS = "▁▂▃▄▅▆▇█"
 LABEL = 10  # "acc/round " and "by slot   "
-SLOT_ROWS = 2  # height of the by-slot bars
+RULER_EVERY = 5  # slot numbers on the axis (and the selected one)
 
 
 class HistoryPanel(Static):
@@ -30,24 +30,49 @@ class HistoryPanel(Static):
         padding: 0 1;
     }
     """
+    # On a short screen (the screen's -short breakpoint class) one line of slot bars: the
+    # class is on an ancestor, so this is app CSS, not scoped to the widget.
+    SHORT_CSS = """
+    .-short HistoryPanel { height: 5; }
+    """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.border_title = "history"
         self._key: Optional[tuple] = None
         self._frame: Optional[Frame] = None
+        self._data: tuple = (None, [], [], [])
 
     def show(self, frame: Frame) -> None:
         width = max(self.content_size.width, 20)
-        key = (len(frame.rounds), frame.rounds[-1] if frame.rounds else None, frame.slot, width)
-        if self._key is not None and key[0] == self._key[0] and key[1] is self._key[1] \
-                and key[2:] == self._key[2:]:
+        bar_rows = max(self.content_size.height - 2, 1)
+        slots = frame.slots or frame.gamma or 0
+        data = (id(frame.history), len(frame.history or ()), frame.upto, slots)
+        key = data + (frame.slot, width, bar_rows)
+        if key == self._key:
             return
+        if self._key is None or key[:4] != self._key[:4]:
+            self._data = self._numbers(frame, slots)  # a slot key alone redraws, counts nothing
         self._key, self._frame = key, frame
-        mean = stats.mean_accepted(frame.rounds)
-        self.border_subtitle = (f"mean {mean:.2f} over {len(frame.rounds)} rounds"
-                                if mean is not None else "no rounds yet")
-        self.update(render_history(frame.rounds, frame.slot, width), layout=False)  # fixed height
+        mean, accepted, gamma, by_slot = self._data
+        self.border_subtitle = f"mean {mean:.2f} over {len(accepted)} rounds" if accepted else "no rounds yet"
+        self.update(render_history(accepted, gamma, by_slot, frame.slot, width, bar_rows),
+                    layout=False)  # fixed height
+
+    @staticmethod
+    def _numbers(frame: Frame, slots: int) -> tuple:
+        """(mean accepted, accepted and γ per round, per slot (accepted, proposed)) up to the
+        round on screen."""
+        accepted, gamma, by_slot, mean = [], [], [], None
+        if frame.history is not None and frame.upto:
+            from dflash_tui import aggregates
+
+            history, span = frame.history, aggregates.every_round(frame.history, frame.upto)
+            mean = aggregates.mean_accepted(history, span)
+            accepted = history.accepted.values[span.rows].tolist()
+            gamma = history.gamma.values[span.rows].tolist()
+            by_slot = aggregates.accepted_at_least(history, span, slots)
+        return mean, accepted, gamma, by_slot + [(0, 0)] * (slots - len(by_slot))
 
     def on_resize(self) -> None:
         if self._frame is not None:
@@ -55,9 +80,10 @@ class HistoryPanel(Static):
             self.show(self._frame)
 
 
-def sparkline(values: list[int], top: int) -> Text:
+def sparkline(values, tops) -> Text:
+    """One glyph per round: accepted out of that round's γ."""
     text = Text(no_wrap=True)
-    for v in values:
+    for v, top in zip(values, tops):
         if v == 0:
             text.append("·", style="bold red")
         else:
@@ -66,7 +92,7 @@ def sparkline(values: list[int], top: int) -> Text:
     return text
 
 
-def slot_bars(rates: list[Optional[float]], rows: int = SLOT_ROWS) -> list[Text]:
+def slot_bars(rates: list[Optional[float]], rows: int) -> list[Text]:
     """Vertical bars, one 2-character column per slot, `rows` lines tall (top line first)."""
     levels = len(BARS) * rows
     lines = [Text(no_wrap=True) for _ in range(rows)]
@@ -79,22 +105,34 @@ def slot_bars(rates: list[Optional[float]], rows: int = SLOT_ROWS) -> list[Text]
     return lines
 
 
-def render_history(rounds, slot: int, width: int) -> Text:
+def slot_ruler(slots: int, selected: int) -> Text:
+    """The slot axis, two characters a slot: every RULER_EVERY-th number and the selected
+    one (numbers of two digits fill their column: they never wrap to a second line)."""
+    text = Text(no_wrap=True)
+    for s in range(slots):
+        if s == selected:
+            text.append(f"{s:<2}", style="bold reverse")
+        elif s % RULER_EVERY == 0:
+            text.append(f"{s:<2}", style="dim")
+        else:
+            text.append("· ", style="dim")
+    return text
+
+
+def render_history(accepted, gamma, by_slot: list[tuple[int, int]], slot: int, width: int,
+                   bar_rows: int = 2) -> Text:
     out = Text(no_wrap=True, overflow="crop")
     room = max(width - LABEL, 4)
-    accepted = [r.accepted for r in rounds if r.accepted is not None]
-    top = max((r.gamma for r in rounds), default=1)
     out.append("acc/round ", style="dim")
-    out.append_text(sparkline(accepted[-room:], top))
-    by_slot = stats.acceptance_by_slot(rounds)
-    rates = [a / n if n else None for a, n in by_slot][: room // 2]
-    for i, line in enumerate(slot_bars(rates)):
+    out.append_text(sparkline(accepted[-room:], gamma[-room:]))
+    shown = by_slot[: room // 2]
+    rates = [a / n if n else None for a, n in shown]
+    for i, line in enumerate(slot_bars(rates, bar_rows)):
         out.append("\n")
         out.append("by slot   " if i == 0 else " " * LABEL, style="dim")
         out.append_text(line)
     out.append("\n" + " " * LABEL)
-    for s in range(len(rates)):
-        out.append(f"{s % 10} ", style="bold reverse" if s == slot else "dim")
+    out.append_text(slot_ruler(len(shown), slot))
     if slot < len(by_slot):
         a, n = by_slot[slot]
         out.append(f" s{slot} {percent(a, n)} ({a}/{n})", style="bold")

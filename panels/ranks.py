@@ -5,6 +5,9 @@ p(tgt)    the drafter's probability of the target token
 in K      DFlash2: the target token is among the selector's K candidates
 Below the table: the drafter's and the target's top-5 for the selected slot. Slots after
 the first rejection were drafted on a wrong prefix; they are shown dimmed.
+
+With another round beside it (a pinned one, frame.other), the table adds that round's
+proposal, rank and fate per slot; cells that differ from the round on screen are marked.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from textual.widgets import Static
 
 from dflash_tui.engine.records import RoundRecord, SlotRank
 
-from .format import DASH, grid, prob, score, token_text
+from .format import DASH, column, grid, prob, token_text
 from .frame import Frame
 from .table import FastTable
 
 COLUMNS = ("slot", "proposal", "target", "rank", "p(tgt)", "in K", "fate")
+DIFFERS = "bold black on magenta"  # a cell of the other round that differs from this one's
+TOP_WIDE = 26  # characters the top-5 table needs with its p column
 
 
 def rank_style(rank: int) -> str:
@@ -34,7 +39,9 @@ class RanksPanel(Vertical):
     RanksPanel { height: 1fr; }
     RanksPanel > FastTable { height: auto; max-height: 65%; }
     RanksPanel > Horizontal { height: 7; margin-top: 1; }
-    RanksPanel > Horizontal > Static { width: 1fr; height: 7; padding: 0 1 0 0; }
+    RanksPanel > Horizontal > Static {
+        width: 1fr; height: 7; padding: 0 1 0 0; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     """
 
     class SlotSelected(Message):
@@ -44,8 +51,7 @@ class RanksPanel(Vertical):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._shown = False
-        self._record: Optional[RoundRecord] = None
+        self._shown: Optional[tuple] = None  # (record, other) on screen
         self._slot = 0
 
     def compose(self):
@@ -61,33 +67,50 @@ class RanksPanel(Vertical):
         return self.query_one("#ranks-table", FastTable)
 
     def show(self, frame: Frame) -> None:
-        record = frame.record
-        if self._shown and record is self._record and frame.slot == self._slot:
+        record, other = frame.record, frame.other
+        shown = (record, other)
+        if self._shown is not None and all(a is b for a, b in zip(shown, self._shown)) \
+                and frame.slot == self._slot:
             return
-        if not self._shown or record is not self._record:
-            self._fill(record)
-        self._shown, self._record, self._slot = True, record, frame.slot
-        if record is not None and record.gamma:
-            slot = min(frame.slot, record.gamma - 1)
-            if self.table.cursor_row != slot:
-                self.table.move_cursor(row=slot, animate=False)
+        if self._shown is None or not all(a is b for a, b in zip(shown, self._shown)):
+            self._fill(record, other, frame.other_label)
+        self._shown, self._slot = shown, frame.slot
+        slot = min(frame.slot, record.gamma - 1) if record is not None and record.gamma else None
+        if slot is not None and self.table.cursor_row != slot:
+            self.table.move_cursor(row=slot, animate=False)
         self._show_tops(record, frame.slot)
 
     def on_fast_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         event.stop()
         self.post_message(self.SlotSelected(event.cursor_row))
 
-    def _fill(self, record: Optional[RoundRecord]) -> None:
+    def on_resize(self) -> None:
+        # the top-5 lists fit their width (a hidden tab has none: drawn again once shown)
+        if self._shown is not None:
+            self._show_tops(self._shown[0], self._slot)
+
+    def _fill(self, record: Optional[RoundRecord], other: Optional[RoundRecord], label: str) -> None:
+        table = self.table
+        extra = (f"{label} proposal", f"{label} rank", f"{label} fate") if other is not None else ()
+        if table.labels != COLUMNS + extra:
+            table.add_columns(*COLUMNS, *extra)
         if record is None:
-            self.table.set_rows([])
+            table.set_rows([])
         elif record.proposals is None:
             # one placeholder row per slot: the table keeps its height through the round
             waiting = Text("…", style="dim")
-            self.table.set_rows([[Text(str(s), style="dim")] + [waiting] * 6 for s in range(record.gamma)])
+            table.set_rows([[Text(str(s), style="dim")] + [waiting] * (len(COLUMNS) - 1 + len(extra))
+                            for s in range(record.gamma)])
         else:
             ranks = {r.slot: r for r in record.ranks}
-            self.table.set_rows(_row(record, slot, proposal, ranks.get(slot))
-                                for slot, proposal in enumerate(record.proposals))
+            theirs = {r.slot: r for r in other.ranks} if other is not None else {}
+            rows = []
+            for slot, proposal in enumerate(record.proposals):
+                row = _row(record, slot, proposal, ranks.get(slot))
+                if other is not None:
+                    row += _other_cells(record, other, slot, ranks.get(slot), theirs.get(slot))
+                rows.append(row)
+            table.set_rows(rows)
 
     def _show_tops(self, record: Optional[RoundRecord], slot: int) -> None:
         drafter = self.query_one("#ranks-drafter-top", Static)
@@ -101,38 +124,65 @@ class RanksPanel(Vertical):
             drafter.update(Text(waiting, style="dim"), layout=False)
             target.update("", layout=False)
             return
+        room = drafter.content_size.width or TOP_WIDE  # no width yet: laid out on resize
         drafter.update(_top_table(f"drafter, slot {slot}", record, rank.drafter_top,
-                                  mark=rank.target, mark_label="◎"), layout=False)
+                                  mark=rank.target, mark_label="◎", room=room), layout=False)
         target.update(_top_table(f"target, row {slot}", record, rank.target_top,
-                                 mark=rank.proposal, mark_label="●"), layout=False)
+                                 mark=rank.proposal, mark_label="●", room=room), layout=False)
+
+
+def _fate(rank: Optional[SlotRank]) -> Text:
+    if rank is None:
+        return Text("pending", style="yellow")
+    if rank.accepted:
+        return Text("✓ accepted", style="green")
+    if rank.after_rejection:
+        return Text("· after reject", style="dim")
+    return Text("✗ rejected", style="bold red")
 
 
 def _row(record: RoundRecord, slot: int, proposal: int, rank: Optional[SlotRank]) -> list:
     dim = "dim" if rank is not None and rank.after_rejection else ""
     cells = [Text(str(slot), style=dim), token_text(record.text(proposal), dim)]
     if rank is None:
-        return cells + [Text("…", style="dim")] * 4 + [Text("pending", style="yellow")]
-    if rank.accepted:
-        fate = Text("✓ accepted", style="green")
-    elif rank.after_rejection:
-        fate = Text("· after reject", style="dim")
-    else:
-        fate = Text("✗ rejected", style="bold red")
+        return cells + [Text("…", style="dim")] * 4 + [_fate(None)]
     in_k = DASH if rank.in_candidates is None else ("yes" if rank.in_candidates else "no")
     return cells + [
         token_text(record.text(rank.target), dim),
         Text(str(rank.rank), style=dim or rank_style(rank.rank), justify="right"),
         Text(prob(rank.p_target), style=dim, justify="right"),
         Text(in_k, style=dim or ("" if rank.in_candidates in (None, True) else "red")),
-        fate,
+        _fate(rank),
     ]
 
 
-def _top_table(title: str, record: RoundRecord, top, mark: int, mark_label: str) -> Text:
+def _other_cells(record: RoundRecord, other: RoundRecord, slot: int, mine: Optional[SlotRank],
+                 theirs: Optional[SlotRank]) -> list:
+    """The other round's proposal, rank and fate at this slot; what differs is marked."""
+    if other.proposals is None or slot >= len(other.proposals):
+        return [Text(DASH, style="dim")] * 3
+    proposal = other.proposals[slot]
+    same_token = record.proposals is not None and proposal == record.proposals[slot]
+    cells = [token_text(other.text(proposal), "" if same_token else DIFFERS)]
+    if theirs is None:
+        return cells + [Text("…", style="dim"), _fate(None)]
+    same_rank = mine is not None and mine.rank == theirs.rank
+    fate = _fate(theirs)
+    if mine is None or (mine.accepted, mine.after_rejection) != (theirs.accepted, theirs.after_rejection):
+        fate.stylize(DIFFERS)
+    return cells + [Text(str(theirs.rank), style="" if same_rank else DIFFERS, justify="right"), fate]
+
+
+def _top_table(title: str, record: RoundRecord, top, mark: int, mark_label: str, room: int) -> Text:
+    """Token, logit, p and the mark; narrow boxes (80 columns) leave p out."""
+    logits = column([t.logit for t in top])
+    with_p = room >= TOP_WIDE
     rows = []
-    for t in top:
+    for t, logit in zip(top, logits):
         marked = t.token == mark
-        rows.append([token_text(record.text(t.token), "bold" if marked else "", width=10),
-                     score(t.logit), prob(t.prob), mark_label if marked else ""])
-    table = grid(rows, [10, 7, 5, 1], "lrrl", header=["token", "logit", "p", ""])
-    return Text(title + "\n", style="bold") + table
+        cells = [token_text(record.text(t.token), "bold" if marked else "", width=10), logit]
+        rows.append(cells + ([prob(t.prob)] if with_p else []) + [mark_label if marked else ""])
+    widths, header = ([10, 7, 5, 1], ["token", "logit", "p", ""]) if with_p else \
+        ([min(10, max(room - 11, 4)), 7, 1], ["token", "logit", ""])
+    table = grid(rows, widths, "lrrl" if with_p else "lrl", header=header)
+    return Text(title + "\n", style="bold", no_wrap=True, overflow="ellipsis") + table

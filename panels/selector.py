@@ -4,6 +4,9 @@ The path table lists, per slot, the pick, the plain argmax and the target's toke
 where the walk left the argmax path are flagged. For the selected slot: its K candidates
 with unary (the drafter's logit), edge (from the walk's predecessor) and total scores, and
 the lattice heat map of every predecessor x candidate total.
+
+With another round beside it (frame.other), the path table adds that round's pick and path
+per slot, marked where they differ.
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ from textual.widgets import Static
 
 from dflash_tui.engine.records import RoundRecord, SelectorSlot
 
-from .format import grid, prob, score, token_text
+from .format import DASH, column, grid, prob, token_text
 from .frame import Frame
-from .table import FastTable
 from .lattice import LatticeHeatmap
-from .ranks import RanksPanel
+from .ranks import DIFFERS, RanksPanel
+from .table import FastTable
 
 PATH_COLUMNS = ("slot", "pick", "argmax", "target", "total", "path")
 
@@ -48,9 +51,8 @@ class SelectorPanel(Vertical):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._record: Optional[RoundRecord] = None
+        self._shown: Optional[tuple] = None  # (record, other) in the path table
         self._slot = 0
-        self._shown = False
         self._noted = None
         self._shape = None  # (candidates, lattice rows) on screen: their height
 
@@ -69,11 +71,13 @@ class SelectorPanel(Vertical):
 
     def show(self, frame: Frame) -> None:
         record = frame.record
-        if self._shown and record is self._record and frame.slot == self._slot:
+        shown = (record, frame.other)
+        same = self._shown is not None and all(a is b for a, b in zip(shown, self._shown))
+        if same and frame.slot == self._slot:
             return
-        if not self._shown or record is not self._record:
+        if not same:
             self._fill(frame)
-        self._shown, self._record, self._slot = True, record, frame.slot
+        self._shown, self._slot = shown, frame.slot
         selector = record.selector if record is not None else None
         if selector is not None and selector.slots:
             slot = min(frame.slot, len(selector.slots) - 1)
@@ -93,8 +97,11 @@ class SelectorPanel(Vertical):
         self.post_message(RanksPanel.SlotSelected(event.cursor_row))
 
     def _fill(self, frame: Frame) -> None:
-        record, info = frame.record, frame.info
+        record, info, other = frame.record, frame.info, frame.other
         table = self.table
+        extra = (f"{frame.other_label} pick", f"{frame.other_label} path") if other is not None else ()
+        if table.labels != PATH_COLUMNS + extra:
+            table.add_columns(*PATH_COLUMNS, *extra)
         if info is not None and info.top_k is None:
             self._note(f"{info.drafter_kind} drafter: no candidate selector; each slot's "
                        "proposal is the drafter's argmax (or a sample at T > 0).")
@@ -105,7 +112,8 @@ class SelectorPanel(Vertical):
             # one placeholder row per slot: the table keeps its height through the round
             gamma = record.gamma if record is not None else 0
             waiting = Text("…", style="dim")
-            table.set_rows([[Text(str(s), style="dim")] + [waiting] * 5 for s in range(gamma)])
+            table.set_rows([[Text(str(s), style="dim")] + [waiting] * (len(PATH_COLUMNS) - 1 + len(extra))
+                            for s in range(gamma)])
             return
         selector = record.selector
         off = selector.off_argmax_slots
@@ -115,18 +123,22 @@ class SelectorPanel(Vertical):
             else ("walk followed the argmax at every slot", "green"),
         ))
         targets = record.target_tokens or ()
+        totals = column([s.score[s.chosen_index] for s in selector.slots])
+        theirs = {s.slot: s for s in other.selector.slots} if other is not None and other.selector else {}
         rows = []
-        for s in selector.slots:
+        for s, total in zip(selector.slots, totals):
             target = targets[s.slot] if s.slot < len(targets) else None
-            rows.append([
+            row = [
                 Text(str(s.slot)),
                 token_text(record.text(s.chosen), "bold magenta" if s.off_argmax else "bold"),
                 token_text(record.text(s.argmax)),
                 token_text(record.text(target)) if target is not None else Text("…", style="dim"),
-                Text(score(s.score[s.chosen_index]), justify="right"),
-                Text("⚑ off argmax", style="bold magenta") if s.off_argmax
-                else Text("argmax", style="dim"),
-            ])
+                Text(total, justify="right"),
+                _path(s),
+            ]
+            if other is not None:
+                row += _other_cells(other, s, theirs.get(s.slot))
+            rows.append(row)
         table.set_rows(rows)
 
     def _note(self, content) -> None:
@@ -143,13 +155,13 @@ class SelectorPanel(Vertical):
         source = token_text(record.text(slot.predecessor), width=10)
         rows = []
         sampled = slot.q is not None  # T > 0: the walk sampled from q over the K candidates
+        unary, edge, total = (column(values) for values in (slot.unary, slot.edge, slot.score))
         for i, token in enumerate(slot.candidates):
             marks = ("●" if i == slot.chosen_index else "") + ("★" if i == slot.argmax_index else "") \
                 + ("◎" if token == target else "")
             style = "bold magenta" if i == slot.chosen_index and slot.off_argmax else \
                 "bold" if i == slot.chosen_index else ""
-            row = [str(i), token_text(record.text(token), style, width=10),
-                   score(slot.unary[i]), score(slot.edge[i]), score(slot.score[i])]
+            row = [str(i), token_text(record.text(token), style, width=10), unary[i], edge[i], total[i]]
             rows.append(row + ([prob(slot.q[i])] if sampled else []) + [marks])
         header = ["#", "token", "unary", "edge", "total"] + (["q"] if sampled else []) + [""]
         widths = [len(str(len(slot.candidates) - 1)), 10, 7, 8, 7] + ([5] if sampled else []) + [3]
@@ -169,3 +181,17 @@ class SelectorPanel(Vertical):
         self.query_one(LatticeHeatmap).show_slot(
             slot.lattice, predecessors, pred_index, slot.chosen_index, slot.argmax_index, target_col,
             layout=layout)
+
+
+def _path(s: SelectorSlot) -> Text:
+    return Text("⚑ off argmax", style="bold magenta") if s.off_argmax else Text("argmax", style="dim")
+
+
+def _other_cells(other: RoundRecord, mine: SelectorSlot, theirs: Optional[SelectorSlot]) -> list:
+    """The other round's pick and path at this slot; what differs is marked."""
+    if theirs is None:
+        return [Text(DASH, style="dim")] * 2
+    path = _path(theirs)
+    if theirs.off_argmax != mine.off_argmax:
+        path.stylize(DIFFERS)
+    return [token_text(other.text(theirs.chosen), "" if theirs.chosen == mine.chosen else DIFFERS), path]

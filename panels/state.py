@@ -5,6 +5,10 @@ capture       target rows waiting to be written to the drafter (base position, r
 target offset tokens in the target's cache
 lag           anchor position - cursor: closed by the next context stage (docs/ARCHITECTURE.md)
 ring          sliding drafter layers: rows held / rows kept
+
+On a short terminal (under SHORT rows, e.g. 80 x 24) the rows that follow from others
+(anchor pos = committed - 1) and the column header are left out, so the history below
+still fits.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from dflash_tui.engine.records import EngineState
 
 from .format import DASH, grid
 from .frame import Frame
+
+SHORT = 30  # terminal rows below which the panel is compact
+DERIVED = {"anchor pos"}  # left out when compact
 
 FIELDS = (
     ("cursor", lambda s: s.cursor),
@@ -62,26 +69,31 @@ class StatePanel(Static):
         else:
             before = after = None
             title, ms, rollback = "", None, None
-        key = (before, after, title, ms, rollback)
+        compact = self.screen.size.height < SHORT
+        key = (before, after, title, ms, rollback, compact)
         if key == self._key:
             return
         self._key = key
+        self.border_title = "state: before → after" if compact else "state"
         self.border_subtitle = title + (f" · {ms:.1f} ms" if ms is not None else "")
-        text = render_state(before, after, rollback)
+        text = render_state(before, after, rollback, compact)
         rows = text.plain.count("\n")
         # a layout pass repaints every panel: only when the number of rows changes
         self.update(text, layout=rows != self._rows)
         self._rows = rows
 
 
-WIDTHS = [14, 9, 11]
+WIDTHS = [13, 8, 8]  # fits the left column at its narrowest (36 columns, 80-column terminal)
 
 
-def render_state(before: Optional[EngineState], after: Optional[EngineState], rollback) -> Text:
+def render_state(before: Optional[EngineState], after: Optional[EngineState], rollback,
+                 compact: bool = False) -> Text:
     rows = []
     if after is None:
         return Text("waiting for prefill", style="dim")
     for label, get in FIELDS:
+        if compact and label in DERIVED:
+            continue
         new = get(after)
         old = get(before) if before is not None else None
         if new is None and old is None:
@@ -92,7 +104,7 @@ def render_state(before: Optional[EngineState], after: Optional[EngineState], ro
             style = "bold cyan"  # lag is expected after commit; it closes at context
         rows.append([Text(label, style="dim"), DASH if old is None else str(old),
                      Text(DASH if new is None else str(new), style=style)])
-    table = grid(rows, WIDTHS, "lrr", header=["", "before", "after"])
+    table = grid(rows, WIDTHS, "lrr", header=None if compact else ["", "before", "after"])
     if rollback is None:
         return table
     # the rollback spans both value columns: "replay 12 rows" does not fit in one

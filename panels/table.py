@@ -8,7 +8,11 @@ and turns only the visible rows into strips, cached until the rows change. The h
 put while the rows scroll; one row is the cursor.
 
 The parts of DataTable's API the panels use are kept (add_columns, add_rows, clear,
-row_count, cursor_row, move_cursor, get_row_at, RowHighlighted), so panels read the same.
+row_count, cursor_row, move_cursor, get_row_at, RowHighlighted), so panels read the same,
+with one difference that matters: only the user's moves (keys, clicks) post RowHighlighted.
+A panel that moves the cursor to show what the app selected must not echo a selection back:
+two panels showing the same slot would otherwise answer each other's echoes, and a burst of
+keys left stale echoes that flipped the slot back and forth forever.
 """
 
 from __future__ import annotations
@@ -39,10 +43,10 @@ class FastTable(ScrollView, can_focus=True):
     """
     COMPONENT_CLASSES = {"fast-table--header", "fast-table--odd", "fast-table--cursor"}
     BINDINGS = [
-        Binding("up", "cursor(-1)", show=False),
-        Binding("down", "cursor(1)", show=False),
-        Binding("pageup", "page(-1)", show=False),
-        Binding("pagedown", "page(1)", show=False),
+        Binding("up", "cursor(-1)", show=False, tooltip="the row above (in ranks and selector: the slot)"),
+        Binding("down", "cursor(1)", show=False, tooltip="the row below"),
+        Binding("pageup", "page(-1)", show=False, tooltip="a page up"),
+        Binding("pagedown", "page(1)", show=False, tooltip="a page down"),
         Binding("home", "cursor_to(0)", show=False),
         Binding("end", "cursor_to(-1)", show=False),
     ]
@@ -73,9 +77,27 @@ class FastTable(ScrollView, can_focus=True):
 
     # ---- DataTable-like API --------------------------------------------------------------
 
+    class HeaderSelected(Message):
+        """The user clicked a column's header."""
+
+        def __init__(self, table: "FastTable", column: int) -> None:
+            super().__init__()
+            self.table = table
+            self.column = column
+
+        @property
+        def control(self) -> "FastTable":
+            return self.table
+
     def add_columns(self, *labels: str) -> None:
+        """Set the columns (replacing any: their widths are measured afresh)."""
         self._labels = [Text(label) for label in labels]
-        self._relayout()
+        self._widths = []
+        self._relayout(shrink=True)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(label.plain for label in self._labels)
 
     @property
     def row_count(self) -> int:
@@ -115,9 +137,11 @@ class FastTable(ScrollView, can_focus=True):
         self.cursor_row = min(self.cursor_row, max(len(self._rows) - 1, 0))
         self.refresh()
 
-    def move_cursor(self, *, row: int, animate: bool = False, scroll: bool = True) -> None:
+    def move_cursor(self, *, row: int, animate: bool = False, scroll: bool = True) -> bool:
+        """Put the cursor on `row` (clamped); True when it moved. Posts nothing: this is how
+        the app shows a selection it already knows about."""
         if not self._rows:
-            return
+            return False
         row = max(0, min(row, len(self._rows) - 1))
         changed = row != self.cursor_row
         self.cursor_row = row
@@ -126,23 +150,33 @@ class FastTable(ScrollView, can_focus=True):
             # a table just shown (a tab switch) has no size until its next layout
             self.call_after_refresh(self._scroll_to_cursor)
         self.refresh()
-        if changed:
-            self.post_message(self.RowHighlighted(self, row))
+        return changed
 
-    # ---- keys and mouse ------------------------------------------------------------------
+    # ---- keys and mouse: the user's moves, announced -----------------------------------------
+
+    def _user_move(self, row: int, scroll: bool = True) -> None:
+        if self.move_cursor(row=row, scroll=scroll):
+            self.post_message(self.RowHighlighted(self, self.cursor_row))
 
     def action_cursor(self, step: int) -> None:
-        self.move_cursor(row=self.cursor_row + step)
+        self._user_move(self.cursor_row + step)
 
     def action_page(self, step: int) -> None:
-        self.move_cursor(row=self.cursor_row + step * max(self.scrollable_content_region.height - 2, 1))
+        self._user_move(self.cursor_row + step * max(self.scrollable_content_region.height - 2, 1))
 
     def action_cursor_to(self, row: int) -> None:
-        self.move_cursor(row=row if row >= 0 else len(self._rows) - 1)
+        self._user_move(row if row >= 0 else len(self._rows) - 1)
 
     def on_click(self, event: events.Click) -> None:
         if event.y >= 1:
-            self.move_cursor(row=int(self.scroll_offset.y) + event.y - 1, scroll=False)
+            self._user_move(int(self.scroll_offset.y) + event.y - 1, scroll=False)
+            return
+        x, left = event.x + int(self.scroll_offset.x), GAP
+        for index, width in enumerate(self._widths):
+            if left <= x < left + width + GAP:
+                self.post_message(self.HeaderSelected(self, index))
+                return
+            left += width + GAP
 
     # ---- layout --------------------------------------------------------------------------
 
@@ -154,18 +188,19 @@ class FastTable(ScrollView, can_focus=True):
                     widths[i] = max(widths[i], min(cell.cell_len, self._max_widths.get(i, MAX_WIDTH)))
         return widths
 
-    def _relayout(self) -> None:
+    def _relayout(self, shrink: bool = False) -> None:
         self._widths = self._measure(self._rows, self._widths)
         self._lines.clear()
         self._header = None
-        self._resize()
+        self._resize(shrink)
         self.refresh()
 
-    def _resize(self) -> None:
+    def _resize(self, shrink: bool = False) -> None:
         # The virtual size only grows: a change of it is a layout pass of the whole screen,
         # and a table that shrinks at every new round and grows back would cost two a round.
+        # New columns (shrink) start afresh.
         width = sum(self._widths) + GAP * (len(self._widths) + 1)
-        old = self.virtual_size
+        old = Size(0, 0) if shrink else self.virtual_size
         height = len(self._rows) + 1
         size = Size(max(width, old.width), max(height, old.height) if self._grow_only else height)
         if size != old:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,88 @@ def sample_gguf():
         return sample_target()
     except InputError as error:
         pytest.skip(str(error))
+
+
+@pytest.fixture(autouse=True)
+def engines_stopped():
+    """After each test, wait for every engine thread it started to finish its stage and
+    close (the app sends Quit when it unmounts): an MLX op still running when the
+    interpreter exits would abort the process."""
+    import threading
+
+    before = set(threading.enumerate())
+    yield
+    for thread in set(threading.enumerate()) - before:
+        if thread.name == "dflash-engine":
+            thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def pair(make_pair):
+    """The pair most app tests step: the llama fixture target and a DFlash2 drafter."""
+    return make_pair("llama", "DFlash2DraftModel")
+
+
+@pytest.fixture
+def breakable_pair(make_pair, tmp_path):
+    """A private, breakable copy of the llama target + DFlash2 drafter (tests edit its files)."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    copy = tmp_path / "target"
+    shutil.copytree(target_dir, copy)
+    return copy, copy / "draft"
+
+
+@pytest.fixture(autouse=True)
+def app_files_in_tmp(request, tmp_path, monkeypatch):
+    """The app writes a directory per session (its trace, its exports) under a relative
+    export directory: in the app tests, under the test's own temporary directory."""
+    if request.module.__name__.startswith("test_app"):
+        monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def recorded(make_pair, tmp_path_factory):
+    """Three rounds of a real fixture session, stepped headless, and its trace."""
+    from dflash_tui.engine.api import load_pair
+    from dflash_tui.engine.session import SessionOptions
+    from dflash_tui.snapshot import TraceWriter
+
+    target, draft = make_pair("llama", "DFlash2DraftModel")
+    pair = load_pair(target, draft)
+    session = pair.open("The quick brown fox", options=SessionOptions(gamma=4))
+    path = tmp_path_factory.mktemp("trace") / "session.jsonl"
+    writer = TraceWriter(path, session.info, session.prefill_record)
+    stages = []
+    for _ in range(3):
+        while True:
+            record = session.step_stage()
+            stages.append(record)
+            if record.complete:
+                writer.write(record)
+                break
+    writer.close()
+    session.close()
+    return path, stages
+
+
+@pytest.fixture(scope="session")
+def sample_target(sample_gguf):
+    """The real sample target, loaded (and dequantized) once for every test that decodes with
+    it: loading costs seconds, and each session's prefill starts its cache afresh."""
+    from dflash_tui.engine.target import load_target
+
+    return load_target(sample_gguf)
+
+
+@pytest.fixture(scope="session")
+def sample_pair_for(sample_target):
+    """sample_pair_for(draft_dir) -> a Pair of the shared sample target and that drafter."""
+    import mlx.core as mx
+
+    from dflash_tui.engine.api import Pair
+    from dflash_tui.engine.checkpoint import load_drafter
+
+    def make(draft_dir) -> "Pair":
+        return Pair(sample_target, load_drafter(Path(draft_dir), mx.float32), Path(draft_dir))
+
+    return make

@@ -100,6 +100,13 @@ class Terminal:
                 raise AssertionError(f"timed out waiting for {what}")
             time.sleep(0.01)  # polling a condition, not timing anything
 
+    def quit(self, timeout: float = 10) -> tuple[int, float]:
+        """Type `q`; (exit code, seconds until the process had left)."""
+        t0 = time.monotonic()
+        self.type("q")
+        code = self.process.wait(timeout=timeout)
+        return code, time.monotonic() - t0
+
     def close(self) -> None:
         """Ask the app to quit (`q`); kill it if it has not left within 5 s."""
         if self.process.poll() is None:

@@ -3,7 +3,6 @@ checked by what the panels show."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -13,26 +12,14 @@ import pytest
 from textual.command import CommandList
 from textual.widgets import TabbedContent
 
-from dflash_tui.app.breakpoints import Breakpoints
+from dflash_tui.breakpoints import Breakpoints
 from dflash_tui.app.live import LiveApp
 from dflash_tui.engine.records import STAGE_ORDER
 from dflash_tui.panels.stream import round_tokens
 from dflash_tui.panels.table import FastTable
 
-from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
-from test_app_helpers import launch, oracle_proposer, press_and_settle, table_rows, wait_for, wait_idle, \
-    wait_loaded, widget_text
-
-SIZE = (120, 35)
-
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def pair(make_pair):
-    return make_pair("llama", "DFlash2DraftModel")
+from app_helpers import SIZE, launch, oracle_proposer, press_and_settle, run, table_rows, wait_for, \
+    wait_idle, wait_loaded, widget_text
 
 
 def test_stage_by_stage_every_panel_follows(pair):
@@ -163,23 +150,23 @@ def test_round_then_run_to_the_token_budget(pair):
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, "n")
-            assert app.record.complete and len(app.rounds) == 1
+            assert app.record.complete and len(app.history) == 1
             await pilot.press("c")
             await wait_for(pilot, lambda: app.finished is not None, what="the budget")
             await wait_idle(pilot)
             app.render_now()
             await pilot.pause()
-            generated = sum(len(r.committed_tokens) for r in app.rounds) + 1
+            generated = int(app.history.committed.values.sum()) + 1
             assert generated == 12 and app.finished == "length"
             assert app.status.kind == "finished" and "finished (length)" in app.status.message
-            assert f"over {len(app.rounds)} rounds" in widget_text(app, app.main.query_one("#history"))
+            assert f"over {len(app.history)} rounds" in widget_text(app, app.main.query_one("#history"))
             header = widget_text(app, app.main.query_one("#header"))
             assert "tokens 12" in header
             # a finished session refuses more steps and says how to go on
-            rounds = len(app.rounds)
+            rounds = len(app.history)
             await pilot.press("n")
             await pilot.pause()
-            assert len(app.rounds) == rounds
+            assert len(app.history) == rounds
 
     run(scenario())
 
@@ -230,7 +217,7 @@ def test_nonfinite_breakpoint_stops_the_run_and_f_finds_it(nan_pair):
             await wait_for(pilot, lambda: app.record.round == 1 and app.status.kind == "breakpoint",
                            what="the next round's breakpoint")
             await wait_idle(pilot)
-            assert app.record.stage == "draft" and len(app.rounds) == 1
+            assert app.record.stage == "draft" and len(app.history) == 1
 
     run(scenario())
 
@@ -292,13 +279,13 @@ def test_pause_stops_a_run_after_the_stage_in_flight(pair):
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             await pilot.press("c")
-            await wait_for(pilot, lambda: len(app.rounds) >= 3, what="three rounds")
+            await wait_for(pilot, lambda: len(app.history) >= 3, what="three rounds")
             await pilot.press("space")
             await wait_idle(pilot)
             assert app.status.kind == "paused"
-            stopped = (len(app.rounds), app.record.stage)
+            stopped = (len(app.history), app.record.stage)
             await pilot.pause(0.2)  # the engine stays put (no stage runs after a pause)
-            assert (len(app.rounds), app.record.stage) == stopped
+            assert (len(app.history), app.record.stage) == stopped
             assert app.engine.busy_stage is None
 
     run(scenario())
@@ -310,7 +297,7 @@ def test_new_prompt_and_restart_open_fresh_sessions(pair):
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, "n", "n")
-            assert len(app.rounds) == 2
+            assert len(app.history) == 2
             await pilot.press("p")
             await wait_for(pilot, lambda: app.screen is not app.main, what="the prompt dialog")
             await pilot.press("ctrl+n")
@@ -318,13 +305,13 @@ def test_new_prompt_and_restart_open_fresh_sessions(pair):
             await pilot.press("ctrl+s")
             await wait_for(pilot, lambda: app.info is not None and app.info.prompt == "def add",
                            what="the new session")
-            assert app.rounds == [] and app.record is None
+            assert len(app.history) == 0 and app.record is None
             assert "def add" in widget_text(app, app.main.query_one("#stream"))
             await press_and_settle(pilot, "n")
             first = app.record
             await press_and_settle(pilot, "r")
             await wait_for(pilot, lambda: not app.loading, what="the restart")
-            assert app.rounds == [] and app.info.prompt == "def add"
+            assert len(app.history) == 0 and app.info.prompt == "def add"
             await press_and_settle(pilot, "n")
             assert app.record.committed_tokens == first.committed_tokens  # greedy: same again
 
@@ -376,7 +363,7 @@ def test_command_palette_runs_engine_commands_and_toggles_breakpoints(pair):
                 await pilot.press("enter")
                 await wait_for(pilot, lambda: app.screen is app.main, what="the palette to close")
                 await wait_idle(pilot)
-            assert len(app.rounds) == 1
+            assert len(app.history) == 1
             assert app.armed.zero_accepted and "accepted=0" in app.status.right
             assert app.engine.armed.zero_accepted  # the engine got the new breakpoints too
 
@@ -396,7 +383,7 @@ def test_export_failure_is_reported_and_the_session_goes_on(pair, tmp_path):
             await wait_for(pilot, lambda: app.status.kind == "error", what="the export error")
             assert "export failed" in app.status.message and "not-a-dir" in app.status.message
             await press_and_settle(pilot, "n")
-            assert len(app.rounds) == 2
+            assert len(app.history) == 2
 
     run(scenario())
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import sys
 import textwrap
-import time
 
 import pytest
 from pty_terminal import Terminal
+
+RESTORED = "\x1b[?1049l"  # the app left the alternate screen: the terminal is restored
 
 CHILD = textwrap.dedent("""
     import sys, threading
@@ -45,10 +46,7 @@ def test_quit_while_a_stage_runs_leaves_within_a_second(make_pair, tmp_path):
         term.wait_for(lambda: "dflash-tui" in term.text(), 30, "the first frame")
         term.type("c")  # queued while loading: the run starts after prefill
         term.wait_for(marker.exists, 60, "the engine to enter select")
-        t0 = time.monotonic()
-        term.type("q")
-        code = term.process.wait(timeout=10)
-        seconds = time.monotonic() - t0
+        code, seconds = term.quit()
     finally:
         term.close()
     output = term.text()
@@ -56,4 +54,44 @@ def test_quit_while_a_stage_runs_leaves_within_a_second(make_pair, tmp_path):
     assert code == 0, output[-2000:]
     assert seconds < 1.0, f"quit took {seconds:.2f} s"
     assert "Traceback" not in output and "Error" not in output
-    assert "\x1b[?1049l" in output  # the alternate screen was left: terminal restored
+    assert RESTORED in output  # the alternate screen was left: terminal restored
+
+
+LIVE = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from dflash_tui.app.engine_thread import Launch
+    from dflash_tui.app.main import run_live
+
+    launch = Launch(model=Path(sys.argv[1]), draft=Path(sys.argv[2]), prompt="hi", gamma=4)
+    sys.exit(run_live(launch, export_dir=Path("exports")))
+""")
+DOWN = "\x1b[B"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pty test")
+def test_a_burst_of_slot_moves_then_q_quits(make_pair, tmp_path):
+    """Key auto-repeat sends several slot moves in one write. Each used to make both slot
+    tables echo a selection back, and the stale echoes flipped the slot back and forth for
+    ever: the UI thread spun and `q` went unanswered."""
+    target, draft = make_pair("llama", "DFlash2DraftModel")
+    script = tmp_path / "child.py"
+    script.write_text(LIVE)
+    term = Terminal([sys.executable, str(script), str(target), str(draft)], cwd=tmp_path)
+    try:
+        term.when("ready after prefill", timeout=60)
+        since = term.mark()
+        term.type("n")
+        term.when("round 0 done", since=since, timeout=60)
+        term.type(".." + DOWN * 2 + "," + DOWN + ".." + DOWN * 3)  # one write, as auto-repeat does
+        since = term.mark()
+        pressed = term.type("q")
+        # the app has answered q when it gives the terminal back (leaves the alternate
+        # screen); tearing the process down afterwards is not the UI's to answer for
+        seconds = term.when(RESTORED, since=since, timeout=30) - pressed
+        code = term.process.wait(timeout=30)
+    finally:
+        term.close()
+    print(f"q to the terminal restored after the burst: {seconds * 1000:.0f} ms")
+    assert code == 0, term.text()[-2000:]
+    assert seconds < 2.0, f"q took {seconds:.2f} s to be answered"

@@ -3,9 +3,7 @@ bad arguments end with one line and exit code 2 before any app opens."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,19 +15,8 @@ from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
 from dflash_tui.app.replay_app import ReplayApp
 
-from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
-from test_app_helpers import launch, press_and_settle, table_rows, wait_for, wait_loaded, widget_text
-
-SIZE = (120, 35)
-
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def pair(make_pair):
-    return make_pair("llama", "DFlash2DraftModel")
+from app_helpers import SIZE, launch, press_and_settle, run, table_rows, wait_for, wait_loaded, \
+    widget_text
 
 
 def panel_view(app) -> dict:
@@ -52,13 +39,14 @@ def numbers_line(app) -> list[str]:
 
 @pytest.fixture(scope="module")
 def live_session(pair, tmp_path_factory):
-    """Three rounds in the live app with --trace, round 2 exported with NPZ on."""
+    """Three rounds in the live app, recorded to its session directory's trace (the
+    default), round 2 exported with NPZ on."""
     root = tmp_path_factory.mktemp("live")
-    trace, exports = root / "session.jsonl", root / "snapshots"
+    exports = root / "snapshots"
     views = {}
 
     async def scenario():
-        app = LiveApp(launch(pair, trace=trace), show_timings=False, export_dir=exports)
+        app = LiveApp(launch(pair), show_timings=False, export_dir=exports)
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, "X", "n", "n", "n")
@@ -72,13 +60,14 @@ def live_session(pair, tmp_path_factory):
             await pilot.press("q")
 
     run(scenario())
-    return trace, exports, views
+    session, = exports.iterdir()  # one directory for the one session
+    return session / "trace.jsonl", session, views
 
 
 def test_export_writes_json_and_npz_atomically(live_session):
     _, exports, views = live_session
     record = views["record"]
-    assert sorted(p.name for p in exports.iterdir()) == ["round-0002.json", "round-0002.npz"]
+    assert sorted(p.name for p in exports.iterdir()) == ["round-0002.json", "round-0002.npz", "trace.jsonl"]
     assert f"{exports}/round-0002.json + round-0002.npz" in views["status"]
     snapshot = json.loads((exports / "round-0002.json").read_text())
     assert snapshot["round"] == 2 and snapshot["stage"] == "commit"
@@ -112,9 +101,12 @@ def test_trace_records_every_round_and_replays_the_same_panels(live_session):
 
 
 @pytest.mark.parametrize("which", ["directory", "file"])
-def test_exported_snapshot_replays_the_same_round(live_session, which):
-    _, exports, views = live_session
-    path = exports if which == "directory" else exports / "round-0002.json"
+def test_exported_snapshot_replays_the_same_round(live_session, which, tmp_path):
+    _, session, views = live_session
+    snapshots = tmp_path / "snapshots"  # a directory of snapshots alone (no trace beside them)
+    snapshots.mkdir()
+    (snapshots / "round-0002.json").write_bytes((session / "round-0002.json").read_bytes())
+    path = snapshots if which == "directory" else snapshots / "round-0002.json"
 
     async def scenario():
         app = ReplayApp(load(path), show_timings=False, export_dir=Path("unused"))
@@ -124,6 +116,41 @@ def test_exported_snapshot_replays_the_same_round(live_session, which):
             assert panel_view(app) == views["panels"]
 
     run(scenario())
+
+
+def test_a_session_directory_replays_its_whole_trace(live_session):
+    _, session, _ = live_session
+    recording = load(session)  # the trace beside the exports, not the one exported round
+    assert [r.round for r in recording.sessions[0].rounds] == [0, 1, 2]
+
+
+def test_exports_and_traces_are_never_overwritten(pair, tmp_path):
+    """x twice on a round, a restart, x again: three snapshots, two sessions, nothing lost;
+    an explicit --trace FILE gets both sessions appended."""
+    trace = tmp_path / "explicit.jsonl"
+
+    async def scenario():
+        app = LiveApp(launch(pair, trace=trace), show_timings=False, export_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            for _ in range(2):
+                await pilot.press("x")
+                await wait_for(pilot, lambda: "exported" in app.status.message, what="the export")
+                app.set_status("idle", "")
+            first = app.session_dir.path
+            await pilot.press("r")
+            await wait_for(pilot, lambda: not app.loading, what="the restart")
+            await press_and_settle(pilot, "n")
+            await pilot.press("x")
+            await wait_for(pilot, lambda: "exported" in app.status.message, what="the export")
+            return first, app.session_dir.path
+
+    first, second = run(scenario())
+    assert first != second and first.parent == second.parent == tmp_path / "out"
+    assert sorted(p.name for p in first.iterdir()) == ["round-0000-2.json", "round-0000.json"]
+    assert sorted(p.name for p in second.iterdir()) == ["round-0000.json"]
+    assert [len(s.rounds) for s in load(trace).sessions] == [1, 1]
 
 
 async def press_and_settle_replay(pilot, *keys):
@@ -168,21 +195,13 @@ def test_replay_steps_stages_back_and_forth(live_session):
     run(scenario())
 
 
-def test_replay_play_stops_at_a_nonfinite_breakpoint(make_pair, tmp_path):
+def test_replay_play_stops_at_a_nonfinite_breakpoint(nan_pair, tmp_path):
     """A trace of the NaN drafter, recorded headless; replay plays into it and stops."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from fixtures import drafter_tensors, write_drafter
-
     from dflash_tui.engine.api import load_pair
     from dflash_tui.engine.session import SessionOptions
     from dflash_tui.snapshot import TraceWriter
 
-    target, draft = make_pair("llama", "DFlash2DraftModel")
-    config = json.loads((draft / "config.json").read_text())
-    tensors = drafter_tensors(config, seed=1)
-    tensors["layers.1.mlp.down_proj.weight"][:] = float("nan")
-    bad = write_drafter(tmp_path / "nan-drafter", config, tensors=tensors)
-    session = load_pair(target, bad).open("hi", options=SessionOptions(gamma=3))
+    session = load_pair(*nan_pair).open("hi", options=SessionOptions(gamma=3))
     writer = TraceWriter(tmp_path / "nan.jsonl", session.info, session.prefill_record)
     for record in session.run(2):
         writer.write(record)
@@ -210,6 +229,9 @@ def test_replay_play_stops_at_a_nonfinite_breakpoint(make_pair, tmp_path):
     (["{target}", "--max-tokens", "0"], "--max-tokens 0"),
     (["{target}", "--prompt", "  "], "the prompt is empty"),
     (["{target}", "--prompt-file", "{tmp}/none.txt"], "no such prompt file"),
+    (["{target}", "--keep-rounds", "0"], "--keep-rounds 0"),
+    (["{target}", "--trace", "{tmp}/t.jsonl", "--no-trace"], "not allowed with argument --trace"),
+    (["replay", "{tmp}/missing.jsonl", "--export-dir", "{target}/config.json"], "is not a directory"),
 ])
 def test_bad_arguments_end_with_one_line_and_exit_2(pair, tmp_path, capsys, argv, message):
     argv = [a.format(tmp=tmp_path, target=pair[0]) for a in argv]

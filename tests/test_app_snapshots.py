@@ -2,7 +2,7 @@
 
 Deterministic by construction: greedy decoding of fixed fixture checkpoints, clocks frozen
 (show_timings=False hides tokens/s and stage times), fixed terminal sizes, no paths that
-vary between runs on screen. Update after an intended change with
+vary between runs on screen (no session directory is named: no trace, nothing exported). Update after an intended change with
 `python -m pytest tests/test_app_snapshots.py --snapshot-update` and look at the SVGs.
 """
 
@@ -10,24 +10,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
 from dflash_tui.app.replay_app import ReplayApp
 
-from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
-from test_app_helpers import launch, oracle_proposer, press_and_settle, wait_for, wait_idle, \
+from app_helpers import launch, oracle_proposer, press_and_settle, wait_for, wait_idle, \
     wait_loaded
 
 
-@pytest.fixture(scope="module")
-def pair(make_pair):
-    return make_pair("llama", "DFlash2DraftModel")
-
-
 def live(pair, **kwargs) -> LiveApp:
-    return LiveApp(launch(pair, **kwargs), show_timings=False, export_dir=Path("snapshots"))
+    return LiveApp(launch(pair, **kwargs), show_timings=False, export_dir=Path("snapshots"),
+                   record_trace=False)
 
 
 def test_main_screen_after_three_rounds(snap_compare, pair):
@@ -92,3 +86,54 @@ def test_replay_of_a_trace(snap_compare, pair, tmp_path):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 35), run_before=steps)
+
+
+def test_main_screen_at_80x24(snap_compare, pair):
+    """The standard terminal: round number on screen, state values unwrapped, the history
+    visible, the key bar's step keys first."""
+    proposer = oracle_proposer(pair, "The quick brown fox", 60, good=2)
+
+    async def steps(pilot):
+        await wait_loaded(pilot)
+        await press_and_settle(pilot, "n", "n", "n", "s", "s", "s", "s")
+
+    assert snap_compare(live(pair, proposer=proposer, gamma=15), terminal_size=(80, 24), run_before=steps)
+
+
+def test_aggregates_tab(snap_compare, pair):
+    proposer = oracle_proposer(pair, "The quick brown fox", 60, good=3)
+
+    async def steps(pilot):
+        await wait_loaded(pilot)
+        await press_and_settle(pilot, "n", "n", "n", "n", "4")
+
+    assert snap_compare(live(pair, proposer=proposer), terminal_size=(120, 45), run_before=steps)
+
+
+def test_earlier_round_beside_a_pinned_one(snap_compare, pair):
+    """Live, looking back at round 0 with round 2 pinned: the header says so, the ranks
+    table shows both rounds with the differences marked."""
+    proposer = oracle_proposer(pair, "The quick brown fox", 60, good=2)
+
+    async def steps(pilot):
+        await wait_loaded(pilot)
+        await press_and_settle(pilot, "n", "n", "n", "P", "home")
+
+    assert snap_compare(live(pair, proposer=proposer), terminal_size=(160, 40), run_before=steps)
+
+
+def test_probes_sorted_and_filtered_at_200_columns(snap_compare, pair):
+    """A wide screen: the status line's right side whole (armed breakpoints, where files
+    go); the probes table filtered to the draft stage and sorted by fp16 headroom."""
+    async def steps(pilot):
+        app = pilot.app
+        await wait_loaded(pilot)
+        await press_and_settle(pilot, "n", "b")
+        await wait_for(pilot, lambda: app.screen is not app.main, what="the menu")
+        await pilot.press("2", "ctrl+s")  # arm accepted == 0 as well
+        await wait_for(pilot, lambda: app.screen is app.main, what="the menu to close")
+        await pilot.press("F")
+        await pilot.press(*"draft", "enter")
+        await press_and_settle(pilot, *"oooooo")
+
+    assert snap_compare(live(pair), terminal_size=(200, 40), run_before=steps)

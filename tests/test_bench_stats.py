@@ -95,3 +95,33 @@ def test_interrupted_run_reports_what_finished(make_pair, tmp_path, capsys, monk
     assert [(c["workload"], c["block"], c["prompts"]) for c in data["cells"]] == [
         ("prose", 2, 1), ("prose", 3, 1)]
     assert "Accepted proposals per round" in stdout
+
+
+def _cell(workload, block, rounds, accepted, decode_s, target_tokens=100, target_s=10.0):
+    from dflash_tui.bench.stats import Cell
+
+    return Cell(workload=workload, block=block, prompts=1, rounds=rounds, tokens=0,
+                accepted=accepted, rollbacks=0, positions=(), decode_tokens=rounds + accepted,
+                decode_s=decode_s, target_decode_tokens=target_tokens,
+                target_decode_s=target_s, stage_ms=(0.0,) * 5, checked=0, diverged=0)
+
+
+def test_break_even_and_fastest_block():
+    from dflash_tui.bench.stats import fastest
+    from dflash_tui.bench.tables import implication_rows
+
+    # Target alone: 100 ms a token. Block 2: 40 rounds in 6 s = 150 ms a round, so a round
+    # must yield 1.5 tokens (0.5 accepted) to break even; block 7: 250 ms, 1.5 accepted.
+    cells = [_cell("code", 2, rounds=40, accepted=40, decode_s=6.0),
+             _cell("code", 7, rounds=20, accepted=20, decode_s=5.0),
+             _cell("prose", 2, rounds=40, accepted=8, decode_s=6.0),
+             _cell("prose", 7, rounds=20, accepted=60, decode_s=5.0)]
+    assert cells[0].round_ms == pytest.approx(150.0) and cells[0].target_ms_per_token == 100.0
+    assert [c.break_even for c in cells] == pytest.approx([0.5, 1.5, 0.5, 1.5])
+    # tokens/s: code 80/6 = 13.3 at block 2 vs 40/5 = 8.0 at 7; prose 48/6 = 8.0 vs 80/5 = 16
+    assert {w: c.block for w, c in fastest(cells).items()} == {"code": 2, "prose": 7}
+    assert implication_rows(cells, [2, 7]) == [
+        ["code", "2", "1.33x", "0.50 ok", "1.50 short"],
+        ["prose", "7", "1.60x", "0.50 short", "1.50 ok"],
+    ]
+    assert _cell("x", 2, rounds=0, accepted=0, decode_s=0.0).break_even is None

@@ -10,7 +10,6 @@ import sys
 
 import mlx.core as mx
 import numpy as np
-import pytest
 
 from fixtures import drafter_tensors, write_drafter, write_tokenizer, zlab_config
 
@@ -33,15 +32,6 @@ def _refused(capsys, *argv, needles):
     return errors[0]
 
 
-@pytest.fixture
-def pair(make_pair, tmp_path):
-    """A private, breakable copy of a llama target + DFlash2 drafter."""
-    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
-    copy = tmp_path / "target"
-    shutil.copytree(target_dir, copy)
-    return copy, copy / "draft"
-
-
 def _config(path):
     return json.loads((path / "config.json").read_text())
 
@@ -55,52 +45,52 @@ def test_missing_model_dir(capsys, tmp_path):
     _refused(capsys, str(tmp_path / "nope"), "--prompt", "x", needles=["nope", "no such file"])
 
 
-def test_target_without_config(capsys, pair):
-    target, _ = pair
+def test_target_without_config(capsys, breakable_pair):
+    target, _ = breakable_pair
     (target / "config.json").unlink()
     _refused(capsys, str(target), "--prompt", "x", needles=[str(target / "config.json"), "missing"])
 
 
-def test_target_config_not_json(capsys, pair):
-    target, _ = pair
+def test_target_config_not_json(capsys, breakable_pair):
+    target, _ = breakable_pair
     (target / "config.json").write_text("{not json")
     _refused(capsys, str(target), "--prompt", "x", needles=["config.json", "unreadable"])
 
 
-def test_target_without_weights(capsys, pair):
-    target, _ = pair
+def test_target_without_weights(capsys, breakable_pair):
+    target, _ = breakable_pair
     (target / "model.safetensors").unlink()
     _refused(capsys, str(target), "--prompt", "x", needles=[str(target), "safetensors"])
 
 
-def test_target_weights_corrupt(capsys, pair):
-    target, _ = pair
+def test_target_weights_corrupt(capsys, breakable_pair):
+    target, _ = breakable_pair
     (target / "model.safetensors").write_bytes(b"\x00\x01garbage")
     _refused(capsys, str(target), "--prompt", "x", needles=["model.safetensors"])
 
 
-def test_drafter_without_config(capsys, pair):
-    target, draft = pair
+def test_drafter_without_config(capsys, breakable_pair):
+    target, draft = breakable_pair
     (draft / "config.json").unlink()
     _refused(capsys, str(target), "--prompt", "x", needles=[str(draft / "config.json"), "missing"])
 
 
-def test_drafter_unknown_architecture(capsys, pair):
-    target, draft = pair
+def test_drafter_unknown_architecture(capsys, breakable_pair):
+    target, draft = breakable_pair
     config = _config(draft)
     config["architectures"] = ["LlamaForCausalLM"]
     (draft / "config.json").write_text(json.dumps(config))
     _refused(capsys, str(target), "--prompt", "x", needles=["architectures", "DFlash2DraftModel"])
 
 
-def test_drafter_without_weights(capsys, pair):
-    target, draft = pair
+def test_drafter_without_weights(capsys, breakable_pair):
+    target, draft = breakable_pair
     (draft / "model.safetensors").unlink()
     _refused(capsys, str(target), "--prompt", "x", needles=[str(draft), "safetensors"])
 
 
-def test_drafter_tensor_missing(capsys, pair):
-    target, draft = pair
+def test_drafter_tensor_missing(capsys, breakable_pair):
+    target, draft = breakable_pair
     config = _config(draft)
     tensors = drafter_tensors(config)
     del tensors["layers.1.mlp_conv.base_kernel"]
@@ -109,8 +99,8 @@ def test_drafter_tensor_missing(capsys, pair):
              needles=["'layers.1.mlp_conv.base_kernel'", "missing", "[2, 4, 64]"])
 
 
-def test_drafter_tensor_wrong_shape(capsys, pair):
-    target, draft = pair
+def test_drafter_tensor_wrong_shape(capsys, breakable_pair):
+    target, draft = breakable_pair
     config = _config(draft)
     tensors = drafter_tensors(config)
     tensors["layers.0.self_attn.q_proj.weight"] = np.zeros((32, 64), np.float32)
@@ -119,46 +109,46 @@ def test_drafter_tensor_wrong_shape(capsys, pair):
              needles=["'layers.0.self_attn.q_proj.weight'", "[32, 64]", "expected [64, 64]"])
 
 
-def test_drafter_vocab_mismatch(capsys, pair):
-    target, draft = pair
+def test_drafter_vocab_mismatch(capsys, breakable_pair):
+    target, draft = breakable_pair
     config = _config(draft)
     config["vocab_size"] = 999
     _rewrite_drafter(draft, config)
     _refused(capsys, str(target), "--prompt", "x", needles=["vocab_size 999", "vocabulary of"])
 
 
-def test_drafter_hidden_mismatch(capsys, pair):
-    target, draft = pair
+def test_drafter_hidden_mismatch(capsys, breakable_pair):
+    target, draft = breakable_pair
     config = _config(draft)
     config.update(hidden_size=32)
     _rewrite_drafter(draft, config)
     _refused(capsys, str(target), "--prompt", "x", needles=["hidden_size 32", "hidden size 64"])
 
 
-def test_mask_token_out_of_range(capsys, pair):
-    target, draft = pair
+def test_mask_token_out_of_range(capsys, breakable_pair):
+    target, draft = breakable_pair
     config = _config(draft)
     config["dflash_config"]["mask_token_id"] = 10_000
     (draft / "config.json").write_text(json.dumps(config))
     _refused(capsys, str(target), "--prompt", "x", needles=["mask_token_id 10000", "out of range"])
 
 
-def test_target_layer_out_of_range(capsys, pair):
-    target, draft = pair
+def test_target_layer_out_of_range(capsys, breakable_pair):
+    target, draft = breakable_pair
     config = _config(draft)
     config["dflash_config"]["target_layer_ids"] = [1, 7]
     _rewrite_drafter(draft, config)
     _refused(capsys, str(target), "--prompt", "x", needles=["target_layer_ids[1] = 7", "4 layers", "0..3"])
 
 
-def test_layer_offset_out_of_range(capsys, pair):
-    target, _ = pair
+def test_layer_offset_out_of_range(capsys, breakable_pair):
+    target, _ = breakable_pair
     _refused(capsys, str(target), "--prompt", "x", "--layer-offset", "-2",
              needles=["target_layer_ids[0] = 1 + layer offset -2", "out of range"])
 
 
-def test_block_larger_than_sliding_window(capsys, pair, make_pair):
-    target, draft = pair
+def test_block_larger_than_sliding_window(capsys, breakable_pair, make_pair):
+    target, draft = breakable_pair
     config = _config(draft)
     config["layer_types"][0] = "sliding_attention"
     config["sliding_window"] = 8
@@ -166,13 +156,13 @@ def test_block_larger_than_sliding_window(capsys, pair, make_pair):
     _refused(capsys, str(target), "--prompt", "x", "--block", "9", needles=["--block 9", "sliding_window 8"])
 
 
-def test_block_zero(capsys, pair):
-    target, _ = pair
+def test_block_zero(capsys, breakable_pair):
+    target, _ = breakable_pair
     _refused(capsys, str(target), "--prompt", "x", "--block", "0", needles=["--block 0", "at least 1"])
 
 
-def test_target_with_vision_tower(capsys, pair):
-    target, _ = pair
+def test_target_with_vision_tower(capsys, breakable_pair):
+    target, _ = breakable_pair
     weights = mx.load(str(target / "model.safetensors"))
     weights["vision_tower.patch_embed.weight"] = mx.zeros((4, 4))
     mx.save_safetensors(str(target / "model.safetensors"), weights)
@@ -197,19 +187,19 @@ def test_target_the_capture_cannot_hook(capsys, tmp_path):
     _refused(capsys, str(target), "--prompt", "x", needles=["capture cannot hook", "gpt2", "embed_tokens"])
 
 
-def test_prompt_file_missing(capsys, pair, tmp_path):
-    target, _ = pair
+def test_prompt_file_missing(capsys, breakable_pair, tmp_path):
+    target, _ = breakable_pair
     _refused(capsys, str(target), "--prompt-file", str(tmp_path / "p.txt"),
              needles=["p.txt", "no such prompt file"])
 
 
-def test_bad_flag_value(capsys, pair):
-    target, _ = pair
+def test_bad_flag_value(capsys, breakable_pair):
+    target, _ = breakable_pair
     _refused(capsys, str(target), "--prompt", "x", "--dtype", "float64", needles=["--dtype", "float64"])
 
 
-def test_refusal_in_a_real_process_has_no_traceback(pair):
-    target, draft = pair
+def test_refusal_in_a_real_process_has_no_traceback(breakable_pair):
+    target, draft = breakable_pair
     config = _config(draft)
     config["dflash_config"]["mask_token_id"] = -5
     (draft / "config.json").write_text(json.dumps(config))

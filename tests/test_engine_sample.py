@@ -8,15 +8,14 @@ import pytest
 from fixtures import write_sample_shaped_drafter
 from greedy import greedy_tokens
 
-from dflash_tui.engine import SessionOptions, load_pair
+from dflash_tui.engine import SessionOptions
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def sample_pair(sample_gguf, tmp_path_factory):
-    draft_dir = write_sample_shaped_drafter(tmp_path_factory.mktemp("sample-drafter"))
-    return load_pair(sample_gguf, draft_dir)
+def sample_pair(sample_pair_for, tmp_path_factory):
+    return sample_pair_for(write_sample_shaped_drafter(tmp_path_factory.mktemp("sample-drafter")))
 
 
 def test_gguf_target_decodes_sensible_english(sample_pair):

@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from fixtures import drafter_tensors, write_drafter
-from test_app_helpers import recorded  # noqa: F401  (a three-round trace of a real session)
 
 from dflash_tui.app.replay import load
 from dflash_tui.app.rounds import record_at_stage, text_before

@@ -12,8 +12,7 @@ import pytest
 
 from greedy import greedy_tokens, load_reference
 from quantized_drafters import float_drafter
-from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
-from test_app_helpers import launch, wait_loaded
+from app_helpers import launch, wait_loaded
 
 from dflash_tui.app.live import LiveApp
 from dflash_tui.cli import main

@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from test_app_helpers import recorded  # noqa: F401  (a three-round trace of a real session)
 
 from dflash_tui.app.replay import load
 

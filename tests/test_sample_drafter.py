@@ -8,7 +8,7 @@ import pytest
 
 from fixtures import drafter_tensors, write_drafter
 
-from dflash_tui.engine import SessionOptions, load_pair
+from dflash_tui.engine import SessionOptions
 from dflash_tui.sample import sample_drafter
 
 PROMPT = "Write a Python function that returns the factorial of n."
@@ -24,10 +24,10 @@ def test_shipped_drafter_is_a_zlab_dflash2_checkpoint_under_40_mb():
 
 
 @pytest.fixture(scope="module")
-def accepted_by(sample_gguf, tmp_path_factory):
+def accepted_by(sample_pair_for):
     def run(draft_dir):
-        session = load_pair(sample_gguf, draft_dir).open(
-            PROMPT, options=SessionOptions(gamma=7, max_tokens=40, probes=False))
+        session = sample_pair_for(draft_dir).open(
+            PROMPT, options=SessionOptions(gamma=7, max_tokens=24, probes=False, ranks=False))
         rounds = list(session.run())
         session.close()
         return sum(r.accepted for r in rounds) / len(rounds), session.generated

@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 
 from one_line import refusal
-from test_engine_refusals import pair  # noqa: F401  (a private, breakable copy of the fixture pair)
-from test_app_helpers import engines_stopped  # noqa: F401  (autouse: joins engine threads)
-from test_app_helpers import launch, wait_for
+from app_helpers import launch, wait_for
 
 
 def _edit_config(target: Path, **changes) -> None:
@@ -26,17 +24,17 @@ def _edit_config(target: Path, **changes) -> None:
     (target / "config.json").write_text(json.dumps(config))
 
 
-def test_config_without_hidden_size_names_the_field(pair, capsys):
-    target, _ = pair
+def test_config_without_hidden_size_names_the_field(breakable_pair, capsys):
+    target, _ = breakable_pair
     _edit_config(target, hidden_size=None)
     refusal(capsys, ["probe", target, "--prompt", "Hi"],
             str(target / "config.json"), "missing required field 'hidden_size'", "llama")
 
 
-def test_config_without_hidden_size_on_the_tui_error_screen(pair):
+def test_config_without_hidden_size_on_the_tui_error_screen(breakable_pair):
     from dflash_tui.app.live import LiveApp
 
-    target, draft = pair
+    target, draft = breakable_pair
     _edit_config(target, hidden_size=None)
 
     async def scenario():
@@ -69,8 +67,8 @@ def test_a_model_path_that_is_no_model_says_so(tmp_path, capsys, monkeypatch, mo
 
 
 @pytest.mark.parametrize("command", ["probe", "bench"])
-def test_a_prompt_longer_than_the_target_context_is_refused(pair, tmp_path, capsys, command):
-    target, _ = pair
+def test_a_prompt_longer_than_the_target_context_is_refused(breakable_pair, tmp_path, capsys, command):
+    target, _ = breakable_pair
     _edit_config(target, max_position_embeddings=64)
     text = " ".join(["The quick brown fox jumps over the lazy dog."] * 20)
     if command == "probe":
@@ -89,8 +87,8 @@ def test_a_prompt_longer_than_the_target_context_is_refused(pair, tmp_path, caps
         assert "01.txt" in line  # which prompt file
 
 
-def test_a_block_wider_than_the_target_context_is_refused(pair, capsys):
-    target, _ = pair
+def test_a_block_wider_than_the_target_context_is_refused(breakable_pair, capsys):
+    target, _ = breakable_pair
     _edit_config(target, max_position_embeddings=64)
     refusal(capsys, ["probe", target, "--prompt", "Hi", "--block", "64"],
             "a block of 64 proposals (65 positions)", "context of 64 tokens")

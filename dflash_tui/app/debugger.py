@@ -1,5 +1,6 @@
-"""What the live app and replay share: the screen, rendering frames, the view keys, help,
-breakpoints, export and the command palette.
+"""What the live app and replay share: the screen, rendering frames, the view keys (tabs,
+slots, rounds, search, compare, aggregates range, probes sort and filter), help built from
+the key bindings, breakpoints, export and the command palette.
 
 Rendering is coalesced: records may arrive faster than a terminal can draw (a tiny model
 runs hundreds of stages a second), so at most one frame is drawn per RENDER_INTERVAL and it
@@ -9,9 +10,12 @@ always shows the latest record. A key that changes the view renders at once.
 from __future__ import annotations
 
 import functools
+import re
 import time
+from bisect import bisect_left
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -19,18 +23,39 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 
+from ..breakpoints import TOGGLES, Breakpoints
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
 from ..panels.frame import Frame
 from ..panels.help import HelpScreen
+from ..panels.history import HistoryPanel
 from ..panels.probes import ProbesPanel
 from ..panels.ranks import RanksPanel
 from ..panels.selector import SelectorPanel
 from ..panels.status import StatusLine
-from .breakpoints import TOGGLES, Breakpoints
+from ..panels.table import FastTable
 from .screens.main import MainScreen
+from .session_dir import SessionDir
+
+if TYPE_CHECKING:  # numpy (history, search) loads after the first frame
+    from ..history import History
+    from ..search import Hit
 
 RENDER_INTERVAL = 0.05  # seconds: at most 20 frames a second while records stream in
 RUN_RENDER_INTERVAL = 0.1  # during a run: leaves the UI thread idle enough to answer keys
+
+# Groups are the help screen's sections (in the order they first appear); a compact group
+# shares one hint in the key bar ("← → round").
+STEP = Binding.Group("step")
+SESSION = Binding.Group("session")
+ROUND_KEYS = Binding.Group("round", compact=True)
+ROUNDS = Binding.Group("round")
+VIEW = Binding.Group("view")
+GENERAL = Binding.Group("general")
+# Keys that move through rounds are priority bindings (tables bind ←/→/home/end too); they
+# stand aside while a question or a dialog has the keyboard.
+NAVIGATION = {"round", "goto_first", "goto_last"}
+SEARCH_NEXT = Binding("n", "search_step(1)", "next hit", group=STEP,
+                      tooltip="while searching: the next hit (round and slot)")
 
 
 def needs_screen(action):
@@ -50,52 +75,85 @@ class ExportDone(Message):
         self.paths, self.record, self.note, self.error = paths, record, note, error
 
 
+@dataclass
+class Searching:
+    query: str
+    hits: list["Hit"]
+    index: int = 0
+
+
 class _EarlyStatus:
     """Keeps the status line's text until the screen is up (keys can arrive before)."""
 
-    kind, message, right = "idle", "", ""
+    kind, message, parts = "idle", "", ()
 
     def set_status(self, kind: str, message: str) -> None:
         self.kind, self.message = kind, message
 
-    def set_right(self, text: str) -> None:
-        self.right = text
+    def set_right(self, parts) -> None:
+        self.parts = tuple(parts)
+
+    @property
+    def right(self) -> str:
+        return "  ".join(full for full, _ in self.parts)
 
 
 class DebuggerApp(App[int]):
     TITLE = "dflash-tui"
     ENABLE_COMMAND_PALETTE = True
-    CSS = SelectorPanel.NARROW_CSS
+    CSS = SelectorPanel.NARROW_CSS + HistoryPanel.SHORT_CSS
+    # The subclasses list their own keys (stepping) first; these follow. Bindings with
+    # show=True make the key bar, in this order, as far as the width allows; the help
+    # screen lists them all, with their tooltips, grouped.
     BINDINGS = [
-        Binding("q", "quit", "quit"),
-        Binding("question_mark", "help", "help"),
-        Binding("b", "breakpoints", "breaks"),
-        Binding("x", "export", "export"),
-        Binding("f", "first_nonfinite", "first NaN", show=False),
-        Binding("1", "tab(0)", "ranks", show=False),
-        Binding("2", "tab(1)", "selector", show=False),
-        Binding("3", "tab(2)", "probes", show=False),
-        Binding("left_square_bracket", "layer(-1)", "layer -", show=False),
-        Binding("right_square_bracket", "layer(1)", "layer +", show=False),
-        Binding("comma", "slot(-1)", "slot -", show=False),
-        Binding("full_stop", "slot(1)", "slot +", show=False),
-        Binding("m", "maximize", "zoom", show=False),
-    ]
-    # (section, [(keys, what)]) for the help screen: HELP_KEYS (the subclass's) come first.
-    HELP_KEYS: list = []
-    HELP_VIEW = [
-        ("view", [
-            ("1 2 3", "inspector tab: ranks, selector, probes"),
-            (", .", "previous / next proposal slot (ranks, selector, top-5, lattice)"),
-            ("↑ ↓", "move in the focused table (the slot, or the probe row)"),
-            ("[ ]", "probes: previous / next layer filter (all, no layer, 0, 1, ...)"),
-            ("f", "probes: jump to the first non-finite buffer"),
-            ("m", "zoom the inspector (m or escape again to restore)"),
-            ("b", "breakpoints menu"),
-            ("x", "export the round on screen (JSON, + NPZ when on)"),
-            ("? ctrl+p", "this help; the command palette"),
-            ("q", "quit"),
-        ]),
+        Binding("left,h", "round(-1)", "previous round", key_display="←", group=ROUND_KEYS,
+                priority=True, tooltip="the previous round (live: the session keeps running)"),
+        Binding("right,l", "round(1)", "next round", key_display="→", group=ROUND_KEYS, priority=True,
+                tooltip="the next round; past the last one, back to the live round"),
+        Binding("home", "goto_first", "first round", show=False, priority=True, group=ROUNDS,
+                tooltip="the first round"),
+        Binding("end", "goto_last", "last round", show=False, priority=True, group=ROUNDS,
+                tooltip="live: back to the live round; replay: the last round"),
+        Binding("g", "goto_round", "go to round", show=False, group=ROUNDS,
+                tooltip="go to round N (asks for N)"),
+        Binding("slash", "search", "find", group=ROUNDS, tooltip="find token text or #id in the "
+                "committed text, proposals and target tokens of every round; then n / N next / "
+                "previous hit, escape ends the search (n steps rounds again)"),
+        Binding("N", "search_step(-1)", "previous hit", show=False, group=ROUNDS,
+                tooltip="while searching: the previous hit"),
+        Binding("escape", "end_search", "end search", show=False, group=ROUNDS,
+                tooltip="while searching: end it"),
+        Binding("P", "pin", "pin", group=ROUNDS, tooltip="pin the round on screen: ranks, selector "
+                "and probes then show it beside any other round, differences marked; P on it unpins"),
+        Binding("question_mark", "help", "help", group=GENERAL, tooltip="this help"),
+        Binding("q", "quit", "quit", group=GENERAL, tooltip="quit (at once, even mid-stage)"),
+        Binding("b", "breakpoints", "breaks", group=GENERAL, tooltip="breakpoints menu"),
+        Binding("x", "export", "export", group=GENERAL, tooltip="export the round on screen (JSON, "
+                "+ NPZ when on) into this session's directory"),
+        Binding("1", "tab(0)", "ranks", show=False, group=VIEW, tooltip="inspector tab: ranks"),
+        Binding("2", "tab(1)", "selector", show=False, group=VIEW, tooltip="inspector tab: selector"),
+        Binding("3", "tab(2)", "probes", show=False, group=VIEW, tooltip="inspector tab: probes"),
+        Binding("4", "tab(3)", "aggregates", show=False, group=VIEW,
+                tooltip="inspector tab: aggregates over every round (or a range)"),
+        Binding("comma", "slot(-1)", "slot -", show=False, group=VIEW,
+                tooltip="previous proposal slot (ranks, selector, top-5, lattice, aggregates)"),
+        Binding("full_stop", "slot(1)", "slot +", show=False, group=VIEW, tooltip="next proposal slot"),
+        Binding("a", "aggregate_range", "range", show=False, group=VIEW,
+                tooltip="aggregates: the rounds they cover (e.g. 100-200; empty: all)"),
+        Binding("left_square_bracket", "layer(-1)", "layer -", show=False, group=VIEW,
+                tooltip="probes: previous layer filter (all, no layer, 0, 1, ...)"),
+        Binding("right_square_bracket", "layer(1)", "layer +", show=False, group=VIEW,
+                tooltip="probes: next layer filter"),
+        Binding("F", "probe_filter", "filter", show=False, group=VIEW,
+                tooltip="probes: keep only rows matching words: nonfinite, fp16<N, or text in the name"),
+        Binding("o", "probe_sort", "sort", show=False, group=VIEW,
+                tooltip="probes: sort by the next column (pipeline order first); click a header too"),
+        Binding("O", "probe_sort_reverse", "reverse", show=False, group=VIEW,
+                tooltip="probes: reverse the sort"),
+        Binding("f", "first_nonfinite", "first NaN", show=False, group=VIEW,
+                tooltip="probes: jump to the first non-finite buffer in pipeline order"),
+        Binding("m", "maximize", "zoom", show=False, group=VIEW,
+                tooltip="zoom the inspector (m or escape again to restore)"),
     ]
 
     def __init__(self, *, export_dir: Path = Path("dflash-snapshots"), show_timings: bool = True,
@@ -105,6 +163,7 @@ class DebuggerApp(App[int]):
         # taken from answering keys, and a debugger's screen should change at once.
         self.animation_level = "none"
         self.export_dir = Path(export_dir)
+        self.session_dir = SessionDir(self.export_dir)
         self.show_timings = show_timings
         self.armed = armed
         self.npz = False
@@ -112,17 +171,19 @@ class DebuggerApp(App[int]):
         self.info: Optional[SessionInfo] = None
         self.prefill: Optional[PrefillRecord] = None
         self.record: Optional[RoundRecord] = None
-        self.history: tuple[RoundRecord, ...] = ()
+        self.history: Optional["History"] = None  # the session's rounds, once it has one
         self.text_before = ""
         self.slot = 0
         self.mode = "live"
         self.round_label = ""
         self.gamma_next: Optional[int] = None
+        self.pinned: Optional[RoundRecord] = None
+        self.aggregate_rounds: Optional[tuple[int, int]] = None
+        self.searching: Optional[Searching] = None
         self._panels: list = []
         self._status = _EarlyStatus()
         self._last_render = 0.0
         self._render_pending = False
-        self.frames_drawn = 0
 
     # ---- screen --------------------------------------------------------------------------
 
@@ -147,16 +208,30 @@ class DebuggerApp(App[int]):
         self.update_status_right()
         self.render_now()
 
+    def on_resize(self) -> None:
+        self.render_now()  # compact panels follow the terminal's height
+
     # ---- frames --------------------------------------------------------------------------
+
+    def upto(self) -> int:
+        """History rows up to the round on screen (the header and history show those)."""
+        return len(self.history) if self.history is not None else 0
+
+    def live_where(self) -> str:
+        """Live, looking at an earlier round: where the session is. Else empty."""
+        return ""
 
     def frame(self) -> Frame:
         slot = self.slot
         if self.record is not None and self.record.gamma:
             slot = min(slot, self.record.gamma - 1)
+        pinned = self.pinned
         return Frame(info=self.info, prefill=self.prefill, record=self.record,
-                     rounds=self.history, text_before=self.text_before, slot=slot,
-                     mode=self.mode, round_label=self.round_label, gamma_next=self.gamma_next,
-                     show_timings=self.show_timings)
+                     history=self.history, upto=self.upto(), text_before=self.text_before,
+                     slot=slot, mode=self.mode, round_label=self.round_label,
+                     live=self.live_where(), gamma_next=self.gamma_next,
+                     other=pinned, other_label=f"r{pinned.round}" if pinned is not None else "",
+                     aggregate_rounds=self.aggregate_rounds, show_timings=self.show_timings)
 
     def request_render(self) -> None:
         """Draw soon: now if the last frame is old enough, else once the interval is up."""
@@ -190,26 +265,49 @@ class DebuggerApp(App[int]):
         with self.batch_update():
             for panel in self._panels:
                 panel.show(frame)
-        self.frames_drawn += 1
 
     # ---- status --------------------------------------------------------------------------
 
     def set_status(self, kind: str, message: str) -> None:
         self.status.set_status(kind, message)
 
-    def status_right(self) -> list[str]:
-        parts = [f"x → {self.export_dir}/" + (" +npz" if self.npz else "")]
-        parts.append(f"breaks: {self.armed.describe()}")
+    def status_right(self) -> list[tuple[str, str]]:
+        """(full, short) parts for the right of the status line, most important first."""
+        parts = []
+        if self.searching is not None:
+            s = self.searching
+            parts.append((f"find {s.query!r} {s.index + 1}/{len(s.hits)} · n N · esc",
+                          f"{s.index + 1}/{len(s.hits)} n N esc"))
+        parts.append((f"breaks: {self.armed.describe()}", f"⚑ {self.armed.describe()}"))
+        where = self.files_where()
+        parts.append((f"files → {where}" + (" +npz" if self.npz else ""),
+                      f"→ …/{Path(where).name}/" + ("+npz" if self.npz else "")))
         return parts
 
-    def update_status_right(self) -> None:
-        self.status.set_right("  ".join(self.status_right()))
+    def files_where(self) -> str:
+        """Where this session's files go, as shown."""
+        if self.session_dir.created:
+            return f"{self.session_dir.path}/"
+        return f"{self.export_dir}/"
 
-    # ---- view actions --------------------------------------------------------------------
+    def update_status_right(self) -> None:
+        self.status.set_right(self.status_right())
+
+    # ---- inspector ----------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
+        if action in ("search_step", "end_search"):
+            return self.searching is not None
+        if action in NAVIGATION:
+            # a dialog or the question line has the keyboard: arrows and home/end are theirs
+            # (before the panels are up the keys still move: replay's position exists at once)
+            return self.screen is self.main and not self.main.asking
+        return True
 
     @needs_screen
     def action_tab(self, index: int) -> None:
         self.main.show_tab(index)
+        self.render_now()  # the aggregates tab draws only when shown
 
     @needs_screen
     def action_slot(self, step: int) -> None:
@@ -236,6 +334,27 @@ class DebuggerApp(App[int]):
             self.notify("no non-finite buffer in the round on screen")
 
     @needs_screen
+    def action_probe_filter(self) -> None:
+        self.main.show_tab(2)
+        probes = self.main.query_one(ProbesPanel)
+        self.main.ask("filter probes:", self._set_probe_filter, value=str(probes.filter),
+                      placeholder="nonfinite  fp16<4  attn  (words; empty: every row)")
+
+    def _set_probe_filter(self, text: str) -> None:
+        self.main.query_one(ProbesPanel).set_filter(text)
+
+    @needs_screen
+    def action_probe_sort(self) -> None:
+        self.main.show_tab(2)
+        self.main.query_one(ProbesPanel).next_sort()
+
+    @needs_screen
+    def action_probe_sort_reverse(self) -> None:
+        self.main.show_tab(2)
+        probes = self.main.query_one(ProbesPanel)
+        probes.sort_by(probes.sort_column, reverse=not probes.sort_reverse)
+
+    @needs_screen
     def action_maximize(self) -> None:
         screen = self.screen
         if screen is not self.main:
@@ -250,8 +369,27 @@ class DebuggerApp(App[int]):
             return
         # Built once and kept installed: later opens skip composing and styling it.
         if not self.is_screen_installed("help"):
-            self.install_screen(HelpScreen(self.HELP_KEYS + self.HELP_VIEW), name="help")
+            self.install_screen(HelpScreen(self.help_sections()), name="help")
         self.push_screen("help")
+
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """The keys of this app and of its tables, from their bindings: one row per action
+        with all its keys, the tooltip (or description) as the text, sections by group."""
+        rows: dict[tuple, list] = {}
+        for bindings, where in ((self._bindings, "app"), (FastTable._merge_bindings(), "tables")):
+            for _, binding in bindings:
+                if binding.system or not (binding.tooltip or binding.description):
+                    continue
+                text = binding.tooltip or binding.description
+                row = rows.setdefault((where, binding.action, text), [[], binding])
+                display = self.get_key_display(replace(binding, key_display=None))
+                if display not in row[0]:
+                    row[0].append(display)
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for (where, _, text), (keys, binding) in rows.items():
+            section = binding.group.description if binding.group else where
+            sections.setdefault(section, []).append((" ".join(keys), text))
+        return list(sections.items())
 
     def action_breakpoints(self) -> None:
         from ..panels.breakpoints import BreakpointsScreen  # first use: off the first frame
@@ -268,32 +406,167 @@ class DebuggerApp(App[int]):
         self.set_breakpoints(self.armed.toggled(name))
         self.notify(f"breakpoints: {self.armed.describe()}")
 
+    # ---- rounds --------------------------------------------------------------------------
+
+    def current_round(self) -> Optional[int]:
+        return self.record.round if self.record is not None else None
+
+    def go_to_round(self, number: Optional[int]) -> bool:
+        """Show round `number` (None: the live round, or the last one); False if it cannot."""
+        raise NotImplementedError
+
+    def round_bounds(self) -> Optional[tuple[int, int]]:
+        """The first and last round that can be shown."""
+        raise NotImplementedError
+
+    def action_round(self, step: int) -> None:
+        current, bounds = self.current_round(), self.round_bounds()
+        if current is None or bounds is None:
+            return
+        target = current + step
+        if not bounds[0] <= target <= bounds[1]:
+            self.bell()
+            return
+        self.go_to_round(target)
+
+    def action_goto_first(self) -> None:
+        bounds = self.round_bounds()
+        if bounds is not None:
+            self.go_to_round(bounds[0])
+
+    def action_goto_last(self) -> None:
+        self.go_to_round(None)
+
+    @needs_screen
+    def action_goto_round(self) -> None:
+        bounds = self.round_bounds()
+        if bounds is None:
+            self.notify("no round to go to yet", severity="warning")
+            return
+        self.main.ask("go to round:", self._goto_answer, placeholder=f"{bounds[0]}–{bounds[1]}")
+
+    def _goto_answer(self, text: str) -> None:
+        bounds = self.round_bounds()
+        try:
+            number = int(text.strip())
+        except ValueError:
+            self.notify(f"go to round: {text!r} is not a round number", severity="warning")
+            return
+        if bounds is None or not bounds[0] <= number <= bounds[1]:
+            self.notify(f"go to round: {number} is outside {bounds[0]}–{bounds[1]}", severity="warning")
+            return
+        self.go_to_round(number)
+
+    # ---- search ----------------------------------------------------------------------------
+
+    @needs_screen
+    def action_search(self) -> None:
+        previous = self.searching.query if self.searching is not None else ""
+        self.main.ask("find:", self._search_answer, value=previous,
+                      placeholder="token text, or #id · n / N next / previous · escape ends")
+
+    def _search_answer(self, query: str) -> None:
+        from ..search import search
+
+        hits = search(self.history, query) if self.history is not None else []
+        if not hits:
+            self.searching = None
+            self.update_status_right()
+            if query.strip():
+                self.notify(f"find {query!r}: not in any round so far", severity="warning")
+            return
+        here = (self.current_round() or 0, self.slot)
+        first = bisect_left([(h.round, h.slot) for h in hits], here) % len(hits)
+        self.searching = Searching(query, hits)
+        self._show_hit(first)
+
+    def action_search_step(self, direction: int) -> None:
+        from ..search import step
+
+        if self.searching is None:
+            return
+        here = (self.current_round() or 0, self.slot)
+        self._show_hit(step(self.searching.hits, here, forward=direction > 0))
+
+    def _show_hit(self, index: int) -> None:
+        s = self.searching
+        hit = s.hits[index]
+        s.index = index
+        if self.current_round() != hit.round and not self.go_to_round(hit.round):
+            return
+        self.slot = min(hit.slot, self.record.gamma - 1) if self.record is not None else hit.slot
+        self.update_status_right()
+        self.set_status("info", f"find {s.query!r}: round {hit.round} slot {hit.slot} "
+                        f"({', '.join(hit.where)})")
+        self.render_now()
+
+    def action_end_search(self) -> None:
+        self.searching = None
+        self.update_status_right()
+
+    # ---- compare and aggregates --------------------------------------------------------------
+
+    @needs_screen
+    def action_pin(self) -> None:
+        record = self.record
+        if record is None:
+            self.notify("nothing to pin yet: step a round first", severity="warning")
+            return
+        # the header says what is pinned ("vs r3"); the tables add its columns
+        self.pinned = None if self.pinned is not None and self.pinned.round == record.round else record
+        self.render_now()
+
+    @needs_screen
+    def action_aggregate_range(self) -> None:
+        self.main.show_tab(3)
+        value = "" if self.aggregate_rounds is None else "{}-{}".format(*self.aggregate_rounds)
+        self.main.ask("aggregate rounds:", self._set_aggregate_range, value=value,
+                      placeholder="A-B, A- (from A on), -B (up to B); empty: every round")
+
+    def _set_aggregate_range(self, text: str) -> None:
+        match = re.fullmatch(r"\s*(\d*)\s*(?:[-–:]\s*(\d*))?\s*", text)
+        if match is None:
+            self.notify(f"aggregate rounds: {text!r}: expected A-B, A- or -B", severity="warning")
+            return
+        first, last = match.group(1), match.group(2) if match.group(2) is not None else match.group(1)
+        if not first and not last:
+            self.aggregate_rounds = None
+        else:
+            self.aggregate_rounds = (int(first) if first else 0, int(last) if last else 10**12)
+        self.render_now()
+
     # ---- export ---------------------------------------------------------------------------
 
     def action_export(self) -> None:
-        if self.record is None:
+        record = self.record
+        if record is None:
             self.notify("nothing to export yet: step a stage first", severity="warning")
             return
-        note = ""
-        if self.npz and not self.record.raw:
-            note = "no raw buffers in this round (NPZ is recorded from the stage after turning it on)"
-        self._export(self.record, self.info, self.npz)
-        self.set_status("busy", f"exporting round {self.record.round} ({self.record.stage})…")
-        self._export_note = note
+        try:
+            directory, stem = self.session_dir.path, self.session_dir.round_stem(record.round)
+        except OSError as error:
+            self._export_failed(record, error)
+            return
+        self._export(record, self.info, self.npz, directory, stem)
+        self.update_status_right()
+        self.set_status("busy", f"exporting round {record.round} ({record.stage})…")
 
     @work(thread=True, group="export", exit_on_error=False)
-    def _export(self, record: RoundRecord, info: Optional[SessionInfo], npz: bool) -> None:
+    def _export(self, record: RoundRecord, info: Optional[SessionInfo], npz: bool,
+                directory: Path, stem: str) -> None:
         # Disk I/O only (no MLX): a worker keeps a slow or full disk off the UI thread.
         from ..snapshot import export_round
 
         try:
-            paths = export_round(self.export_dir, record, info, npz=npz)
+            paths = export_round(directory, record, info, npz=npz, stem=stem)
         except OSError as error:
-            reason = error.strerror or str(error)
-            where = error.filename or self.export_dir
-            self.post_message(ExportDone([], record, error=f"export failed: {where}: {reason}"))
+            self.call_from_thread(self._export_failed, record, error)
             return
-        self.post_message(ExportDone(paths, record))
+        self.post_message(ExportDone(paths, record, note=raw_note(record, npz)))
+
+    def _export_failed(self, record: RoundRecord, error: OSError) -> None:
+        reason = error.strerror or str(error)
+        self.post_message(ExportDone([], record, error=f"export failed: {error.filename or self.export_dir}: {reason}"))
 
     def on_export_done(self, message: ExportDone) -> None:
         record = message.record
@@ -303,29 +576,49 @@ class DebuggerApp(App[int]):
             return
         names = " + ".join(p.name for p in message.paths)
         text = f"exported round {record.round} ({record.stage}) → {message.paths[0].parent}/{names}"
-        self.set_status("info", text)
-        note = getattr(self, "_export_note", "")
-        if note:
-            self.notify(note, severity="warning")
+        self.set_status("info", text + (f" · {message.note}" if message.note else ""))
+        if message.note:
+            self.notify(message.note, severity="warning", timeout=8)
+
+    def deliver_screenshot(self, filename: Optional[str] = None, path: Optional[str] = None,
+                           time_format: Optional[str] = None) -> Optional[str]:
+        """The palette's Screenshot: into this session's directory (Textual's default is
+        ~/Downloads, which may not exist)."""
+        if path is None:
+            try:
+                path = str(self.session_dir.path)
+            except OSError as error:
+                self.notify(f"screenshot: {self.export_dir}: {error.strerror or error}", severity="error")
+                return None
+            self.update_status_right()
+        return super().deliver_screenshot(filename, path, time_format)
 
     # ---- command palette ------------------------------------------------------------------
 
     def palette_commands(self) -> list[tuple[str, str, object]]:
         commands = [
-            ("Export round", "write the round on screen as JSON (+NPZ) to " + str(self.export_dir),
+            ("Export round", "write the round on screen as JSON (+NPZ) to " + self.files_where(),
              self.action_export),
+            ("Go to round", "asks for a round number", self.action_goto_round),
+            ("Find token", "text or #id in every round; n / N next / previous hit", self.action_search),
+            ("Pin round", "compare other rounds with the one on screen (P)", self.action_pin),
+            ("Aggregate range", "the rounds the aggregates tab covers", self.action_aggregate_range),
+            ("Filter probes", "nonfinite, fp16<N, or text in the buffer name", self.action_probe_filter),
+            ("Sort probes", "by the next column (o; O reverses)", self.action_probe_sort),
             ("Breakpoints menu", "arm or disarm the conditions that stop a run", self.action_breakpoints),
             ("Jump to first non-finite buffer", "probes tab, first NaN/Inf in pipeline order",
              self.action_first_nonfinite),
             ("Show ranks", "inspector tab 1", lambda: self.action_tab(0)),
             ("Show selector", "inspector tab 2", lambda: self.action_tab(1)),
             ("Show probes", "inspector tab 3", lambda: self.action_tab(2)),
+            ("Show aggregates", "inspector tab 4", lambda: self.action_tab(3)),
             ("Zoom inspector", "maximize / restore the inspector", self.action_maximize),
             ("Help", "keys and colours", self.action_help),
         ]
         for name, label in TOGGLES:
-            state = "off" if getattr(self.armed, name) else "on"
-            commands.append((f"Breakpoint: {label} → {state}", "toggle this breakpoint",
+            armed = getattr(self.armed, name)
+            commands.append((f"{'Disarm' if armed else 'Arm'} breakpoint: {label}",
+                             f"now {'armed' if armed else 'off'}; toggles it",
                              lambda name=name: self.toggle_breakpoint(name)))
         return commands
 
@@ -333,3 +626,18 @@ class DebuggerApp(App[int]):
         yield from super().get_system_commands(screen)
         for title, help_text, callback in self.palette_commands():
             yield SystemCommand(title, help_text, callback)
+
+
+def raw_note(record: RoundRecord, npz: bool) -> str:
+    """Says when the NPZ holds fewer stages than the round probed (NPZ turned on mid-round),
+    or none at all."""
+    if not npz:
+        return ""
+    if not record.raw:
+        return "no raw buffers in this round (NPZ keeps them from the stage after turning it on)"
+    probed = {p.stage for p in record.probes}
+    kept = {key.split("/", 1)[0] for key in record.raw}
+    missing = [s.stage for s in record.stages if s.stage in probed - kept]
+    if missing:
+        return f"partial NPZ: no raw buffers for {', '.join(missing)} (NPZ was turned on mid-round)"
+    return ""

@@ -17,14 +17,14 @@ import queue
 from collections import deque
 import threading
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..cli import user_message
 from ..engine.errors import InputError
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
-from .breakpoints import Breakpoints, hits
+from ..breakpoints import Breakpoints, hits
 
 
 # ---- what to open ----------------------------------------------------------------------------
@@ -42,7 +42,7 @@ class Launch:
     temperature: float = 0.0
     seed: int = 0
     max_tokens: int = 512
-    trace: Optional[Path] = None
+    trace: Optional[Path] = None  # where the first session records its rounds (appended to)
     keep_raw: bool = False
     # SessionOptions.proposer: forced proposals for tests and what-if runs (see engine).
     proposer: Optional[Callable[[list[int], int], list[int]]] = None
@@ -81,6 +81,7 @@ class SetBreakpoints:
 @dataclass(frozen=True)
 class Restart:
     prompt: Optional[str] = None  # None: the same prompt again
+    trace: Optional[Path] = None  # where the new session records its rounds (None: nowhere)
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ class EngineThread(threading.Thread):
 
     def run(self) -> None:
         try:
-            self._open(self.launch.prompt)
+            self._open(self.launch.prompt, self.launch.trace)
         except InputError as error:
             self.emit(Failed(user_message(error), fatal=True))
             return
@@ -229,7 +230,7 @@ class EngineThread(threading.Thread):
             self._deferred.clear()
             prompt = command.prompt if command.prompt is not None else session.info.prompt
             try:
-                self._open(prompt)
+                self._open(prompt, command.trace)
             except InputError as error:  # the old session is untouched: it goes on
                 self.emit(Failed(f"restart refused: {user_message(error)}"))
             except Exception as error:  # noqa: BLE001
@@ -280,7 +281,7 @@ class EngineThread(threading.Thread):
 
     # ---- sessions and the trace ----------------------------------------------------------
 
-    def _open(self, prompt: str) -> None:
+    def _open(self, prompt: str, trace: Optional[Path]) -> None:
         if self._pair is None:
             self.emit(Progress("importing MLX and mlx-lm"))
         from ..engine.api import load_pair
@@ -308,23 +309,22 @@ class EngineThread(threading.Thread):
         self.session = new
         self.emit(Progress(f"prefill: {len(new.prompt_ids)} prompt tokens"))
         prefill = new.prefill()
-        self._open_trace(new.info, prefill)
+        self._open_trace(trace, new.info, prefill)
         self.emit(Loaded(new.info, prefill, new.gamma, new.finished))
         if new.finished is not None:
             self.emit(Idle("finished", new.finished))
 
-    def _open_trace(self, info: SessionInfo, prefill: PrefillRecord) -> None:
-        if self.launch.trace is None:
+    def _open_trace(self, path: Optional[Path], info: SessionInfo, prefill: PrefillRecord) -> None:
+        self._close_trace()
+        if path is None:
             return
         from ..snapshot import TraceWriter
 
-        self._close_trace()
         try:
-            self._trace = TraceWriter(self.launch.trace, info, prefill)
+            self._trace = TraceWriter(path, info, prefill)
         except OSError as error:
             self._trace = None
-            self.emit(Notice(f"trace off: cannot write {self.launch.trace}: {error.strerror or error}",
-                             "error"))
+            self.emit(Notice(f"trace off: cannot write {path}: {error.strerror or error}", "error"))
 
     def _write_trace(self, record: RoundRecord) -> None:
         if self._trace is None:
@@ -358,7 +358,3 @@ def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split()) or error.__class__.__name__
     return f"{error.__class__.__name__}: {text}"
 
-
-def strip_raw(record: RoundRecord) -> RoundRecord:
-    """The record without its raw buffers (history keeps many rounds; raw is for export)."""
-    return record if record.raw is None else replace(record, raw=None)

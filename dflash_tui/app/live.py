@@ -3,27 +3,36 @@ time.
 
 The app never touches MLX. Keys become commands on the engine thread's queue and return at
 once; the engine answers with records (through the Inbox below) that update the screen.
+
+Every completed round goes into the history (history.py: bounded memory however long the
+session runs); ←/→ show earlier rounds while the session goes on, End comes back to the live
+round. Each session (and each restart) records to its own trace in its own directory under
+the export directory unless --no-trace; older rounds are read back from it.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
 from textual import events
 from textual.binding import Binding
 
+from ..breakpoints import Breakpoints
+from ..cli import KEEP_ROUNDS
 from ..engine.records import RoundRecord
 from ..sample import PROMPTS_DIR
-from .breakpoints import Breakpoints
-from .debugger import DebuggerApp
-from .inbox import EngineWake, Inbox
+from ..trace_rounds import TraceRounds
+from .debugger import SEARCH_NEXT, SESSION, STEP, DebuggerApp
 from .engine_thread import (
     EngineThread, Failed, GammaChanged, Idle, Launch, Loaded, Notice, Pause, Progress, Quit,
-    Restart, SetBreakpoints, SetGamma, SetKeepRaw, StageDone, StageStarted, Step, strip_raw,
+    Restart, SetBreakpoints, SetGamma, SetKeepRaw, StageDone, StageStarted, Step,
 )
+from .inbox import EngineWake, Inbox
 from .rounds import text_before
+from .session_dir import SessionDir
 
 # During a run these keys pause it (and do nothing else); view keys (tabs, slots, help,
 # export, breakpoints, gamma) leave it running. During a single round only escape and c
@@ -36,36 +45,36 @@ ENGINE_START_DELAY = 0.1  # seconds between the first frame and the engine's fir
 
 class LiveApp(DebuggerApp):
     BINDINGS = [
-        Binding("s", "step('stage')", "stage"),
-        Binding("n", "step('round')", "round"),
-        Binding("space", "step('round')", "round", show=False),
-        Binding("c", "run", "run/pause"),
-        Binding("plus,equals_sign", "gamma(1)", "γ+"),
-        Binding("minus", "gamma(-1)", "γ-"),
-        Binding("p", "prompt", "prompt"),
-        Binding("r", "restart", "restart"),
-        Binding("X", "toggle_npz", "npz", show=False),
-    ]
-    HELP_KEYS = [
-        ("step", [
-            ("s", "one stage: context → draft → select → verify → commit"),
-            ("n  space", "the rest of the round (stops early at a breakpoint)"),
-            ("c", "run until c / space / s / n / escape, a breakpoint, EOS or --max-tokens"),
-            ("+ -", "proposals per round (γ), from the next round on"),
-        ]),
-        ("session", [
-            ("p", "new prompt (typed, or one of sample_prompts/), fresh session"),
-            ("r", "restart the session on the same prompt"),
-            ("X", "NPZ export on/off (keeps raw buffers from the next stage; slower)"),
-        ]),
+        Binding("s", "step('stage')", "stage", group=STEP,
+                tooltip="one stage: context → draft → select → verify → commit"),
+        SEARCH_NEXT,  # n is the next hit while searching, else the next round
+        Binding("n", "step('round')", "round", group=STEP,
+                tooltip="the rest of the round (stops early at a breakpoint)"),
+        Binding("space", "step('round')", "round", show=False, group=STEP,
+                tooltip="the rest of the round (also while searching)"),
+        Binding("c", "run", "run", group=STEP,
+                tooltip="run until c / space / s / n / escape, a breakpoint, EOS or --max-tokens"),
+        Binding("plus,equals_sign", "gamma(1)", "γ+", group=STEP,
+                tooltip="one more proposal per round (γ), from the next round on"),
+        Binding("minus", "gamma(-1)", "γ-", group=STEP, tooltip="one proposal fewer per round"),
+        Binding("p", "prompt", "prompt", group=SESSION,
+                tooltip="new prompt (typed, or one of sample_prompts/), fresh session"),
+        Binding("r", "restart", "restart", group=SESSION, tooltip="restart the session on the same prompt"),
+        Binding("X", "toggle_npz", "npz", show=False, group=SESSION,
+                tooltip="NPZ export on/off (keeps raw buffers from the next stage; slower)"),
     ]
 
     def __init__(self, launch: Launch, *, export_dir: Path = Path("dflash-snapshots"),
                  show_timings: bool = True, armed: Breakpoints = Breakpoints(),
-                 prompts_dir: Path = PROMPTS_DIR) -> None:
+                 prompts_dir: Path = PROMPTS_DIR, record_trace: bool = True,
+                 keep_rounds: int = KEEP_ROUNDS) -> None:
+        """record_trace: each session writes its trace into its directory (an explicit
+        launch.trace FILE is used instead when given). keep_rounds: full records in memory."""
         super().__init__(export_dir=export_dir, show_timings=show_timings, armed=armed)
         self.launch = launch
         self.prompts_dir = prompts_dir
+        self.record_trace = record_trace
+        self.keep_rounds = keep_rounds
         self.inbox = Inbox(self.post_message)
         self.engine = EngineThread(launch, self.inbox.put, armed, pace=self.inbox.wait_drained)
         self.npz = launch.keep_raw
@@ -73,9 +82,12 @@ class LiveApp(DebuggerApp):
         self.running: Optional[str] = None  # "round" | "run": the engine steps on its own
         self.finished: Optional[str] = None
         self.failure: Optional[Failed] = None  # a fatal one: no session to step
-        self.rounds: list[RoundRecord] = []  # completed rounds, raw buffers dropped
+        self.live: Optional[RoundRecord] = None  # the engine's latest record
+        self.live_text_before = ""
+        self.viewing: Optional[int] = None  # an earlier round on screen (None: the live one)
+        self.trace: Optional[Path] = None  # where the session on screen records its rounds
+        self._next_trace: Optional[tuple[Path, int]] = None  # (path, start) of the session asked for
         self.busy: Optional[tuple[int, str, float]] = None  # (round, stage, since)
-        self.events_seen = 0
         self._progress = "starting the engine"
         self._progress_since = time.monotonic()
 
@@ -84,11 +96,26 @@ class LiveApp(DebuggerApp):
     def screen_ready(self) -> None:
         super().screen_ready()
         self._show_progress()
+        self.engine.launch = replace(self.launch, trace=self._session_trace())
         # Start the engine (and its MLX imports, which hold the interpreter for a second or
         # two) only once the first frame is drawn and the writer thread has had a moment to
         # put it on the terminal.
         self.call_after_refresh(self.set_timer, ENGINE_START_DELAY, self.engine.start)
         self.set_interval(0.25, self._tick)
+
+    def _session_trace(self) -> Optional[Path]:
+        """Where the next session records its rounds (None: nowhere), remembered with the
+        offset its lines will start at (an explicit --trace FILE may hold earlier ones)."""
+        path = self.launch.trace
+        if path is None and self.record_trace:
+            try:
+                path = self.session_dir.trace
+            except OSError as error:
+                self.notify(f"trace off: {self.export_dir}: {error.strerror or error}", severity="error")
+                path = None
+        start = path.stat().st_size if path is not None and path.exists() else 0
+        self._next_trace = (path, start) if path is not None else None
+        return path
 
     async def action_quit(self) -> None:
         # Never wait for the engine: a stage in flight cannot be interrupted; the thread is a
@@ -106,7 +133,8 @@ class LiveApp(DebuggerApp):
 
     async def on_event(self, event: events.Event) -> None:
         if (isinstance(event, events.Key) and not event.is_forwarded and self.running and not self.loading
-                and self.screen is self.main and event.key in PAUSE_KEYS[self.running]):
+                and self.screen is self.main and event.key in PAUSE_KEYS[self.running]
+                and not self.main.asking and not (self.searching and event.key in ("n", "escape"))):
             self.pause()
             event.prevent_default()
             event.stop()
@@ -172,7 +200,8 @@ class LiveApp(DebuggerApp):
     def _restart(self, prompt: Optional[str]) -> None:
         if self.running:
             self.engine.send(Pause())
-        self.engine.send(Restart(prompt))
+        self.session_dir = SessionDir(self.export_dir)  # a new session: new files
+        self.engine.send(Restart(prompt, trace=self._session_trace()))
         self.loading = True
         self._progress, self._progress_since = "prefill", time.monotonic()
         self._show_progress()
@@ -189,10 +218,12 @@ class LiveApp(DebuggerApp):
         if armed is not None:
             self.engine.send(SetBreakpoints(armed))
 
-    def status_right(self) -> list[str]:
+    def status_right(self) -> list[tuple[str, str]]:
         parts = super().status_right()
-        if self.launch.trace is not None:
-            parts.insert(0, f"trace → {self.launch.trace}")
+        if self.launch.trace is not None:  # an explicit file, apart from the session's directory
+            parts.append((f"trace → {self.launch.trace}", f"trace → {self.launch.trace.name}"))
+        elif self.trace is None and self.loading is False:
+            parts.append(("no trace (older rounds: summaries only)", "no trace"))
         return parts
 
     def palette_commands(self):
@@ -214,7 +245,6 @@ class LiveApp(DebuggerApp):
         if not self.can_draw():
             return  # closing: nothing left to show events on
         for event in self.inbox.take():
-            self.events_seen += 1
             getattr(self, f"engine_{type(event).__name__.lower()}")(event)
 
     def is_running(self) -> bool:
@@ -222,28 +252,73 @@ class LiveApp(DebuggerApp):
 
     def render_now(self) -> None:
         # During a run the status line follows the frames, not every stage: one repaint.
-        if self.running and self.record is not None and self.status.kind in ("running", "busy", "paused", "idle"):
-            self.set_status("running", f"running · round {self.record.round} {self.record.stage}")
+        if self.running and self.live is not None and self.status.kind in ("running", "busy", "paused", "idle"):
+            self.set_status("running", f"running · round {self.live.round} {self.live.stage}")
         super().render_now()
 
-    def frame(self):
-        if len(self.history) != len(self.rounds):  # built once per frame, not per round
-            self.history = tuple(self.rounds)
-        return super().frame()
+    # ---- rounds on screen ---------------------------------------------------------------
+
+    def upto(self) -> int:
+        if self.history is None or self.viewing is None:
+            return super().upto()
+        row = self.history.index(self.viewing)
+        return len(self.history) if row is None else row + 1
+
+    def live_where(self) -> str:
+        if self.viewing is None or self.live is None:
+            return ""
+        return f"round {self.live.round} {self.live.stage}"
+
+    def round_bounds(self) -> Optional[tuple[int, int]]:
+        if self.history is None:
+            return None
+        first = self.history.first_round
+        last = self.live.round if self.live is not None else self.history.last_round
+        if first is None and last is None:
+            return None
+        return (last if first is None else first, last)
+
+    def go_to_round(self, number: Optional[int]) -> bool:
+        live = self.live
+        if number is None or live is None or number >= live.round:
+            self.viewing = None
+            self.record, self.text_before = live, self.live_text_before
+            self.round_label = "" if live is None else str(live.round)
+            self.render_now()
+            return True
+        record = self.history.record(number)
+        if record is None:
+            why = "--no-trace" if self.trace is None else f"not in {self.trace}"
+            self.notify(f"round {number}: only its summary is kept ({why}); the last "
+                        f"{self.history.keep} rounds are kept whole", severity="warning")
+            return False
+        previous = self.history.record(number - 1) if self.history.is_kept(number - 1) else None
+        self.viewing = number
+        self.record = record
+        self.text_before = text_before(record, previous.committed_text if previous else None)
+        self.round_label = str(number)
+        self.render_now()
+        return True
 
     def engine_progress(self, event: Progress) -> None:
         self._progress, self._progress_since = event.text, time.monotonic()
         self._show_progress()
 
     def engine_loaded(self, event: Loaded) -> None:
+        from ..history import History  # numpy: after the first frame
+
         self.loading = False
         self.info, self.prefill = event.info, event.prefill
         self.gamma_next = event.gamma
         self.finished = event.finished
-        self.rounds, self.history, self.record = [], (), None
-        self.text_before = event.prefill.first_text
+        self.trace, start = self._next_trace if self._next_trace is not None else (None, 0)
+        self.history = History(self.keep_rounds, TraceRounds(self.trace, start) if self.trace else None)
+        self.live = self.record = self.pinned = self.searching = None
+        self.viewing = self.aggregate_rounds = None
+        self.text_before = self.live_text_before = event.prefill.first_text
         self.round_label = ""
         self.failure = None
+        self.update_status_right()
         if not self.running:
             notes = "; ".join(event.info.notes)
             self.set_status("idle", f"ready after prefill of {event.info.prompt_tokens} tokens: "
@@ -261,15 +336,17 @@ class LiveApp(DebuggerApp):
         record = event.record
         self.busy = None
         if record.complete:
-            previous = self.rounds[-1].committed_text if self.rounds else None
-            if self.record is None or self.record.round != record.round:
-                self.text_before = text_before(record, previous)
-            self.rounds.append(strip_raw(record))
+            if self.live is None or self.live.round != record.round:  # its stages went unseen
+                last = self.history.record(self.history.last_round) if len(self.history) else None
+                self.live_text_before = text_before(record, last.committed_text if last else None)
+            self.history.add(record)
             self.finished = record.finish_reason
         else:
-            self.text_before = record.committed_text
-        self.record = record
-        self.round_label = str(record.round)
+            self.live_text_before = record.committed_text
+        self.live = record
+        if self.viewing is None:
+            self.record, self.text_before = record, self.live_text_before
+            self.round_label = str(record.round)
         if event.hits and not self.running:
             self.set_status("breakpoint", f"round {record.round} {record.stage}: " + "; ".join(event.hits))
         self.request_render()
@@ -277,12 +354,12 @@ class LiveApp(DebuggerApp):
     def engine_idle(self, event: Idle) -> None:
         self.running = None
         self.busy = None
-        record = self.record
+        record = self.live
         where = f"round {record.round} {record.stage}" if record is not None else "prefill"
         if event.reason == "breakpoint":
             self.set_status("breakpoint", f"stopped at {where}: {event.message}")
         elif event.reason == "finished":
-            tokens = sum(len(r.committed_tokens) for r in self.rounds) + 1
+            tokens = int(self.history.committed.values.sum()) + 1
             self.finished = event.message
             self.set_status("finished", f"finished ({event.message}) after {tokens} tokens · "
                             "r restarts · p new prompt")

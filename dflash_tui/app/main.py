@@ -51,14 +51,15 @@ def launch_from_args(args) -> Launch:
 
 def run_app(args) -> int:
     launch = launch_from_args(args)
-    # A folder the user named is checked now; the default one only matters if `x` is used,
-    # and a failed export there is reported in the app (a read-only cwd must not stop it).
+    # A folder the user named is checked now; the default one is made when first written
+    # (the trace, `x`), and a failure there is reported in the app, which goes on without it
+    # (a read-only working folder must not stop a session).
     given = {} if args.export_dir is None else {"export_dir": output_dir("--export-dir", args.export_dir)}
     if launch.mesh is not None:
         from .launched import run_group
 
         return run_group(launch, **given)
-    return run_live(launch, **given)
+    return run_live(launch, record_trace=not args.no_trace, keep_rounds=args.keep_rounds, **given)
 
 
 def run_live(launch: Launch, **app_options) -> Optional[int]:
@@ -94,8 +95,9 @@ def run_replay(args) -> int:
     from .replay import load
     from .replay_app import ReplayApp
 
+    export_dir = output_dir("--export-dir", args.export_dir)
     recording = load(Path(args.trace))
-    app = ReplayApp(recording)
+    app = ReplayApp(recording, export_dir=export_dir)
     code = app.run()
     return code if code is not None else 0
 

@@ -1,9 +1,10 @@
-"""Reading a recording back for replay: a trace (JSON lines from --trace), one snapshot
-(round-NNNN.json from `x` or `probe --out`) or a directory of snapshots.
+"""Reading a recording back for replay and export: a trace (JSON lines), one snapshot
+(round-NNNN.json from `x` or `probe --out`), a directory of snapshots, or a session
+directory the app wrote (its trace).
 
 Pure Python over dflash_tui.snapshot: replay never imports MLX. A trace may hold several
-sessions (one header line each: the app appends a new one on every restart); they are kept
-apart so round numbers and text never mix.
+sessions (one header line each: an explicit --trace FILE gets a new one on every restart);
+they are kept apart so round numbers and text never mix.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional, Union
 
 from ..engine.errors import InputError
 from ..engine.records import STAGE_ORDER, PrefillRecord, RoundRecord, SessionInfo
 from ..snapshot import (
     SNAPSHOT_SCHEMA, TRACE_SCHEMA, prefill_from_json, round_from_json, session_from_json,
 )
+from .session_dir import TRACE_NAME
 
 
 @dataclass(frozen=True)
@@ -36,81 +38,120 @@ class Loaded:
 
 
 def load(path: Path) -> Loaded:
+    """Every session of a recording, whole (replay holds what it plays)."""
+    sessions: list[tuple[Header, list[RoundRecord]]] = []
+    skipped = 0
+    for entry in entries(path):
+        if isinstance(entry, Header):
+            sessions.append((entry, []))
+        elif isinstance(entry, Skipped):
+            skipped += 1
+        else:
+            if not sessions:
+                sessions.append((Header(None, None), []))
+            sessions[-1][1].append(entry)
+    if not any(rounds for _, rounds in sessions):
+        if skipped and not sessions:
+            raise InputError(f"{path}: every dflash-tui line of this recording is damaged "
+                             f"({_lines(skipped)} skipped)")
+        raise InputError(f"{path}: the trace holds no complete round yet"
+                         + (f" ({_lines(skipped)} damaged, skipped)" if skipped else ""))
+    return Loaded(Path(path).expanduser(), tuple(
+        Recording(header.info, header.prefill, tuple(rounds)) for header, rounds in sessions if rounds
+    ), skipped)
+
+
+@dataclass(frozen=True)
+class Header:
+    """A session starts: the rounds after it are its own."""
+    info: Optional[SessionInfo]
+    prefill: Optional[PrefillRecord]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An unreadable trace line (a torn last line after a crash, or damage)."""
+    line: int
+
+
+def entries(path: Path) -> Iterator[Union[Header, Skipped, RoundRecord]]:
+    """A recording read in order, one round at a time (memory stays flat however long it
+    is): a trace (a Header per session, then its rounds), one snapshot, a directory of
+    snapshots, or a session directory the app wrote (its trace.jsonl)."""
     path = Path(path).expanduser()
     if path.is_dir():
-        return _load_directory(path)
+        if (path / TRACE_NAME).is_file():
+            yield from _trace_entries(path / TRACE_NAME)
+        else:
+            yield from _directory_entries(path)
+        return
     if not path.exists():
         raise InputError(f"{path}: no such trace or snapshot")
+    with _open(path) as f:
+        first = f.readline()
+    if first.strip() == "{":  # an indented JSON document, not JSON lines: one snapshot
+        with _open(path) as f:
+            whole = _json_or_none(f.read())
+        if isinstance(whole, dict) and whole.get("schema") == SNAPSHOT_SCHEMA:
+            yield from _snapshot_entries([(path, whole)], path)
+            return
+    yield from _trace_entries(path)
+
+
+def count_sessions(path: Path) -> int:
+    """How many sessions a recording holds, without parsing its rounds."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        if not (path / TRACE_NAME).is_file():
+            return 1
+        path = path / TRACE_NAME
+    elif not path.exists():
+        raise InputError(f"{path}: no such trace or snapshot")
+    header = b'{"schema": "' + TRACE_SCHEMA.encode() + b'"'  # how TraceWriter starts one
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            return max(sum(1 for line in f if line.startswith(header)), 1)
     except OSError as error:
         raise InputError(f"{path}: unreadable ({error.strerror or error})") from None
-    whole = _json_or_none(data)
-    if isinstance(whole, dict) and whole.get("schema") == SNAPSHOT_SCHEMA:
-        return Loaded(path, (_snapshot_session([whole], path),))
-    return _load_trace(path, data)
 
 
-def _json_or_none(data: bytes):
-    try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):  # JSONDecodeError is a ValueError
-        return None
-
-
-def _load_trace(path: Path, data: bytes) -> Loaded:
-    """Every readable session. A damaged line (a torn last line after a crash, bytes
-    overwritten on disk, a field that no longer parses) is skipped and counted, wherever
-    it is; a round whose number does not follow the one before starts a new session, so a
-    damaged header never merges two sessions."""
-    sessions: list[Recording] = []
-    info, prefill, rounds = None, None, []
-    skipped, ours = 0, False
-
-    def close_session() -> None:
-        if info is not None or rounds:
-            sessions.append(Recording(info, prefill, tuple(rounds)))
-
-    for line in data.splitlines():
-        if not line.strip():
-            continue
-        obj = _json_or_none(line)
-        schema = obj.get("schema") if isinstance(obj, dict) else None
-        ours = ours or schema in (TRACE_SCHEMA, SNAPSHOT_SCHEMA)
-        try:
-            if schema == TRACE_SCHEMA:
-                header = session_from_json(obj["session"])
-                close_session()
-                info, prefill, rounds = header, _prefill(obj.get("prefill"), header), []
-            elif schema == SNAPSHOT_SCHEMA:
-                record = round_from_json(obj)
-                if not _well_formed(record):
-                    raise TypeError("round fields of the wrong type or stages out of order")
-                if rounds and record.round <= rounds[-1].round:
-                    close_session()
-                    info, prefill, rounds = None, None, []
-                rounds.append(record)
-            else:
-                skipped += 1
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
-            skipped += 1
-    close_session()
-    readable = tuple(s for s in sessions if s.rounds)
-    if readable:
-        return Loaded(path, readable, skipped)
+def _trace_entries(path: Path) -> Iterator[Union[Header, Skipped, RoundRecord]]:
+    """A damaged line (a torn last line after a crash, bytes overwritten on disk, a field of
+    the wrong type, stages out of order) is skipped, wherever it is; a round whose number
+    does not follow the one before starts a new session, so a damaged header never merges
+    two sessions."""
+    ours, last = False, None  # a line of our schema seen; the last round's number
+    with _open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            obj = _json_or_none(line)
+            schema = obj.get("schema") if isinstance(obj, dict) else None
+            ours = ours or schema in (TRACE_SCHEMA, SNAPSHOT_SCHEMA)
+            try:
+                if schema == TRACE_SCHEMA:
+                    info = session_from_json(obj["session"])
+                    entry, last = Header(info, _prefill(obj.get("prefill"), info)), None
+                elif schema == SNAPSHOT_SCHEMA:
+                    entry = round_from_json(obj)
+                    if not _stages_in_order(entry):
+                        raise ValueError("stages out of order")
+                else:
+                    entry = Skipped(number)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+                entry = Skipped(number)
+            if isinstance(entry, RoundRecord):
+                if last is not None and entry.round <= last:
+                    yield Header(None, None)
+                last = entry.round
+            yield entry
     if not ours:
         raise InputError(f"{path}: not a dflash-tui trace (expected JSON lines with schema "
                          f"{TRACE_SCHEMA} / {SNAPSHOT_SCHEMA})")
-    if sessions:
-        raise InputError(f"{path}: the trace holds no complete round yet"
-                         + (f" ({_lines(skipped)} damaged, skipped)" if skipped else ""))
-    raise InputError(f"{path}: every dflash-tui line of this trace is damaged "
-                     f"({_lines(skipped)} skipped)")
 
 
-def _well_formed(record: RoundRecord) -> bool:
-    """Stages that ran in the engine's order (the codec has already checked every field's
-    type: a line damaged in place can parse as JSON and still hold nonsense)."""
+def _stages_in_order(record: RoundRecord) -> bool:
+    """The stages ran in the engine's order (the codec has checked every field's type)."""
     stages = tuple(s.stage for s in record.stages)
     return bool(stages) and stages == STAGE_ORDER[: len(stages)]
 
@@ -119,29 +160,60 @@ def _lines(n: int) -> str:
     return f"{n} line" if n == 1 else f"{n} lines"
 
 
-def _load_directory(path: Path) -> Loaded:
-    files = sorted(path.glob("round-*.json"))
+def _directory_entries(path: Path) -> Iterator[Union[Header, RoundRecord]]:
+    files = sorted(path.glob("round-*.json"), key=_round_order)
     if not files:
-        raise InputError(f"{path}: no round-NNNN.json snapshots in this directory")
-    objs = []
-    for file in files:
+        raise InputError(f"{path}: no round-NNNN.json snapshots (and no {TRACE_NAME}) in this directory")
+
+    def objects():
+        for file in files:
+            obj = _json_or_none(_read(file))
+            if not isinstance(obj, dict) or obj.get("schema") != SNAPSHOT_SCHEMA:
+                raise InputError(f"{file}: not a dflash-tui snapshot (schema {SNAPSHOT_SCHEMA})")
+            yield file, obj
+
+    yield from _snapshot_entries(objects(), path)
+
+
+def _snapshot_entries(objects, path: Path) -> Iterator[Union[Header, RoundRecord]]:
+    """Snapshots (already in round order): one session, its identity from the first."""
+    header = False
+    for file, obj in objects:
         try:
-            obj = _json_or_none(file.read_bytes())
-        except OSError as error:
-            raise InputError(f"{file}: unreadable ({error.strerror or error})") from None
-        if not isinstance(obj, dict) or obj.get("schema") != SNAPSHOT_SCHEMA:
-            raise InputError(f"{file}: not a dflash-tui snapshot (schema {SNAPSHOT_SCHEMA})")
-        objs.append(obj)
-    return Loaded(path, (_snapshot_session(objs, path),))
+            if not header:
+                info = session_from_json(obj["session"]) if obj.get("session") else None
+                yield Header(info, None)
+                header = True
+            yield round_from_json(obj)
+        except (KeyError, TypeError, ValueError) as error:
+            raise InputError(f"{file}: damaged snapshot ({type(error).__name__}: {_short(error)})") from None
 
 
-def _snapshot_session(objs: list[dict], path: Path) -> Recording:
+def _round_order(file: Path) -> tuple:
+    """round-0012.json, round-0012-2.json (a second export), round-10000.json: by number."""
+    parts = file.stem.split("-")[1:]
+    return tuple(int(p) if p.isdigit() else 0 for p in parts)
+
+
+def _open(path: Path):
+    try:  # undecodable bytes make a line unreadable (skipped), not the whole file
+        return open(path, encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise InputError(f"{path}: unreadable ({error.strerror or error})") from None
+
+
+def _read(path: Path) -> str:
     try:
-        info = next((session_from_json(o["session"]) for o in objs if o.get("session")), None)
-        rounds = tuple(sorted((round_from_json(o) for o in objs), key=lambda r: r.round))
-    except (KeyError, TypeError, ValueError) as error:
-        raise InputError(f"{path}: damaged snapshot ({type(error).__name__}: {_short(error)})") from None
-    return Recording(info, None, rounds)
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: unreadable ({error})") from None
+
+
+def _json_or_none(text: str):
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return None
 
 
 def _short(error: Exception, limit: int = 80) -> str:

@@ -14,10 +14,10 @@ from typing import Optional
 from textual import events
 from textual.binding import Binding
 
+from ..breakpoints import Breakpoints, hits
 from ..engine.records import RoundRecord
 from ..panels.format import short_path
-from .breakpoints import Breakpoints, hits
-from .debugger import DebuggerApp
+from .debugger import SEARCH_NEXT, STEP, DebuggerApp
 from .replay import Loaded, Recording
 from .rounds import record_at_stage, text_before
 
@@ -27,23 +27,13 @@ PAUSE_KEYS = frozenset({"c", "space", "s", "n", "escape"})
 
 class ReplayApp(DebuggerApp):
     BINDINGS = [
-        Binding("left,h", "round(-1)", "prev round", priority=True),
-        Binding("right,l", "round(1)", "next round", priority=True),
-        Binding("s", "stage(1)", "stage"),
-        Binding("backspace", "stage(-1)", "◀ stage", show=False),
-        Binding("n,space", "finish_round", "to commit", show=False),
-        Binding("home,g", "goto_first", "first", show=False, priority=True),
-        Binding("end,G", "goto_last", "last", show=False, priority=True),
-        Binding("c", "play", "play/pause"),
-    ]
-    HELP_KEYS = [
-        ("replay", [
-            ("← →  h l", "previous / next round (complete)"),
-            ("s  backspace", "one stage forward / back"),
-            ("n  space", "to the end of this round, else the next round"),
-            ("home end  g G", "first / last round"),
-            ("c", "play forward, stopping at the armed breakpoints"),
-        ]),
+        Binding("s", "stage(1)", "stage", group=STEP, tooltip="one stage forward"),
+        Binding("backspace", "stage(-1)", "◀ stage", show=False, group=STEP, tooltip="one stage back"),
+        SEARCH_NEXT,  # n is the next hit while searching, else the end of the round
+        Binding("n,space", "finish_round", "to commit", show=False, group=STEP,
+                tooltip="to the end of this round, else the next round"),
+        Binding("c", "play", "play", group=STEP,
+                tooltip="play forward, stopping at the armed breakpoints (c again pauses)"),
     ]
 
     def __init__(self, recording: Loaded, *, export_dir: Path = Path("dflash-snapshots"),
@@ -54,6 +44,8 @@ class ReplayApp(DebuggerApp):
         # every round of every session, in order: (session index, round index)
         self.positions = [(s, r) for s, session in enumerate(recording.sessions)
                           for r in range(len(session.rounds))]
+        self._histories: dict = {}  # per session, built when first shown
+        self._upto = 0  # history rows up to the round on screen
         self.index = 0
         self.stage = len(self._full().stages) - 1  # start on round 0, complete
         self.playing = False
@@ -93,7 +85,8 @@ class ReplayApp(DebuggerApp):
         self.info, self.prefill = session.info, session.prefill
         self.record = record
         self.text_before = before
-        self.history = session.rounds[: r + (1 if record.complete else 0)]
+        self.history = self._session_history(s)
+        self._upto = r + (1 if record.complete else 0)
         self.gamma_next = None
         last = session.rounds[-1].round
         self.round_label = f"{record.round}/{last}"
@@ -104,6 +97,34 @@ class ReplayApp(DebuggerApp):
                             f"round {record.round} of {last} · {record.stage} "
                             f"({self.stage + 1}/{len(full.stages)} stages)")
         self.render_now()
+
+    def _session_history(self, s: int):
+        from ..history import History  # numpy: after the first frame
+
+        if s not in self._histories:
+            rounds = self.recording.sessions[s].rounds
+            history = History(keep=len(rounds))  # replay holds them all already
+            for record in rounds:
+                history.add(record)
+            self._histories[s] = history
+        return self._histories[s]
+
+    def upto(self) -> int:
+        return self._upto
+
+    def round_bounds(self) -> Optional[tuple[int, int]]:
+        rounds = self._session().rounds
+        return (rounds[0].round, rounds[-1].round)
+
+    def go_to_round(self, number: Optional[int]) -> bool:
+        """A round of the session on screen (None: the last round of the recording)."""
+        if number is None:
+            return self._move(len(self.positions) - 1, 10**6)
+        s = self.positions[self.index][0]
+        for index, (session, r) in enumerate(self.positions):
+            if session == s and self.recording.sessions[s].rounds[r].round == number:
+                return self._move(index, 10**6)
+        return False
 
     def _move(self, index: int, stage: int) -> bool:
         if not 0 <= index < len(self.positions):
@@ -140,9 +161,6 @@ class ReplayApp(DebuggerApp):
     def action_goto_first(self) -> None:
         self._move(0, 10**6)
 
-    def action_goto_last(self) -> None:
-        self._move(len(self.positions) - 1, 10**6)
-
     # ---- playing -------------------------------------------------------------------------
 
     def action_play(self) -> None:
@@ -173,8 +191,8 @@ class ReplayApp(DebuggerApp):
 
     async def on_event(self, event: events.Event) -> None:
         if (isinstance(event, events.Key) and not event.is_forwarded and self.playing
-                and self.screen is self.main
-                and event.key in PAUSE_KEYS):
+                and self.screen is self.main and not self.main.asking
+                and event.key in PAUSE_KEYS and not (self.searching and event.key in ("n", "escape"))):
             self.stop_playing("paused")
             event.prevent_default()
             event.stop()

@@ -163,10 +163,10 @@ class BenchRunner:
 
     def _options(self, block: int, max_tokens: int, proposer: Optional[Proposer]) -> SessionOptions:
         s = self.settings
-        # Probes are the TUI's buffer statistics; the tables need none of them.
+        # Probes and ranks are what the TUI shows; the tables need none of them.
         return SessionOptions(gamma=block, temperature=s.temperature, seed=s.seed,
-                              max_tokens=max_tokens, probes=False, layer_offset=s.layer_offset,
-                              proposer=proposer)
+                              max_tokens=max_tokens, probes=False, ranks=False,
+                              layer_offset=s.layer_offset, proposer=proposer)
 
     def _warm_up(self, prompt: Prompt) -> None:
         """First calls pay one-off costs (allocations, thread pools); keep them out of the

@@ -161,6 +161,25 @@ class Cell:
         return None if spec is None or not alone else spec / alone
 
     @property
+    def round_ms(self) -> Optional[float]:
+        """Wall-clock milliseconds per round: context, draft, select, verify and commit."""
+        return None if not self.rounds else 1000 * self.decode_s / self.rounds
+
+    @property
+    def target_ms_per_token(self) -> Optional[float]:
+        return None if not self.target_decode_tokens else 1000 * self.target_decode_s / self.target_decode_tokens
+
+    @property
+    def break_even(self) -> Optional[float]:
+        """Accepted proposals per round at which this block decodes as fast as the target
+        alone: a round yields accepted + 1 tokens in round_ms, the target one token in
+        target_ms_per_token, so they meet at round_ms / target_ms_per_token - 1. Measured
+        at this block's own round cost, which hardly depends on how many were accepted (a
+        rollback is a trim)."""
+        round_ms, token_ms = self.round_ms, self.target_ms_per_token
+        return None if round_ms is None or not token_ms else round_ms / token_ms - 1
+
+    @property
     def conditional_range(self) -> Optional[tuple[float, float]]:
         values = [p.conditional for p in self.positions if p.conditional is not None]
         return (min(values), max(values)) if values else None
@@ -189,3 +208,13 @@ def cell(workload: str, block: int, runs: Sequence[SpecRun],
         checked=sum(1 for run in runs if run.checked),
         diverged=sum(1 for run in runs if run.divergence is not None),
     )
+
+
+def fastest(cells: Sequence[Cell]) -> dict[str, Cell]:
+    """Per workload, the block with the most tokens per second."""
+    best: dict[str, Cell] = {}
+    for c in cells:
+        if c.tokens_per_s is not None and (c.workload not in best
+                                           or c.tokens_per_s > best[c.workload].tokens_per_s):
+            best[c.workload] = c
+    return best

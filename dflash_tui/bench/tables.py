@@ -10,9 +10,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.records import STAGE_ORDER
 from .runner import BenchResult
-from .stats import ALL, Cell
+from .stats import ALL, Cell, fastest
 
 DASH = "-"
 
@@ -68,15 +67,26 @@ def position_rows(cells: Sequence[Cell], blocks: Sequence[int]) -> list[list[str
 
 
 def speed_rows(cells: Sequence[Cell]) -> list[list[str]]:
-    verify = STAGE_ORDER.index("verify")
+    return [[c.workload, str(c.block), num(c.tokens_per_s, 1), num(c.target_tokens_per_s, 1),
+             times(c.speedup), num(c.round_ms, 1), num(c.target_ms_per_token, 1),
+             num(c.decode_s, 1)] for c in cells]
+
+
+def implication_rows(cells: Sequence[Cell], blocks: Sequence[int]) -> list[list[str]]:
+    """workload, fastest block, its speed-up, then per block the break-even acceptance and
+    whether the measured mean accepted cleared it."""
+    best = fastest(cells)
     rows = []
-    for c in cells:
-        context_draft_select = sum(c.stage_ms[:verify])
-        rows.append([c.workload, str(c.block), num(c.tokens_per_s, 1),
-                     num(c.target_tokens_per_s, 1), times(c.speedup),
-                     num(context_draft_select if c.rounds else None, 1),
-                     num(c.stage_ms[verify] if c.rounds else None, 1),
-                     num(c.decode_s, 1)])
+    for workload, by_block in _by_workload(cells).items():
+        top = best.get(workload)
+        row = [workload, DASH if top is None else str(top.block),
+               DASH if top is None else times(top.speedup)]
+        for b in blocks:
+            c = by_block[b]
+            mark = "" if c.break_even is None or c.mean_accepted is None else (
+                " ok" if c.mean_accepted > c.break_even else " short")
+            row.append(num(c.break_even) + mark)
+        rows.append(row)
     return rows
 
 
@@ -119,11 +129,18 @@ def render(result: BenchResult) -> Group:
         _section(
             "Speed  [wall clock on this machine: varies from run to run]",
             _table(["workload", "block", "tokens/s", "target alone", "speed-up",
-                    "draft ms/round", "verify ms/round", "decode s"],
+                    "ms/round", "target ms/token", "decode s"],
                    speed_rows(cells), first_left=2),
             "decode only, prefill excluded on both sides. target alone = the target's own "
             "one-token greedy decode of the same prompts in this run; speed-up = tokens/s "
-            "over it. draft ms/round = context + draft + select stages."),
+            "over it. ms/round = a whole round (draft and verify, with their rollback)."),
+        _section(
+            "What the speed implies on this machine  [wall clock]",
+            _table(["workload", "fastest block", "speed-up"] + [f"break-even {h}" for h in heads],
+                   implication_rows(cells, blocks)),
+            "break-even = accepted proposals per round a block needs to match the target "
+            "alone: ms/round / target ms/token - 1 (a round yields accepted + 1 tokens). "
+            "ok / short: the measured mean accepted is above / below it."),
     )
 
 

@@ -1,41 +1,54 @@
 """The debugger screen: header, token stream / state / history on the left, the inspector
-tabs (ranks, selector, probes) on the right, a status line and the footer.
+tabs (ranks, selector, probes, aggregates) on the right, a status line (or a question being
+asked there) and the key bar.
 
-Laid out for 100x30 and up: the left column keeps a readable width and the inspector takes
-the rest. Panels are built once and only ever updated in place (no remounts: no flicker).
+Laid out for 80 x 24 and up: the left column keeps a readable width and the inspector takes
+the rest; on short terminals the state and history panels get compact. Panels are built
+once and only ever updated in place (no remounts: no flicker).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import TabbedContent, TabPane
 
+from ...panels.aggregates import AggregatesPanel
+from ...panels.ask import AskLine
 from ...panels.footer import KeyBar
 from ...panels.header import HeaderPanel
 from ...panels.history import HistoryPanel
 from ...panels.probes import ProbesPanel
 from ...panels.ranks import RanksPanel
 from ...panels.selector import SelectorPanel
-from ...panels.state import StatePanel
+from ...panels.state import SHORT, StatePanel
 from ...panels.status import StatusLine
 from ...panels.stream import TokenStream
 
-TABS = ("tab-ranks", "tab-selector", "tab-probes")
+# (tab id, title, the widget that takes the focus on it)
+TABS = (
+    ("tab-ranks", "1 Ranks", "#ranks-table"),
+    ("tab-selector", "2 Selector", "#selector-path"),
+    ("tab-probes", "3 Probes", "#probes-table"),
+    ("tab-aggregates", "4 Aggregates", "#aggregates"),
+)
 
 
 class MainScreen(Screen):
     DEFAULT_CSS = """
     MainScreen #body { height: 1fr; }
     MainScreen #left { width: 40%; min-width: 36; max-width: 72; }
-    MainScreen #stream { height: 1fr; min-height: 4; }
+    MainScreen #stream { height: 1fr; min-height: 3; }
     MainScreen #inspector { width: 1fr; }
     MainScreen #inspector TabPane { padding: 0; }
     """
     AUTO_FOCUS = "#ranks-table"
     # Narrow screens stack what sits side by side on wide ones (the selector's candidates
-    # and lattice need up to ~90 columns of inspector).
+    # and lattice need up to ~90 columns of inspector); short ones get compact panels.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT, "-tall")]
 
     def compose(self):
         yield HeaderPanel(id="header")
@@ -44,15 +57,15 @@ class MainScreen(Screen):
                 yield TokenStream(id="stream")
                 yield StatePanel(id="state")
                 yield HistoryPanel(id="history")
-            with TabbedContent(id="inspector", initial=TABS[0]):
-                with TabPane("1 Ranks", id=TABS[0]):
-                    yield RanksPanel(id="ranks")
-                with TabPane("2 Selector", id=TABS[1]):
-                    yield SelectorPanel(id="selector")
-                with TabPane("3 Probes", id=TABS[2]):
-                    yield ProbesPanel(id="probes")
+            with TabbedContent(id="inspector", initial=TABS[0][0]):
+                for (tab, title, _), panel in zip(TABS, (
+                        RanksPanel(id="ranks"), SelectorPanel(id="selector"),
+                        ProbesPanel(id="probes"), AggregatesPanel(id="aggregates"))):
+                    with TabPane(title, id=tab):
+                        yield panel
         yield StatusLine(id="status")
-        yield KeyBar(id="keys")
+        yield AskLine(id="ask")
+        yield KeyBar(first=("step",), id="keys")
 
     def on_mount(self) -> None:
         # after the first refresh every panel has composed its own children
@@ -61,12 +74,38 @@ class MainScreen(Screen):
     def panels(self) -> list:
         """Every panel that renders a Frame, in screen order."""
         return [self.query_one(selector) for selector in
-                ("#header", "#stream", "#state", "#history", "#ranks", "#selector", "#probes")]
+                ("#header", "#stream", "#state", "#history", "#ranks", "#selector", "#probes",
+                 "#aggregates")]
 
     def show_tab(self, index: int) -> None:
-        self.query_one("#inspector", TabbedContent).active = TABS[index]
-        table = {0: "#ranks-table", 1: "#selector-path", 2: "#probes-table"}[index]
-        self.query_one(table).focus()
+        tab, _, focus = TABS[index]
+        inspector = self.query_one("#inspector", TabbedContent)
+        if inspector.active == tab:
+            return
+        inspector.active = tab
+        # The focus follows once the tab is on screen: a focus change restyles the widgets
+        # it leaves and enters and redraws the key bar, which would delay the tab's frame.
+        self.call_after_refresh(self.focus_tab)
 
-    def active_tab(self) -> int:
-        return TABS.index(self.query_one("#inspector", TabbedContent).active)
+    def focus_tab(self) -> None:
+        """Focus the active tab's table (after a tab switch, or a question answered)."""
+        active = self.query_one("#inspector", TabbedContent).active
+        focus = next(f for tab, _, f in TABS if tab == active)
+        self.query_one(focus).focus()
+
+    # ---- a question on the status line -----------------------------------------------------
+
+    @property
+    def asking(self) -> bool:
+        # Before the screen has composed there is no question line, so nobody is asked.
+        lines = self.query(AskLine)
+        return bool(lines) and lines.first().asking
+
+    def ask(self, label: str, answer: Callable[[str], None], value: str = "",
+            placeholder: str = "") -> None:
+        self.query_one(StatusLine).display = False
+        self.query_one(AskLine).ask(label, answer, value, placeholder)
+
+    def on_ask_line_closed(self, message: AskLine.Closed) -> None:
+        self.query_one(StatusLine).display = True
+        self.focus_tab()

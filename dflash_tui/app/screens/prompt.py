@@ -21,6 +21,13 @@ from ...prompt_file import read_prompt_file
 PREVIEW = 60  # characters of a sample prompt shown in the list
 
 
+class PromptText(TextArea):
+    """The prompt editor: ctrl+a selects everything, as in most editors (TextArea's own
+    ctrl+a goes to the start of the line; home still does)."""
+
+    BINDINGS = [Binding("ctrl+a", "select_all", "select all", show=False)]
+
+
 def sample_prompts(root: Path) -> list[tuple[str, Path]]:
     """(workload/name, path) of every sample_prompts/<workload>/*.txt, sorted."""
     if not root.is_dir():
@@ -56,7 +63,7 @@ class PromptScreen(ModalScreen[Optional[str]]):
     def compose(self):
         with Vertical() as box:
             box.border_title = "new prompt: ctrl+s starts a fresh session on it, escape cancels"
-            yield TextArea(self.current, id="prompt-text", soft_wrap=True, show_line_numbers=False)
+            yield PromptText(self.current, id="prompt-text", soft_wrap=True, show_line_numbers=False)
             if self.samples:
                 yield Label(Text(f"or pick a sample ({self.prompts_dir}):", style="dim"))
                 options = []

@@ -8,7 +8,7 @@ true, so resuming after a stop never trips again on the same evidence.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from ..engine.records import RoundRecord
+from .engine.records import RoundRecord
 
 DEFAULT_RANK_THRESHOLD = 20
 DEFAULT_POSITION = 256

@@ -1,0 +1,186 @@
+"""Memory of a long live session: does the TUI stay under a fixed ceiling however many
+rounds it runs? (A benchmark that reports numbers, not a test.)
+
+    python benchmarks/bench_memory.py [--rounds 5000] [--block 4] [--keep-rounds 100]
+                                      [--every 500] [--json F] [MODEL --draft DRAFT_DIR]
+
+Runs the real live app (engine thread, history, trace, panels drawing frames, headless)
+with `c` running round after round, by default on the tiny fixture pair of tests/fixtures.py
+(written to a temporary directory), and samples every `--every` rounds:
+
+  rss            the process's resident memory (/proc/self/status VmRSS)
+  kv             the target's KV cache and the drafter's context cache at that point,
+                 computed from the shapes (they grow with the context by design)
+  app            what the app holds for the session: the history's summary columns plus
+                 the full records it keeps (the last --keep-rounds), measured object by object
+  engine rounds  records the engine's Session still keeps itself (session.rounds, while it
+                 has that list), same measure
+  mlx            MLX's allocator: memory in live arrays (the caches above among them) and
+                 freed buffers it keeps for reuse (mx.get_active_memory / get_cache_memory)
+
+and reports the growth per 1,000 rounds of each, and of rss - mlx - engine rounds: what
+the rest of the process (the app above all) adds beyond the model's memory. The ceiling stated in docs/TUI.md comes from this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+MB = 1024 * 1024
+
+
+def rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def deep_size(obj, seen: set | None = None) -> int:
+    """Bytes of an object and everything it refers to (dataclasses, tuples, dicts, numpy)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    size = sys.getsizeof(obj)
+    if hasattr(obj, "nbytes") and hasattr(obj, "dtype"):  # a numpy array owns its buffer
+        return size if obj.base is not None else max(size, obj.nbytes)
+    if is_dataclass(obj) and not isinstance(obj, type):
+        own = sys.getsizeof(vars(obj)) if hasattr(obj, "__dict__") else 0  # its attribute dict
+        return size + own + sum(deep_size(getattr(obj, f.name), seen) for f in fields(obj))
+    if isinstance(obj, dict):
+        return size + sum(deep_size(k, seen) + deep_size(v, seen) for k, v in obj.items())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return size + sum(deep_size(v, seen) for v in obj)
+    return size
+
+
+def cache_bytes(model_dir: Path, draft_dir: Path, state) -> int:
+    """The target's KV cache and the drafter's context cache, from their configs (float32)."""
+    total = 0
+    for directory, tokens in ((model_dir, state.target_offset), (draft_dir, state.cursor)):
+        config_file = directory / "config.json"
+        if not config_file.exists():
+            continue
+        c = json.loads(config_file.read_text())
+        heads = c.get("num_key_value_heads", c.get("num_attention_heads", 0))
+        head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+        total += c["num_hidden_layers"] * 2 * heads * head_dim * 4 * tokens
+    return total
+
+
+def app_bytes(app) -> int:
+    history = app.history
+    return history.nbytes + deep_size(history.kept()) + deep_size(history.token_text)
+
+
+def engine_round_bytes(app) -> int:
+    """The Session's own list of records, if it still keeps one (estimated from a sample)."""
+    rounds = getattr(app.engine.session, "rounds", None)
+    if not rounds:
+        return 0
+    sample = rounds[-20:]
+    return int(deep_size(list(sample)) / len(sample) * len(rounds))
+
+
+async def measure(args, model: Path, draft: Path, out: Path) -> list[dict]:
+    import mlx.core as mx
+
+    from dflash_tui.app.engine_thread import Launch
+    from dflash_tui.app.live import LiveApp
+
+    launch = Launch(model=model, draft=draft, prompt="The quick brown fox", gamma=args.block,
+                    max_tokens=args.rounds * (args.block + 1) + 16)
+    app = LiveApp(launch, export_dir=out, keep_rounds=args.keep_rounds, show_timings=False)
+    samples = []
+    async with app.run_test(size=(120, 35)) as pilot:
+        while app.loading and app.failure is None:
+            await pilot.pause(0.1)
+        if app.failure is not None:
+            raise SystemExit(f"bench_memory: {app.failure.message}")
+        await pilot.press("c")
+        t0 = time.perf_counter()
+        target = args.every
+        while target <= args.rounds:
+            await pilot.pause(0.2)
+            if app.history is not None and len(app.history) >= target:
+                record = app.live
+                samples.append({
+                    "rounds": len(app.history), "seconds": round(time.perf_counter() - t0, 1),
+                    "rss_mb": rss_bytes() / MB,
+                    "kv_mb": cache_bytes(model, draft, record.state_after) / MB,
+                    "app_mb": app_bytes(app) / MB,
+                    "engine_rounds_mb": engine_round_bytes(app) / MB,
+                    "mlx_active_mb": mx.get_active_memory() / MB,
+                    "mlx_cache_mb": mx.get_cache_memory() / MB,
+                    "trace_mb": app.trace.stat().st_size / MB if app.trace else 0.0,
+                })
+                print(json.dumps({k: round(v, 2) if isinstance(v, float) else v
+                                  for k, v in samples[-1].items()}), flush=True)
+                target += args.every
+            elif app.finished is not None or app.failure is not None:
+                print(f"bench_memory: the session ended after {len(app.history)} rounds "
+                      f"({app.finished or app.failure.message})", file=sys.stderr)
+                break
+        await pilot.press("c")  # pause the run
+    return samples
+
+
+def slope(samples: list[dict], key: str) -> float:
+    """Growth per 1,000 rounds between the first and the last sample."""
+    first, last = samples[0], samples[-1]
+    return (last[key] - first[key]) / max(last["rounds"] - first["rounds"], 1) * 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", nargs="?", help="MODEL_DIR (default: the tiny fixture pair)")
+    parser.add_argument("--draft", help="drafter directory (default: MODEL_DIR/draft)")
+    parser.add_argument("--rounds", type=int, default=5000)
+    parser.add_argument("--every", type=int, default=500, help="rounds between samples")
+    parser.add_argument("--block", type=int, default=4, help="proposals per round")
+    parser.add_argument("--keep-rounds", type=int, default=100, help="the app's --keep-rounds")
+    parser.add_argument("--json", help="write the samples and the summary here")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
+        if args.model:
+            model = Path(args.model)
+            draft = Path(args.draft) if args.draft else model / "draft"
+        else:
+            from fixtures import write_pair
+
+            model, draft = write_pair(Path(tmp) / "pair")
+        samples = asyncio.run(measure(args, model, draft, Path(tmp) / "out"))
+    if len(samples) < 2:
+        print("bench_memory: fewer than two samples; nothing to compare", file=sys.stderr)
+        return 1
+    for s in samples:
+        s["rss_beyond_mlx_mb"] = s["rss_mb"] - s["mlx_active_mb"] - s["mlx_cache_mb"] - s["engine_rounds_mb"]
+    last = samples[-1]
+    summary = {
+        "rounds": last["rounds"], "keep_rounds": args.keep_rounds, "block": args.block,
+        "per_1000_rounds_mb": {key: round(slope(samples, key), 2) for key in (
+            "rss_mb", "kv_mb", "mlx_active_mb", "mlx_cache_mb", "engine_rounds_mb", "app_mb",
+            "rss_beyond_mlx_mb", "trace_mb")},
+        "at_the_end_mb": {key: round(last[key], 1) for key in (
+            "rss_mb", "kv_mb", "mlx_active_mb", "mlx_cache_mb", "engine_rounds_mb", "app_mb",
+            "rss_beyond_mlx_mb", "trace_mb")},
+    }
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"samples": samples, "summary": summary}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""Real scale: an 8B-class target with a DFlash2 drafter of the published shape, random
+weights made on the device (nothing downloaded), every proposal accepted.
+
+    python -m benchmarks.bench_real_scale            # the full shape: a GPU (H200: ~3 min)
+    python -m benchmarks.bench_real_scale --tiny     # the same structure at CPU size (~1 min)
+        [--block 7] [--tokens 128] [--prompt-tokens 128] [--repeats 3] [--split-rounds 12]
+        [--dtype bfloat16] [--json FILE]
+
+benchmarks/synthetic.py builds the pair (REAL: hidden 4096, 36 layers, 32/8 heads,
+intermediate 12288, vocabulary 151,936; DFlash2 drafter with 5 layers, block 16, top-16,
+selector rank 256). Measured in one process, methods interleaved:
+
+  target alone    mlx-lm's generate_step, greedy (one forward per token, pipelined)
+  engine, speed   Session.step_round, probes and ranks off (the bench's setting)
+  engine, TUI     probes and ranks on (what the TUI computes every round)
+
+Proposals are forced to the engine's own greedy text at this block (SessionOptions.proposer).
+Not mlx-lm's: in bfloat16 a block verify and a one-token forward break near-ties
+differently, so mlx-lm's text stops matching after a few dozen tokens. The engine's text
+is found by decoding at gamma 1, then forcing that at the block and decoding again until a
+decode accepts every proposal (the acceptance reached is reported: it should be every
+proposal of every round).
+
+Then the split: rounds stepped stage by stage (`step_stage`, each stage waited for), so
+each stage's time is its whole cost; host time = the round minus the time spent waiting
+for the device. And the chained rounds' host time (outside the one wait: an upper bound on
+how long the device idles in a round).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Optional
+
+import mlx.core as mx
+import numpy as np
+
+from benchmarks import common
+from benchmarks.common import Clock, finish, mlx_lm_greedy
+from benchmarks.synthetic import REAL, TINY, synthetic_pair, with_shape
+from dflash_tui.bench.runner import oracle_proposer
+from dflash_tui.engine.api import Pair
+from dflash_tui.engine.baseline import BaselineRun
+from dflash_tui.engine.records import STAGE_ORDER
+from dflash_tui.engine.session import Session, SessionOptions
+
+TARGET = "target alone (mlx-lm generate_step)"
+SPEED = "engine, probes + ranks off"
+TUI = "engine, probes + ranks on"
+
+
+def forced(prompt: list[int], tokens: list[int]):
+    return oracle_proposer(len(prompt), BaselineRun(tuple(tokens), 0.0, 0.0, "length"), set())
+
+
+def decode(pair: Pair, prompt: list[int], options: SessionOptions):
+    session = Session(pair, prompt, options=options)
+    session.prefill()
+    clock, waits = Clock(), session.waits.seconds
+    records = list(session.run())
+    wall, _ = clock.read()
+    session.close()
+    return session, records, wall, session.waits.seconds - waits
+
+
+def own_greedy(pair: Pair, prompt: list[int], tokens: int, block: int, attempts: int = 4):
+    """The engine's greedy text at this block, and how many decodes it took to find."""
+    quick = SessionOptions(gamma=1, max_tokens=tokens, probes=False, ranks=False)
+    text = decode(pair, prompt, quick)[0].generated
+    for attempt in range(1, attempts + 1):
+        options = replace(quick, gamma=block, proposer=forced(prompt, text))
+        session, records, _, _ = decode(pair, prompt, options)
+        if all(r.accepted == r.gamma for r in records):
+            return text, attempt
+        text = session.generated
+    return text, attempts
+
+
+def timed(pair: Pair, prompt: list[int], text: list[int], args) -> dict:
+    proposer = forced(prompt, text)
+    base = SessionOptions(gamma=args.block, max_tokens=args.tokens, proposer=proposer)
+    engines = {SPEED: replace(base, probes=False, ranks=False),
+               TUI: replace(base, probes=True, ranks=True)}
+    alone = mlx_lm_greedy(pair.target.model, set())
+    runs: dict[str, list] = {TARGET: [], SPEED: [], TUI: []}
+    names = list(runs)
+    for repeat in range(args.repeats + 1):  # the first pass warms up (kernels, buffers)
+        for name in names[repeat % 3:] + names[:repeat % 3]:
+            if name == TARGET:
+                tokens, (wall, _), _ = alone(prompt, args.tokens)
+                row = {"tokens": len(tokens) - 1, "wall": wall, "rounds": 0, "wait": 0.0,
+                       "accepted": 0, "proposed": 0}
+            else:
+                session, records, wall, wait = decode(pair, prompt, engines[name])
+                row = {"tokens": len(session.generated) - 1, "wall": wall, "rounds": len(records),
+                       "wait": wait, "accepted": sum(r.accepted for r in records),
+                       "proposed": sum(r.gamma for r in records)}
+            if repeat:
+                runs[name].append(row)
+    out = {}
+    for name, rows in runs.items():
+        tokens, wall = sum(r["tokens"] for r in rows), sum(r["wall"] for r in rows)
+        rounds = sum(r["rounds"] for r in rows)
+        out[name] = {
+            "tokens_per_s": tokens / wall, "decode_tokens": tokens, "decode_s": wall,
+            "round_ms": 1000 * wall / rounds if rounds else None,
+            "host_ms_per_round": 1000 * (wall - sum(r["wait"] for r in rows)) / rounds if rounds else None,
+            "accepted_share": sum(r["accepted"] for r in rows) / max(sum(r["proposed"] for r in rows), 1),
+        }
+    return out
+
+
+def split(pair: Pair, prompt: list[int], text: list[int], args) -> dict:
+    """Stage by stage, each waited for: every stage's cost, and the host's share."""
+    options = SessionOptions(gamma=args.block, max_tokens=10 ** 9, probes=False, ranks=False,
+                             proposer=forced(prompt, text + [0] * 10 ** 4))
+    session = Session(pair, prompt, options=options)
+    session.prefill()
+    stage_ms = {s: [] for s in STAGE_ORDER}
+    wait_ms = {s: [] for s in STAGE_ORDER}
+    for index in range(args.split_rounds + 2):
+        for stage in STAGE_ORDER:
+            waited = session.waits.seconds
+            record = session.step_stage()
+            if index >= 2:  # warm-up rounds
+                stage_ms[stage].append(record.stages[-1].ms)
+                wait_ms[stage].append(1000 * (session.waits.seconds - waited))
+    session.close()
+    stages = {s: statistics.median(v) for s, v in stage_ms.items()}
+    waits = {s: statistics.median(v) for s, v in wait_ms.items()}
+    round_ms = sum(stages.values())
+    return {"stage_ms": stages, "device_wait_ms": waits, "round_ms": round_ms,
+            "host_ms": round_ms - sum(waits.values())}
+
+
+def one_token_ms(pair: Pair, prompt: list[int], repeats: int = 20) -> float:
+    """A one-token target forward, for scale (what verify is compared against)."""
+    target = pair.target
+    target.unhook()
+    target.reset()
+    mx.eval(target.forward(mx.array([prompt]))[0])
+    times = []
+    for i in range(repeats + 2):
+        clock = Clock()
+        mx.eval(target.forward(mx.array([[prompt[i % len(prompt)]]]))[0])
+        times.append(clock.read()[0])
+    return 1000 * statistics.median(times[2:])
+
+
+def run(args) -> dict:
+    shape = with_shape(TINY if args.tiny else REAL, hidden=args.hidden, layers=args.layers,
+                       vocab=args.vocab)
+    clock = Clock()
+    pair = synthetic_pair(shape, args.dtype)
+    made_s = clock.read()[0]
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(0, shape.vocab - 1, args.prompt_tokens).tolist()
+    text, attempts = own_greedy(pair, prompt, args.tokens, args.block)
+    speeds = timed(pair, prompt, text, args)
+    alone = speeds[TARGET]["tokens_per_s"]
+    for row in speeds.values():
+        row["speedup"] = row["tokens_per_s"] / alone
+    return {
+        "shape": shape.describe(), "dtype": args.dtype, "block": args.block,
+        "tokens": args.tokens, "prompt_tokens": args.prompt_tokens, "repeats": args.repeats,
+        "backend": "gpu" if mx.default_device() == mx.gpu else "cpu", "mlx": mx.__version__,
+        "weights_made_s": made_s, "forcing_decodes": attempts + 1,
+        "methods": speeds, "one_token_ms": one_token_ms(pair, prompt),
+        "split": split(pair, prompt, text, args),
+    }
+
+
+def report(result: dict) -> str:
+    lines = [result["shape"],
+             f"{result['backend']} (MLX {result['mlx']}), {result['dtype']}, block "
+             f"{result['block']}, {result['tokens']} tokens after a {result['prompt_tokens']}-token "
+             f"prompt, {result['repeats']} repeats; weights made in {result['weights_made_s']:.1f} s",
+             f"{'method':32} {'tok/s':>8} {'speed-up':>9} {'ms/round':>9} {'host ms':>8} {'accepted':>9}"]
+    for name, row in result["methods"].items():
+        round_ms = "-" if row["round_ms"] is None else f"{row['round_ms']:.2f}"
+        host = "-" if row["host_ms_per_round"] is None else f"{row['host_ms_per_round']:.2f}"
+        accepted = "-" if name == TARGET else f"{100 * row['accepted_share']:.0f}%"
+        lines.append(f"{name:32} {row['tokens_per_s']:8.1f} {row['speedup']:8.2f}x "
+                     f"{round_ms:>9} {host:>8} {accepted:>9}")
+    s = result["split"]
+    stages = ", ".join(f"{k} {v:.2f}" for k, v in s["stage_ms"].items())
+    lines.append(f"stage by stage (ms, each stage waited for): {stages}; round {s['round_ms']:.2f}, "
+                 f"host {s['host_ms']:.2f} ({100 * s['host_ms'] / s['round_ms']:.1f}%)")
+    verify = s["stage_ms"]["verify"]
+    lines.append(f"one-token target forward {result['one_token_ms']:.2f} ms; verify of "
+                 f"{result['block'] + 1} rows = {verify / result['one_token_ms']:.2f} of it")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list[str]] = None) -> dict:
+    parser = common.parser(__doc__, "bfloat16")
+    parser.add_argument("--tiny", action="store_true", help="CPU-sized shapes (benchmarks/synthetic.py TINY)")
+    parser.add_argument("--hidden", type=int)
+    parser.add_argument("--layers", type=int)
+    parser.add_argument("--vocab", type=int)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--split-rounds", type=int, default=12)
+    args = parser.parse_args(argv)
+    return finish(run(args), report, args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Where a session's files go: one directory per session under the export directory, named
+by when the session started and never reused, holding its trace and every round exported
+from it. A restart (`r`, `p`) is a new session with a new directory, so nothing an earlier
+session wrote is ever overwritten; exporting the same round twice adds `-2`, `-3`, ...
+
+    dflash-snapshots/20250301-142233/trace.jsonl
+    dflash-snapshots/20250301-142233/round-0003.json   (+ round-0003.npz)
+    dflash-snapshots/20250301-142233/round-0003-2.json
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+TRACE_NAME = "trace.jsonl"
+
+
+class SessionDir:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._path: Optional[Path] = None
+        self._taken: set[str] = set()  # stems handed out (their files may still be writing)
+
+    @property
+    def created(self) -> bool:
+        return self._path is not None
+
+    @property
+    def path(self) -> Path:
+        """The directory, created on first use (OSError when it cannot be)."""
+        if self._path is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            name = time.strftime("%Y%m%d-%H%M%S")
+            for n in range(1, 1000):
+                candidate = self.root / (name if n == 1 else f"{name}-{n}")
+                try:
+                    candidate.mkdir()
+                except FileExistsError:
+                    continue
+                self._path = candidate
+                break
+            else:
+                raise FileExistsError(f"{self.root}/{name}: 999 session directories this second")
+        return self._path
+
+    @property
+    def trace(self) -> Path:
+        return self.path / TRACE_NAME
+
+    def round_stem(self, round_number: int) -> str:
+        """A file stem for exporting a round that no earlier export used."""
+        base = f"round-{round_number:04d}"
+        for n in range(1, 10_000):
+            stem = base if n == 1 else f"{base}-{n}"
+            if stem not in self._taken and not any(
+                    (self.path / f"{stem}{suffix}").exists() for suffix in (".json", ".npz")):
+                self._taken.add(stem)
+                return stem
+        raise FileExistsError(f"{self.path}/{base}: 9999 exports of this round")

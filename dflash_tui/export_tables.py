@@ -1,0 +1,143 @@
+"""`dflash-tui export SOURCE --out DIR [--format csv|parquet] [--session N]`: the flat tables
+of a trace, a snapshot or a directory of them (tables.py), written as rounds / slots /
+buffers .csv or .parquet. Rounds are read and written one at a time: a trace of any length
+fits. Each file is written beside its final name and renamed into place when complete.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .engine.errors import InputError
+from .tables import TABLES, rows, session_records
+
+PARQUET_BATCH = 4096  # rows buffered per Parquet record batch
+
+
+def run(args) -> int:
+    source, out = Path(args.source).expanduser(), Path(args.out).expanduser()
+    if args.format == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise InputError("--format parquet needs pyarrow: pip install 'dflash-tui[parquet]'") from None
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a directory")
+    count, records = session_records(source, args.session)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"--out {out}: cannot create it ({error.strerror or error})") from None
+    if count > 1 and args.session is None:
+        print(f"note: {source} holds {count} sessions; exporting the last (--session N picks one)",
+              file=sys.stderr)
+    writer = ParquetTables(out) if args.format == "parquet" else CsvTables(out)
+    written = {name: 0 for name in TABLES}
+    try:
+        for record in records:
+            for name, table_rows in rows(record).items():
+                writer.write(name, table_rows)
+                written[name] += len(table_rows)
+        writer.close()
+    except OSError as error:
+        writer.discard()
+        raise InputError(f"{error.filename or out}: {error.strerror or error}") from None
+    except BaseException:
+        writer.discard()
+        raise
+    for name in TABLES:
+        print(f"{out / (name + '.' + args.format)}: {written[name]} rows")
+    return 0
+
+
+class CsvTables:
+    """Three CSV files: a header line, then one line per row; empty cells for no value,
+    true / false for booleans, floats with every digit (repr)."""
+
+    def __init__(self, out: Path) -> None:
+        self._files, self._writers = {}, {}
+        for name, columns in TABLES.items():
+            final = out / f"{name}.csv"
+            fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{final.name}.", suffix=".tmp")
+            f = os.fdopen(fd, "w", encoding="utf-8", newline="")
+            self._files[name] = (f, Path(tmp), final)
+            self._writers[name] = csv.writer(f)
+            self._writers[name].writerow([c for c, _ in columns])
+
+    def write(self, name: str, table_rows: list[tuple]) -> None:
+        self._writers[name].writerows([_csv_cell(v) for v in row] for row in table_rows)
+
+    def close(self) -> None:
+        for f, tmp, final in self._files.values():
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, final)
+
+    def discard(self) -> None:
+        for f, tmp, _ in self._files.values():
+            f.close()
+            tmp.unlink(missing_ok=True)
+
+
+def _csv_cell(value):
+    if value is None or isinstance(value, float) and not math.isfinite(value):
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+class ParquetTables:
+    """Three Parquet files with fixed schemas (the tables' column types), written in batches."""
+
+    def __init__(self, out: Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        types = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
+        self._pa = pa
+        self._tables = {}
+        for name, columns in TABLES.items():
+            schema = pa.schema([(c, types[t]) for c, t in columns])
+            final = out / f"{name}.parquet"
+            fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{final.name}.", suffix=".tmp")
+            os.close(fd)
+            self._tables[name] = (pq.ParquetWriter(tmp, schema), schema, [], Path(tmp), final)
+
+    def write(self, name: str, table_rows: list[tuple]) -> None:
+        writer, schema, pending, _, _ = self._tables[name]
+        pending.extend(table_rows)
+        if len(pending) >= PARQUET_BATCH:
+            self._flush(name)
+
+    def _flush(self, name: str) -> None:
+        writer, schema, pending, _, _ = self._tables[name]
+        if pending:
+            columns = list(zip(*pending))
+            writer.write_batch(self._pa.record_batch(
+                [self._pa.array(col, type=field.type) for col, field in zip(columns, schema)],
+                schema=schema))
+            pending.clear()
+
+    def close(self) -> None:
+        for name, (writer, _, _, tmp, final) in self._tables.items():
+            self._flush(name)
+            writer.close()
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, final)
+
+    def discard(self) -> None:
+        for writer, _, _, tmp, _ in self._tables.values():
+            try:
+                writer.close()
+            finally:
+                tmp.unlink(missing_ok=True)

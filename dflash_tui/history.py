@@ -1,0 +1,219 @@
+"""A session's rounds, kept in bounded memory: a compact summary row for every completed
+round, the full records of the most recent ones, and a way back to the older ones.
+
+A full round record is large (on the sample pair ~270 KB: 71 probe rows, a 15 x 16 x 16
+selector lattice, top-5 lists), so a session of thousands of rounds cannot keep them all.
+What aggregates, search and the history panel need of a round is small: its accepted count,
+per slot the rank, fate and the selector's choice, per probed buffer the fp16 headroom,
+absmax and non-finite count. Those go into numpy columns (about 1.9 KB a round on the sample);
+the full records of the last `keep` rounds stay in memory; an older one is fetched from
+`source` (the session's trace, see trace_rounds.py) when someone asks for it.
+
+Pure Python and numpy: no MLX, no Textual. The app appends on its own thread only.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import replace
+from typing import Callable, Optional
+
+import numpy as np
+
+from .engine.records import RoundRecord
+
+FETCHED = 8  # older records read back and kept (stepping back and forth re-reads none)
+
+# Per-slot flags (the `flags` column).
+PROPOSED = 1  # the round proposed this slot
+ACCEPTED = 2  # verify accepted it
+JUDGED = 4  # every earlier slot was accepted: its rank says something (not after a rejection)
+IN_K = 8  # DFlash2: the target's token was among the selector's K candidates
+IN_K_KNOWN = 16  # the round had a selector (DFlash2)
+LEFT_ARGMAX = 32  # the selector's walk picked something other than the slot's argmax
+
+BufferKey = tuple  # (stage, layer or None, name)
+
+
+class Growing:
+    """A numpy array grown by appending rows: capacity doubles along the first axis, and a
+    2-D array widens when a longer row comes (new cells hold `fill`)."""
+
+    def __init__(self, dtype, fill, width: Optional[int] = None) -> None:
+        self._fill = fill
+        self._2d = width is not None
+        self._data = np.full((64, width) if self._2d else (64,), fill, dtype=dtype)
+        self.n = 0
+
+    def append(self, row) -> None:
+        if self.n == len(self._data):
+            grown = np.full((2 * self.n, *self._data.shape[1:]), self._fill, dtype=self._data.dtype)
+            grown[: self.n] = self._data
+            self._data = grown
+        if self._2d:
+            row = np.asarray(row, dtype=self._data.dtype)
+            if len(row) > self._data.shape[1]:
+                wider = np.full((len(self._data), len(row)), self._fill, dtype=self._data.dtype)
+                wider[:, : self._data.shape[1]] = self._data
+                self._data = wider
+            self._data[self.n, : len(row)] = row
+        else:
+            self._data[self.n] = row
+        self.n += 1
+
+    @property
+    def values(self) -> np.ndarray:
+        """The rows appended so far (a view: valid until the next append)."""
+        return self._data[: self.n]
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.nbytes
+
+
+class History:
+    """Every completed round of one session: summary columns for all, full records for the
+    last `keep`, older full records from `source(round)` (None when there is none)."""
+
+    def __init__(self, keep: int, source: Optional[Callable[[int], Optional[RoundRecord]]] = None) -> None:
+        self.keep = max(int(keep), 1)
+        self.source = source
+        self._recent: OrderedDict[int, RoundRecord] = OrderedDict()
+        self._fetched: OrderedDict[int, RoundRecord] = OrderedDict()  # a few read back
+        # per round
+        self.round = Growing(np.int64, -1)
+        self.position = Growing(np.int64, -1)
+        self.gamma = Growing(np.int32, 0)
+        self.accepted = Growing(np.int32, 0)
+        self.committed = Growing(np.int32, 0)  # tokens this round appended
+        self.ms = Growing(np.float64, 0.0)  # the round's stage times added up
+        # per slot (the width grows with gamma)
+        self.flags = Growing(np.uint8, 0, width=0)
+        self.rank = Growing(np.int32, -1, width=0)
+        self.proposal = Growing(np.int64, -1, width=0)
+        self.pick = Growing(np.int64, -1, width=0)  # the selector's choice (DFlash2)
+        self.argmax = Growing(np.int64, -1, width=0)  # the slot's plain argmax (DFlash2)
+        self.target = Growing(np.int64, -1, width=0)  # gamma + 1 verify rows
+        self.committed_ids = Growing(np.int64, -1, width=0)
+        # per probed buffer (the width grows with the buffers seen)
+        self.buffer_keys: list[BufferKey] = []
+        self._buffer_index: dict[BufferKey, int] = {}
+        self.headroom = Growing(np.float32, np.nan, width=0)  # fp16 headroom bits (nan: none)
+        self.absmax = Growing(np.float32, np.nan, width=0)
+        self.nonfinite = Growing(np.int64, -1, width=0)  # NaN + Inf elements (-1: not probed)
+        # the text of every token above (search reads it)
+        self.token_text: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return self.round.n
+
+    # ---- adding ----------------------------------------------------------------------------
+
+    def add(self, record: RoundRecord) -> None:
+        """Append a completed round (its raw buffers are never kept)."""
+        gamma = record.gamma
+        self.round.append(record.round)
+        self.position.append(record.position)
+        self.gamma.append(gamma)
+        self.accepted.append(record.accepted or 0)
+        self.committed.append(len(record.committed_tokens))
+        self.ms.append(sum(s.ms for s in record.stages))
+
+        flags = np.zeros(gamma, np.uint8)
+        rank = np.full(gamma, -1, np.int32)
+        pick = np.full(gamma, -1, np.int64)
+        argmax = np.full(gamma, -1, np.int64)
+        flags[: len(record.proposals or ())] |= PROPOSED
+        for r in record.ranks:
+            if r.slot >= gamma:
+                continue
+            rank[r.slot] = r.rank
+            flags[r.slot] |= (ACCEPTED if r.accepted else 0) | (0 if r.after_rejection else JUDGED)
+            if r.in_candidates is not None:
+                flags[r.slot] |= IN_K_KNOWN | (IN_K if r.in_candidates else 0)
+        if record.selector is not None:
+            for s in record.selector.slots:
+                if s.slot < gamma:
+                    pick[s.slot], argmax[s.slot] = s.chosen, s.argmax
+                    if s.off_argmax:
+                        flags[s.slot] |= LEFT_ARGMAX
+        self.flags.append(flags)
+        self.rank.append(rank)
+        self.pick.append(pick)
+        self.argmax.append(argmax)
+        self.proposal.append(list(record.proposals or ()))
+        self.target.append(list(record.target_tokens or ()))
+        self.committed_ids.append(list(record.committed_tokens))
+        ids = {*(record.proposals or ()), *(record.target_tokens or ()), *record.committed_tokens}
+        self.token_text.update((t, record.text(t)) for t in ids if t not in self.token_text)
+
+        headroom = np.full(len(self.buffer_keys), np.nan, np.float32)
+        absmax = np.full(len(self.buffer_keys), np.nan, np.float32)
+        nonfinite = np.full(len(self.buffer_keys), -1, np.int64)
+        for p in record.probes:
+            i = self._buffer(p.stage, p.layer, p.name)
+            if i >= len(headroom):  # a buffer first seen in this round
+                headroom, absmax, nonfinite = (np.pad(a, (0, i + 1 - len(a)), constant_values=v)
+                                               for a, v in ((headroom, np.nan), (absmax, np.nan),
+                                                            (nonfinite, -1)))
+            headroom[i] = np.nan if p.fp16_headroom_bits is None else p.fp16_headroom_bits
+            absmax[i] = np.nan if p.absmax is None else p.absmax
+            nonfinite[i] = p.nan + p.posinf + p.neginf
+        self.headroom.append(headroom)
+        self.absmax.append(absmax)
+        self.nonfinite.append(nonfinite)
+
+        self._recent[record.round] = record if record.raw is None else replace(record, raw=None)
+        while len(self._recent) > self.keep:
+            self._recent.popitem(last=False)
+
+    def _buffer(self, stage: str, layer: Optional[int], name: str) -> int:
+        key = (stage, layer, name)
+        index = self._buffer_index.get(key)
+        if index is None:
+            index = self._buffer_index[key] = len(self.buffer_keys)
+            self.buffer_keys.append(key)
+        return index
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def index(self, round_number: int) -> Optional[int]:
+        """The row of a round number (rows are in round order), or None."""
+        rounds = self.round.values
+        i = int(np.searchsorted(rounds, round_number))
+        return i if i < len(rounds) and rounds[i] == round_number else None
+
+    @property
+    def first_round(self) -> Optional[int]:
+        return int(self.round.values[0]) if len(self) else None
+
+    @property
+    def last_round(self) -> Optional[int]:
+        return int(self.round.values[-1]) if len(self) else None
+
+    def is_kept(self, round_number: int) -> bool:
+        return round_number in self._recent
+
+    def kept(self) -> list[RoundRecord]:
+        """The full records in memory: the last `keep` rounds and the few read back."""
+        return [*self._recent.values(), *self._fetched.values()]
+
+    def record(self, round_number: int) -> Optional[RoundRecord]:
+        """The full record of a completed round: kept, else read back from the source."""
+        record = self._recent.get(round_number) or self._fetched.get(round_number)
+        if record is not None or self.source is None or self.index(round_number) is None:
+            return record
+        record = self.source(round_number)
+        if record is not None:
+            self._fetched[round_number] = record
+            while len(self._fetched) > FETCHED:
+                self._fetched.popitem(last=False)
+        return record
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the summary columns (the full records are not counted)."""
+        columns = [v for v in vars(self).values() if isinstance(v, Growing)]
+        return sum(c.nbytes for c in columns)
+
+

@@ -1,0 +1,215 @@
+"""Aggregates: the whole decode so far (or a range of rounds, `a`) in numbers and small plots.
+
+  per slot     P(acc >= s+1), acceptance once reached, rank-0 rate, mean and median rank,
+               in-K recall (DFlash2), where the selector left the argmax: helped / hurt /
+               neutral (definitions: dflash_tui/aggregates.py and docs/TUI.md)
+  per round    accepted and the lowest fp16 headroom of any buffer, as sparklines
+  by position  mean accepted per round against the anchor's position
+  per buffer   lowest fp16 headroom (and in which round), highest absmax, rounds with a
+               NaN / Inf and the first of them; non-finite buffers first, then the
+               closest to overflowing
+
+Numbers come from dflash_tui.aggregates (pure functions of the history); this panel only
+lays them out. It draws only while its tab is on screen.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static, TabPane
+
+from .format import DASH, column, grid
+from .frame import Frame
+from .history import BARS, sparkline
+from .probes import LOW_HEADROOM_BITS, headroom_cell
+from .table import FastTable
+
+SLOT_HEADER = ["slot", "P(≥)", "reach", "acc", "rank0", "mean", "med", "in K", "left", "help",
+               "hurt", "neut"]
+SLOT_WIDTHS = [4, 5, 5, 5, 5, 6, 5, 5, 4, 4, 4, 4]
+BUFFERS_TITLE = "buffers: non-finite first, then the least fp16 headroom"
+BUFFER_HEADER = ("stage", "L", "buffer", "min fp16", "round", "max absmax", "non-finite", "first")
+POSITION_BINS = 8
+PLOT_WIDTH = 60  # rounds shown in the sparklines at most (the latest ones of the span)
+
+
+def pct(x: Optional[float]) -> str:
+    return DASH if x is None else f"{100 * x:.0f}%"
+
+
+class AggregatesPanel(VerticalScroll):
+    DEFAULT_CSS = """
+    AggregatesPanel { height: 1fr; overflow-x: auto; }
+    AggregatesPanel > Static { width: auto; padding: 0 1; }
+    AggregatesPanel > .section { margin-top: 1; }
+    AggregatesPanel > FastTable { height: auto; max-height: 100%; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._key: Optional[tuple] = None
+        self._pane: Optional[TabPane] = None
+        self._sizes: dict[str, tuple[int, int]] = {}  # section -> (lines, width) on screen
+
+    def compose(self):
+        yield Static(id="agg-title")
+        yield Static(id="agg-slots", classes="section")
+        yield Static(id="agg-rounds", classes="section")
+        yield Static(id="agg-position", classes="section")
+        yield Static(Text(BUFFERS_TITLE, style="bold"), classes="section")
+        # a line-API table: only its visible rows are laid out (there are ~70 buffers)
+        table = FastTable(id="agg-buffers", grow_only=False)
+        table.add_columns(*BUFFER_HEADER)
+        yield table
+
+    def show(self, frame: Frame) -> None:
+        if self._pane is None:
+            self._pane = next((a for a in self.ancestors if isinstance(a, TabPane)), None)
+        if self._pane is not None and not self._pane.display:
+            return  # off screen: drawn when its tab is shown
+        history = frame.history
+        rows = len(history) if history is not None else 0
+        key = (id(history), rows, frame.aggregate_rounds, frame.slot)
+        if key == self._key:
+            return
+        self._key = key
+        if not rows:
+            self._update("title", Text("no completed round yet", style="dim"))
+            for name in ("slots", "rounds", "position"):
+                self._update(name, Text(""))
+            self.query_one("#agg-buffers", FastTable).set_rows([])
+            return
+        from dflash_tui import aggregates  # numpy: loaded once there is something to count
+
+        if frame.aggregate_rounds is None:
+            span = aggregates.every_round(history)
+        else:
+            span = aggregates.rounds_span(history, *frame.aggregate_rounds)
+        rounds = history.round.values
+        first_last = (int(rounds[span.start]), int(rounds[span.stop - 1])) if len(span) else None
+        self._update("title", render_title(first_last, len(span), rows, frame.aggregate_rounds,
+                                           aggregates.mean_accepted(history, span)))
+        self._update("slots", render_slots(aggregates.slot_stats(history, span), frame.slot))
+        self._update("rounds", render_rounds(
+            history.accepted.values[span.rows][-PLOT_WIDTH:].tolist(),
+            history.gamma.values[span.rows][-PLOT_WIDTH:].tolist(),
+            aggregates.min_headroom_per_round(history, span)[-PLOT_WIDTH:].tolist()))
+        self._update("position", render_position(aggregates.acceptance_by_position(history, span, POSITION_BINS)))
+        self.query_one("#agg-buffers", FastTable).set_rows(buffer_rows(aggregates.buffer_stats(history, span)))
+
+    def _update(self, section: str, text: Text) -> None:
+        """A layout pass (which repaints the screen) only when the section's size changes:
+        during a run the numbers change every round, the shape seldom."""
+        lines = text.plain.split("\n")
+        size = (len(lines), max(len(line) for line in lines))
+        self.query_one(f"#agg-{section}", Static).update(text, layout=size != self._sizes.get(section))
+        self._sizes[section] = size
+
+
+def render_title(first_last, count: int, total: int, chosen, mean: Optional[float]) -> Text:
+    text = Text(no_wrap=True)
+    if first_last is None:
+        text.append(f"no completed round in {chosen[0]}–{chosen[1]}", style="bold yellow")
+    else:
+        text.append(f"rounds {first_last[0]}–{first_last[1]}", style="bold")
+        text.append(f" ({count} of {total})", style="dim")
+    text.append("  all rounds" if chosen is None else "  a range", style="cyan")
+    text.append(" (a: range)", style="dim")
+    if mean is not None:
+        text.append(f"  mean accepted {mean:.2f}", style="bold")
+    return text
+
+
+def render_slots(stats, selected: int) -> Text:
+    if not stats:
+        return Text("")
+    means = column([s.rank_mean for s in stats], digits=3, engine_value=False)
+    rows = []
+    for s, mean in zip(stats, means):
+        rows.append([
+            Text(str(s.slot), style="reverse" if s.slot == selected else ""), pct(s.at_least),
+            str(s.reached), pct(s.acceptance), pct(s.rank0_rate), mean,
+            DASH if s.rank_median is None else f"{s.rank_median:g}", pct(s.recall), str(s.left),
+            _count(s.helped, "green"), _count(s.hurt, "red"), str(s.neutral),
+        ])
+    legend = Text("\n\nP(≥) accepted ≥ s+1 · reach: every earlier slot accepted · acc: once reached"
+                  "\nrank0 mean med: the target token's rank (reached slots) · in K: recall"
+                  "\nleft: the walk left the argmax; it helped / hurt / neither", style="dim")
+    return Text("per slot\n", style="bold") + grid(rows, SLOT_WIDTHS, "rrrrrrrrrrrr",
+                                                     header=SLOT_HEADER) + legend
+
+
+def render_rounds(accepted: list, gamma: list, headroom: list) -> Text:
+    text = Text(f"last {len(accepted)} rounds of the span\n", style="bold", no_wrap=True)
+    text.append("accepted      ", style="dim")
+    text.append_text(sparkline(accepted, gamma))
+    text.append("\nmin fp16 bits ", style="dim")
+    text.append_text(headroom_line(headroom))
+    known = [b for b in headroom if not math.isnan(b)]
+    if known:
+        text.append(f"  lowest {min(known):.1f}", style="bold")
+    return text
+
+
+def render_position(bins) -> Text:
+    top = max((b.mean_gamma or 0 for b in bins), default=1) or 1
+    text = Text("mean accepted by anchor position\n", style="bold", no_wrap=True)
+    for b in bins:
+        text.append(f"{b.start:>6}–{b.stop - 1:<6}", style="dim")
+        if b.mean_accepted is None:
+            text.append("  no rounds\n", style="dim")
+            continue
+        text.append(bar(b.mean_accepted / top, 16), style="cyan")
+        text.append(f" {b.mean_accepted:5.2f}  ({b.rounds} rounds)\n")
+    text.rstrip()
+    return text
+
+
+def buffer_rows(stats) -> list[list]:
+    """Non-finite buffers first, then the closest to overflowing fp16."""
+    stats = sorted(stats, key=lambda b: (-b.nonfinite_rounds,
+                                         math.inf if b.min_headroom is None else b.min_headroom))
+    absmax = column([b.max_absmax for b in stats], engine_value=False)
+    rows = []
+    for b, big in zip(stats, absmax):
+        bad = b.nonfinite_rounds > 0
+        rows.append([
+            Text(b.stage, style="dim"), DASH if b.layer is None else str(b.layer),
+            Text(b.name, style="bold red" if bad else ""),
+            headroom_cell(b.min_headroom),
+            Text(DASH if b.min_headroom_round is None else str(b.min_headroom_round), justify="right"),
+            Text(big, justify="right"),
+            Text(f"{b.nonfinite_rounds} rounds" if bad else "0",
+                 style="bold white on red" if bad else "dim", justify="right"),
+            Text(DASH if b.first_nonfinite_round is None else str(b.first_nonfinite_round), justify="right"),
+        ])
+    return rows
+
+
+def bar(fraction: float, width: int) -> str:
+    """A horizontal bar of eighths, `width` characters at most."""
+    eighths = max(0, min(round(fraction * width * 8), width * 8))
+    full, part = divmod(eighths, 8)
+    return ("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")).ljust(width)
+
+
+def headroom_line(bits) -> Text:
+    """One glyph per round: taller with more headroom (16 bits and up: full), red below 0,
+    yellow below LOW_HEADROOM_BITS, a dot where nothing was measured."""
+    text = Text(no_wrap=True)
+    for b in bits:
+        if b is None or math.isnan(b):
+            text.append("·", style="dim")
+            continue
+        level = min(len(BARS) - 1, max(0, int(b / 16 * (len(BARS) - 1))))
+        style = "bold red" if b < 0 else "bold yellow" if b < LOW_HEADROOM_BITS else "green"
+        text.append(BARS[level], style=style)
+    return text
+
+
+def _count(n: int, style: str) -> Text:
+    return Text(str(n), style=style if n else "dim")

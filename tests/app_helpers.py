@@ -1,0 +1,108 @@
+"""What the app tests share: running a pilot scenario, waiting on conditions, reading the
+screen, launching a session on a fixture pair, forced proposals.
+
+The pilot tests wait on conditions with a deadline (pilot.pause loops), never on sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from dflash_tui.app.engine_thread import Launch
+
+WAIT = 60.0  # seconds: generous for a cold first MLX import on a busy CI machine
+SIZE = (120, 35)  # the terminal most app tests run in
+
+
+def run(coro):
+    """Run one pilot scenario (an `async def` using `app.run_test`) to its end."""
+    return asyncio.run(coro)
+
+
+async def wait_for(pilot, condition, timeout: float = WAIT, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await pilot.pause(0.01)
+
+
+async def wait_loaded(pilot) -> None:
+    app = pilot.app
+    await wait_for(pilot, lambda: not app.loading or app.failure is not None, what="prefill")
+    assert app.failure is None, app.failure
+
+
+async def wait_idle(pilot) -> None:
+    """Until the engine has answered every step asked of it and stands still."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.running is None and app.busy is None
+                   and app.engine.commands.empty() and not app.engine._deferred
+                   and app.engine.busy_stage is None and app.engine._running is None,
+                   what="the engine to go idle")
+    await pilot.pause()
+
+
+async def press_and_settle(pilot, *keys: str) -> None:
+    for key in keys:
+        await pilot.press(key)
+        await wait_idle(pilot)
+    app = pilot.app
+    app.render_now()  # draw the last record now rather than at the next coalesced frame
+    await pilot.pause()
+
+
+def screen_lines(app) -> list[str]:
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def widget_text(app, widget) -> str:
+    """The characters on screen inside a widget's region."""
+    region = widget.region
+    lines = screen_lines(app)[region.y: region.y + region.height]
+    return "\n".join(line[region.x: region.x + region.width] for line in lines)
+
+
+def table_rows(table) -> list[list[str]]:
+    return [[str(getattr(cell, "plain", cell)) for cell in table.get_row_at(i)]
+            for i in range(table.row_count)]
+
+
+def launch(pair, **kwargs) -> Launch:
+    target, draft = pair
+    defaults = dict(model=target, draft=draft, prompt="The quick brown fox", gamma=4, max_tokens=24)
+    return Launch(**{**defaults, **kwargs})
+
+
+def live_app(pair, app_options: dict | None = None, **launch_options):
+    """The live app on a fixture pair, clocks frozen, its files under ./out (the test's
+    temporary directory)."""
+    from pathlib import Path
+
+    from dflash_tui.app.live import LiveApp
+
+    options = {"show_timings": False, "export_dir": Path("out"), **(app_options or {})}
+    return LiveApp(launch(pair, **launch_options), **options)
+
+
+
+def oracle_proposer(pair, prompt: str, tokens: int, good: int):
+    """Forced proposals (the engine's SessionOptions.proposer) that agree with the target's
+    own greedy decode for the first `good` slots of each round and disagree after: the real
+    verify then accepts exactly min(good, gamma) and commits the target's token as bonus."""
+    from dflash_tui.engine.api import load_pair
+    from dflash_tui.engine.session import SessionOptions
+
+    session = load_pair(*pair).open(prompt, options=SessionOptions(gamma=4, max_tokens=tokens))
+    list(session.run())
+    greedy, prompt_length = list(session.generated), len(session.prompt_ids)
+    vocab = session.info.vocab_size
+    session.close()
+
+    def propose(committed: list[int], gamma: int) -> list[int]:
+        done = len(committed) - prompt_length  # tokens generated so far, anchor included
+        ahead = greedy[done: done + gamma] + [0] * gamma
+        return [t if i < good else (t + 1) % vocab for i, t in enumerate(ahead[:gamma])]
+
+    return propose

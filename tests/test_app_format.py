@@ -1,0 +1,52 @@
+"""How numbers and axes read: a column of numbers in one format (its decimal points line up
+when right-justified), slot axes that never wrap, the status line's parts never cut."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dflash_tui.panels.format import column, sci
+from dflash_tui.panels.history import slot_ruler
+from dflash_tui.panels.status import fit_parts
+
+
+@pytest.mark.parametrize("values", [
+    [28.0, 11.7, -0.02552],  # logits and an edge score: fixed point, shared decimals
+    [0.00012, 3.0, -250.0],  # magnitudes fixed point cannot show: scientific for all
+    [1.5e6, 2.0, None, float("nan")],
+])
+def test_a_column_has_one_format_and_lines_up(values):
+    cells = column(values)
+    numbers = [c for c, v in zip(cells, values) if v is not None and math.isfinite(v)]
+    width = max(len(c) for c in numbers)
+    points = {c.rjust(width).index(".") for c in numbers}
+    assert len(points) == 1, cells
+    assert all(("e" in c) == ("e" in numbers[0]) for c in numbers), cells
+    for cell, value in zip(cells, values):
+        if value is not None and math.isfinite(value):
+            assert float(cell) == pytest.approx(value, rel=0.01, abs=0.006)
+        else:
+            assert cell == "n/f"  # the engine always has a number there: NaN / Inf / null
+
+
+def test_probe_statistics_line_up_whatever_their_magnitude():
+    cells = [sci(x) for x in (28.0, 11.7, -0.02552, 1e-9, 65504.0)]
+    assert len({c.rjust(9).index(".") for c in cells}) == 1
+
+
+def test_the_slot_axis_never_wraps_and_marks_the_selected_slot():
+    ruler = slot_ruler(15, selected=12)
+    assert len(ruler.plain) == 30  # two characters a slot, however many digits
+    assert ruler.plain[0:2] == "0 " and ruler.plain[10:12] == "5 " and ruler.plain[20:22] == "10"
+    assert ruler.plain[24:26] == "12"
+    assert slot_ruler(3, selected=0).plain == "0 · · "  # γ 3: three slots, not the 15 of before
+
+
+def test_status_parts_are_whole_or_short_never_cut():
+    parts = [("breaks: non-finite, accepted=0", "⚑ non-finite, accepted=0"),
+             ("files → dflash-snapshots/20250301-142233/", "→ …/20250301-142233/")]
+    assert fit_parts(parts, 200) == "breaks: non-finite, accepted=0  files → dflash-snapshots/20250301-142233/"
+    assert fit_parts(parts, 60) == "breaks: non-finite, accepted=0  → …/20250301-142233/"
+    assert fit_parts(parts, 30) == "⚑ non-finite, accepted=0"

@@ -1,0 +1,353 @@
+"""A whole decode in the live app: moving through rounds while the session runs, old rounds
+read back from the trace, the aggregates tab, search, a pinned round compared, the probes
+table sorted and filtered. Real engine, tiny fixture checkpoints; every number checked
+against the records the engine produced."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+from textual.command import CommandList
+
+from dflash_tui.app.live import LiveApp
+from dflash_tui.app.replay import load
+from dflash_tui.panels.ranks import RanksPanel
+from dflash_tui.panels.table import FastTable
+
+from app_helpers import SIZE, launch, live_app, oracle_proposer, press_and_settle, run, table_rows, \
+    wait_for, wait_loaded, widget_text
+
+
+def varied(pair):
+    """Forced proposals agreeing with the target's greedy decode on a different number of
+    slots each round (3, 0, 2, 1, 4, ...): acceptance varies from round to round."""
+    goods = {good: oracle_proposer(pair, "The quick brown fox", 60, good) for good in range(5)}
+    plan = [3, 0, 2, 1, 4, 0, 2]
+
+    def propose(tokens, gamma):
+        propose.calls += 1
+        return goods[plan[(propose.calls - 1) % len(plan)]](tokens, gamma)
+
+    propose.calls = 0
+    return propose
+
+
+def records_of(app) -> list:
+    """The session's rounds as the engine recorded them (its trace)."""
+    return list(load(app.trace).sessions[0].rounds)
+
+
+async def type_answer(pilot, key: str, text: str) -> None:
+    """Press `key`, type `text` into the question line (emptied first), enter."""
+    app = pilot.app
+    await pilot.press(key)
+    await wait_for(pilot, lambda: app.main.asking, what="the question line")
+    app.main.query_one("#ask-input").value = ""
+    await pilot.press(*text, "enter")
+    await wait_for(pilot, lambda: not app.main.asking, what="the answer")
+    app.render_now()
+    await pilot.pause()
+
+
+def test_arrows_move_through_rounds_while_the_session_goes_on(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n")
+            await press_and_settle(pilot, "left")
+            record = app.record
+            assert record.round == 1 and app.live.round == 2
+            header = widget_text(app, app.main.query_one("#header"))
+            assert "past · live: round 2 commit" in header and "round 1 " in header
+            ranks = table_rows(app.main.query_one("#ranks-table", FastTable))
+            assert [int(r[3]) for r in ranks] == [r.rank for r in record.ranks]
+            assert app.main.query_one("#probes-table", FastTable).row_count == len(record.probes)
+            assert "over 2 rounds" in widget_text(app, app.main.query_one("#history"))
+            # stepping goes on in the live session; the screen stays on round 1
+            await press_and_settle(pilot, "n")
+            assert app.live.round == 3 and len(app.history) == 4 and app.record.round == 1
+            await press_and_settle(pilot, "h")  # vim keys too
+            assert app.record.round == 0
+            await press_and_settle(pilot, "end")
+            assert app.record is app.live and "past" not in widget_text(app, app.main.query_one("#header"))
+            await press_and_settle(pilot, "left", "right", "right")  # past the last one: live
+            assert app.record is app.live and app.viewing is None
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("trace", [True, False])
+def test_an_old_round_comes_back_from_the_trace(pair, trace):
+    """With two full records kept, round 0 is read back from the session's trace; without
+    a trace only its summary is left, and the app says so."""
+    async def scenario():
+        app = live_app(pair, {"keep_rounds": 2, "record_trace": trace})
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            seen = []
+            for _ in range(5):
+                await press_and_settle(pilot, "n")
+                seen.append(app.live)
+            assert not app.history.is_kept(0) and len(app.history) == 5
+            await type_answer(pilot, "g", "0")
+            if trace:
+                assert app.record.round == 0 and app.record.probes == seen[0].probes
+                assert app.record.ranks == seen[0].ranks
+                await press_and_settle(pilot, "right")
+                assert app.record.round == 1
+            else:
+                assert app.record is app.live
+                assert "no trace" in app.status.right
+
+    run(scenario())
+
+
+def _slot_rows(app) -> list[list[str]]:
+    """The aggregates tab's per-slot table, cell by cell."""
+    text = widget_text(app, app.main.query_one("#agg-slots"))
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["slot", "P(≥)"]) + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return [line.split() for line in lines[start:end]]
+
+
+def test_aggregates_tab_shows_the_numbers_of_the_records(pair):
+    proposer = varied(pair)
+
+    async def scenario():
+        app = live_app(pair, proposer=proposer, max_tokens=60)
+        async with app.run_test(size=(150, 45)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, *"nnnnnn", "4")
+            records = records_of(app)
+            rows = _slot_rows(app)
+            assert len(rows) == max(r.gamma for r in records)
+            for s, row in enumerate(rows):
+                proposing = [r for r in records if s < r.gamma]
+                accepted = sum(r.ranks[s].accepted for r in proposing)
+                reached = [r.ranks[s] for r in proposing if not r.ranks[s].after_rejection]
+                assert row[0] == str(s)
+                assert row[1] == f"{100 * accepted / len(proposing):.0f}%"
+                assert row[2] == str(len(reached))
+                if reached:
+                    assert row[3] == f"{100 * accepted / len(reached):.0f}%"
+                    assert row[4] == f"{100 * sum(k.rank == 0 for k in reached) / len(reached):.0f}%"
+                    assert float(row[6]) == statistics.median(k.rank for k in reached)
+            title = widget_text(app, app.main.query_one("#agg-title"))
+            assert f"mean accepted {statistics.mean(r.accepted for r in records):.2f}" in title
+            lowest = min((p.fp16_headroom_bits, r.round) for r in records for p in r.probes
+                         if p.fp16_headroom_bits is not None)
+            first_row = table_rows(app.main.query_one("#agg-buffers", FastTable))[0]
+            assert first_row[3:5] == [f"{lowest[0]:.1f}", str(lowest[1])]
+            # a range: rounds 2-4
+            await type_answer(pilot, "a", "2-4")
+            chosen = [r for r in records if 2 <= r.round <= 4]
+            assert "rounds 2–4 (3 of 6)" in widget_text(app, app.main.query_one("#agg-title"))
+            row0 = _slot_rows(app)[0]
+            assert row0[1] == f"{100 * sum(r.ranks[0].accepted for r in chosen) / len(chosen):.0f}%"
+
+    run(scenario())
+
+
+def test_search_finds_a_token_and_n_walks_the_hits(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n", "n")
+            records = records_of(app)
+            token = records[2].target_tokens[1]
+            places = sorted({(r.round, s) for r in records for s, t in
+                             [*enumerate(r.proposals), *enumerate(r.target_tokens),
+                              *enumerate(r.committed_tokens)] if t == token})
+            await press_and_settle(pilot, "home")
+            await type_answer(pilot, "slash", f"#{token}")
+            seen = [(app.record.round, app.slot)]
+            for _ in range(len(places) - 1):
+                await press_and_settle(pilot, "n")
+                seen.append((app.record.round, app.slot))
+            clamp = {r.round: r.gamma - 1 for r in records}
+            assert seen == [(r, min(s, clamp[r])) for r, s in places]
+            assert f"{len(places)}/{len(places)}" in app.status.right
+            await press_and_settle(pilot, "N")
+            assert (app.record.round, app.slot) == seen[-2 if len(seen) > 1 else -1]
+            # escape ends the search: n steps a round again
+            await press_and_settle(pilot, "escape")
+            assert app.searching is None
+            await press_and_settle(pilot, "n")
+            assert len(app.history) == 5
+
+    run(scenario())
+
+
+def test_a_pinned_round_shows_beside_another_with_differences_marked(pair):
+    proposer = varied(pair)
+
+    async def scenario():
+        app = live_app(pair, proposer=proposer)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "P", "left")
+            pinned, shown = app.pinned, app.record
+            assert (pinned.round, shown.round) == (1, 0)
+            assert "vs r1" in widget_text(app, app.main.query_one("#header"))
+            table = app.main.query_one("#ranks-table", FastTable)
+            assert table.labels[-3:] == ("r1 proposal", "r1 rank", "r1 fate")
+            for s, cells in enumerate(table.get_row_at(i) for i in range(table.row_count)):
+                assert cells[-2].plain == str(pinned.ranks[s].rank)
+                marked = "magenta" in str(cells[-2].style)
+                assert marked == (pinned.ranks[s].rank != shown.ranks[s].rank)
+            path = app.main.query_one("#selector-path", FastTable)
+            assert path.labels[-2:] == ("r1 pick", "r1 path")
+            probes = app.main.query_one("#probes-table", FastTable)
+            assert "r1 fp16" in probes.labels
+            # P on the pinned round unpins
+            await press_and_settle(pilot, "right", "P")
+            assert app.pinned is None and "r1 proposal" not in table.labels
+
+    run(scenario())
+
+
+def test_probes_sort_and_filter_keep_the_selected_buffer(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "3", "down", "down", "down", "down")
+            table = app.main.query_one("#probes-table", FastTable)
+            chosen = table_rows(table)[table.cursor_row][:3]
+            await press_and_settle(pilot, "o", "o", "o", "o", "o", "o")  # L, buffer, nan, ±inf, fp16
+            rows = table_rows(table)
+            headroom = [float(r[6]) for r in rows if r[6] != "—"]
+            assert headroom == sorted(headroom) and "by fp16 ↑" in widget_text(app, app.main.query_one("#probes-summary"))
+            assert rows[table.cursor_row][:3] == chosen  # the same buffer, wherever it went
+            await press_and_settle(pilot, "O")
+            assert [float(r[6]) for r in table_rows(table) if r[6] != "—"] == sorted(headroom, reverse=True)
+            cut = headroom[len(headroom) // 2]
+            await type_answer(pilot, "F", f"fp16<{cut}")
+            kept = {tuple(r[:3]) for r in table_rows(table)}
+            assert kept == {(p.stage, "—" if p.layer is None else str(p.layer), p.name)
+                            for p in app.record.probes
+                            if p.fp16_headroom_bits is not None and p.fp16_headroom_bits < cut}
+            assert 0 < len(kept) < len(app.record.probes)
+            await type_answer(pilot, "F", "nonfinite")
+            assert table.row_count == 0
+            await type_answer(pilot, "F", "")  # every row again; the next round keeps the selection
+            await press_and_settle(pilot, "n")
+            assert table_rows(table)[table.cursor_row][:3] == chosen and app.record.round == 1
+
+    run(scenario())
+
+
+def test_slot_keys_select_without_echoes(pair):
+    """The app moves the tables' cursors to show the slot it selected: no table may answer
+    with a selection message of its own (echoes flipped the slot back and forth for ever
+    after a burst of keys). A user's move in a table is announced exactly once."""
+    echoes = []
+
+    class Counting(LiveApp):
+        def on_ranks_panel_slot_selected(self, message: RanksPanel.SlotSelected) -> None:
+            echoes.append(message.slot)
+            super().on_ranks_panel_slot_selected(message)
+
+    async def scenario():
+        app = Counting(launch(pair), show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "2")
+            await pilot.press("full_stop", "full_stop", "comma", "full_stop", "full_stop")
+            await pilot.pause()
+            assert app.slot == 3 and echoes == []
+            assert app.main.query_one("#selector-path", FastTable).cursor_row == 3
+            assert app.main.query_one("#ranks-table", FastTable).cursor_row == 3
+            app.main.query_one("#selector-path", FastTable).focus()
+            await pilot.press("up", "up")
+            await pilot.pause()
+            assert echoes == [2, 1] and app.slot == 1
+            assert app.main.query_one("#ranks-table", FastTable).cursor_row == 1
+
+    run(scenario())
+
+
+def test_gamma_beyond_the_trained_block_is_marked(pair):
+    async def scenario():
+        app = live_app(pair, gamma=15)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            assert app.info.block_size == 16
+            assert "trained" not in widget_text(app, app.main.query_one("#header"))
+            await press_and_settle(pilot, "n", "plus")
+            assert "γ 15→16 >15 trained" in widget_text(app, app.main.query_one("#header"))
+            await press_and_settle(pilot, "n")
+            assert "γ 16 >15 trained" in widget_text(app, app.main.query_one("#header"))
+
+    run(scenario())
+
+
+def test_help_lists_every_key_from_the_bindings(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=(120, 60)) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the help")
+            text = " ".join(app.screen.keys_text().split())
+            for _, binding in app._bindings:
+                if binding.tooltip and not binding.system:
+                    assert " ".join(binding.tooltip.split())[:40] in text, binding.action
+
+    run(scenario())
+
+
+def test_palette_says_what_a_breakpoint_entry_will_do(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            titles = [title for title, _, _ in app.palette_commands()]
+            assert "Disarm breakpoint: any non-finite probe (NaN / Inf)" in titles  # on by default
+            assert "Arm breakpoint: accepted == 0" in titles
+            await pilot.press("ctrl+p")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the palette")
+            await pilot.press(*"Disarm breakpoint: any")
+            await wait_for(pilot, lambda: app.screen.query_one(CommandList).option_count > 0, what="a match")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.screen is app.main, what="the palette to close")
+            assert not app.armed.nonfinite
+
+    run(scenario())
+
+
+def test_a_partial_npz_and_the_screenshot_go_where_they_should(pair, tmp_path):
+    async def scenario():
+        app = live_app(pair, {"export_dir": tmp_path / "out"})
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "s", "s", "X", "s", "s", "s")  # NPZ on after draft
+            await pilot.press("x")
+            await wait_for(pilot, lambda: "exported" in app.status.message, what="the export")
+            assert "partial NPZ: no raw buffers for context, draft" in app.status.message
+            app.deliver_screenshot()
+            await wait_for(pilot, lambda: list(app.session_dir.path.glob("*.svg")), what="the screenshot")
+
+    run(scenario())
+
+
+def test_ctrl_a_selects_the_whole_prompt(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("p")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the prompt dialog")
+            area = app.screen.query_one("#prompt-text")
+            await pilot.press("ctrl+a")
+            assert area.selected_text == "The quick brown fox"
+            await pilot.press(*"new")
+            assert area.text == "new"
+            await pilot.press("escape")
+
+    run(scenario())

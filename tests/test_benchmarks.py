@@ -1,0 +1,44 @@
+"""The benchmark scripts run, at tiny sizes, and what they rely on holds: the engine and Z
+Lab's loop decode mlx-lm's greedy text; forced proposals are all accepted at real-scale
+structure; a sliding layer's buffers stay flat over many rounds. (Their timings are not
+tested: a timing is reported, never asserted.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import bench_long_context, bench_real_scale, bench_vs_reference
+
+
+def test_side_by_side_decodes_are_identical(make_pair):
+    pytest.importorskip("dflash.model_mlx")
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    result = bench_vs_reference.main([str(target_dir), "--draft", str(draft_dir), "--prompts", "2",
+                                      "--tokens", "12", "--repeats", "1", "--block", "4"])
+    assert result["identical"] and result["mismatches"] == []
+    methods = result["methods"]
+    assert set(methods) == {bench_vs_reference.TARGET, bench_vs_reference.ZLAB,
+                            bench_vs_reference.ENGINE_SPEED, bench_vs_reference.ENGINE_TUI}
+    assert len({m["decode_tokens"] for m in methods.values()}) == 1  # the same text everywhere
+    zlab, engine = methods[bench_vs_reference.ZLAB], methods[bench_vs_reference.ENGINE_SPEED]
+    assert zlab["rounds"] == engine["rounds"] > 0  # and the same rounds
+
+
+def test_real_scale_forcing_accepts_every_proposal():
+    result = bench_real_scale.main(["--tiny", "--tokens", "24", "--prompt-tokens", "16",
+                                    "--repeats", "1", "--split-rounds", "2", "--dtype", "float32"])
+    methods = result["methods"]
+    assert methods[bench_real_scale.SPEED]["accepted_share"] == 1.0
+    assert methods[bench_real_scale.TUI]["accepted_share"] == 1.0
+    split = result["split"]
+    assert set(split["stage_ms"]) == {"context", "draft", "select", "verify", "commit"}
+    assert 0 <= split["host_ms"] <= split["round_ms"]
+
+
+def test_long_context_keeps_sliding_buffers_flat():
+    result = bench_long_context.main(["--tiny", "--contexts", "48,400", "--rounds", "2",
+                                      "--window", "16", "--memory-rounds", "60",
+                                      "--dtype", "float32"])
+    memory = result["memory"]
+    assert memory["sliding_cache_bytes"][0] == memory["sliding_cache_bytes"][1] > 0
+    assert set(result["contexts"]) == {48, 400}
