@@ -140,6 +140,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p.add_argument("--keep-rounds", type=int, default=KEEP_ROUNDS, metavar="N",
                    help="full records kept in memory (older ones are read back from the trace; "
                         "default: %(default)s)")
+    add_compare_args(p)
     parsers["tui"] = p
 
     p = _Parser(prog="dflash-tui probe", description="Step the engine headless and print each round.")

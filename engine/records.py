@@ -137,16 +137,6 @@ class Verdict:
 
 
 @dataclass(frozen=True)
-class Commitment:
-    """What the commit stage adds to its round's record."""
-
-    committed_tokens: tuple[int, ...]
-    rollback: Rollback
-    committed_text: str
-    finish_reason: Optional[str]
-
-
-@dataclass(frozen=True)
 class BufferDrift:
     """One probed buffer of the compare lab, primary against reference, from both sides'
     tensors: max |primary - reference| over the values finite on both sides, and that over
@@ -202,6 +192,17 @@ class Compare:
     # The target verified the reference's proposals beyond the primary's verify (its
     # tokens past the primary's first miss were needed): one more, shorter target forward.
     reverified: bool = False
+
+
+@dataclass(frozen=True)
+class Commitment:
+    """What the commit stage adds to its round's record."""
+
+    committed_tokens: tuple[int, ...]
+    rollback: Rollback
+    committed_text: str
+    finish_reason: Optional[str]
+    compare: Optional[Compare] = None  # --compare: the reference configuration's round
 
 
 # The round's stages in order, each with the part of the RoundRecord it fills in (None: the
@@ -273,7 +274,7 @@ class RoundRecord:
     token_text: dict[int, str] = field(default_factory=dict)
     raw: Optional[dict[str, Any]] = None  # name -> numpy array, when raw buffers are kept
     comm: Optional[CommTiming] = None  # distributed runs: the round's communication
-    compare: Optional[Compare] = None  # --compare: the reference configuration, at commit
+    compare: Optional[Compare] = None  # --compare: the reference configuration (commit fills it)
 
     @property
     def stage(self) -> Optional[str]:
@@ -333,6 +334,8 @@ class SessionInfo:
     max_tokens: int
     notes: tuple[str, ...] = ()  # warnings worth showing (e.g. block beyond training)
     drafter_quantization: Optional[str] = None  # e.g. "q4/g64"; None for a float drafter
+    compare: Optional[str] = None  # --compare SPEC: a reference configuration runs beside the drafter
+    compare_tol: Optional[float] = None  # its --compare-tol
     distributed: Optional[DistributedInfo] = None  # None: one process holds the whole target
 
 

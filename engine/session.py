@@ -45,7 +45,7 @@ from .probes import ProbeSink, first_nonfinite
 from .ranks import rank_arrays, slot_ranks
 from .quantize import describe as describe_quantization
 from .records import (
-    STAGE_ORDER, Commitment, Compare, EngineState, PrefillRecord, ProbeRow, Rollback,
+    STAGE_ORDER, Commitment, EngineState, PrefillRecord, ProbeRow, Rollback,
     RoundRecord, Selection, SessionInfo, StageRecord, Verdict,
 )
 from .selector import lattice_arrays, selector_record, to_lattice, walk
@@ -176,7 +176,6 @@ class RoundScratch:
     verification: Optional[Verification] = None
     verified: Optional[Verified] = None
     committed: Optional[Commitment] = None
-    compare: Optional[Compare] = None
 
     def record(self) -> RoundRecord:
         """The round's record so far: the header, then each stage's part spread over its fields."""
@@ -191,7 +190,7 @@ class RoundScratch:
             round=self.index, position=self.position, anchor=self.anchor, gamma=self.gamma,
             state_before=self.state_before, state_after=self.stages[-1].after,
             stages=tuple(self.stages), probes=probes, first_nonfinite=first_nonfinite(probes),
-            token_text=dict(self.token_text), raw=self.raw, compare=self.compare,
+            token_text=dict(self.token_text), raw=self.raw,
             **{"committed_text": self.text_before, **filled},
         )
 
@@ -257,6 +256,8 @@ class Session:
             temperature=options.temperature, seed=options.seed, prompt=prompt_text,
             prompt_tokens=len(prompt_ids), max_tokens=options.max_tokens,
             notes=self._notes(), drafter_quantization=describe_quantization(drafter),
+            compare=pair.reference.spec.text if pair.reference is not None else None,
+            compare_tol=pair.reference.tolerance if pair.reference is not None else None,
         )
         self._token_text: dict[int, str] = {}
         # The decode's state (module docstring): prefill() fills it in, once.
@@ -696,9 +697,8 @@ class Session:
         self.tokens.extend(new)
         self._check_finished()
         self._text = self._committed_text()
-        if self.compare:
-            r.compare = self.compare.commit(r, selected, verified)
-        return Commitment(tuple(new), rollback, self._text, self.finish_reason)
+        compare = self.compare.commit(r, selected, verified) if self.compare else None
+        return Commitment(tuple(new), rollback, self._text, self.finish_reason, compare)
 
     def close(self) -> None:
         self.target.unhook()
