@@ -9,7 +9,7 @@
            (reference cells that differ from the drafter's are marked), and the target's token
   drift    every buffer both sides probed, in pipeline order: the relative error with a bar
            on a log scale (1e-6 to 1; red beyond the tolerance), max |drafter - ref|; the
-           first divergent buffer is marked, a buffer non-finite on one side only says which
+           first divergent buffer is marked ▶, a buffer non-finite on one side only says which
 
 The reference runs at commit (engine/compare.py): before then a round has only the
 drafter's side. With a pinned round beside it (frame.other), the drift table adds that
@@ -37,7 +37,8 @@ from .ranks import DIFFERS, RanksPanel, rank_style
 from .table import FastTable
 
 SLOT_COLUMNS = ("slot", "drafter", "rank", "acc", "ref", "rank", "acc", "target")
-DRIFT_COLUMNS = ("stage", "L", "buffer", "rel err", "1e-6…1", "max |Δ|")
+DRIFT_COLUMNS = ("", "stage", "L", "buffer", "rel err", "1e-6…1", "max |Δ|")
+FIRST = "▶"  # the first divergent buffer's mark (as in the summary)
 TOKEN_WIDTH = 9  # a proposal's cell: both sides and their ranks fit 44 columns (80 x 24)
 BAR_WIDTH = 8
 LOG_FLOOR = 6  # the bar starts at a relative error of 10^-6 and is full at 1
@@ -59,8 +60,9 @@ class ComparePanel(Horizontal):
     ComparePanel > #compare-drift { width: 1fr; height: 1fr; margin-left: 2; }
     """
     # Below 150 columns (the screen's -narrow class) the drift table goes under the slots,
-    # which show up to 8 slots (and the target's token only when zoomed, m); on short
-    # screens the per-round sparklines give their lines to the tables. The classes
+    # which show up to 8 slots (4 on short screens; the cursor's slot scrolls into view) and
+    # the target's token only where there is room (zoomed, m); on short screens the
+    # per-round sparklines give their lines to the tables. The classes
     # are on an ancestor, so this is app CSS, not scoped to the widget.
     NARROW_CSS = """
     .-narrow ComparePanel { layout: vertical; }
@@ -70,6 +72,8 @@ class ComparePanel(Horizontal):
     }
     .-narrow ComparePanel > #compare-drift { width: 1fr; margin-left: 0; margin-top: 1; }
     .-short ComparePanel #compare-trend { display: none; }
+    .-short.-narrow ComparePanel #compare-slots { max-height: 5; }
+    .-short.-narrow ComparePanel > #compare-drift { margin-top: 0; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -297,9 +301,10 @@ def drift_rows(compare: Optional[Compare], other: Optional[Compare], pinned: boo
         beyond = _beyond(b, tol)
         name_style = "bold red" if is_first else "yellow" if beyond else ""
         cells = [
+            Text(FIRST if is_first else "", style="bold red"),
             Text(b.stage, style="dim"),
             Text(DASH if b.layer is None else str(b.layer)),
-            Text(b.buffer + (" ◀ first" if is_first else ""), style=name_style),
+            Text(b.buffer, style=name_style),
             rel_err_cell(b, tol),
             drift_bar(b, tol),
             Text(sci(b.max_abs_diff), justify="right"),

@@ -45,13 +45,13 @@ def summary(app) -> str:
 
 
 def expected_drift(compare) -> list[list[str]]:
-    """The drift table's first four columns, straight from the record."""
+    """The drift table's first five columns, straight from the record."""
     first = compare.first_divergent
     rows = []
     for b in compare.buffers:
-        mark = " ◀ first" if first is not None and (b.stage, b.layer, b.buffer) == (
+        mark = "▶" if first is not None and (b.stage, b.layer, b.buffer) == (
             first.stage, first.layer, first.buffer) else ""
-        rows.append([b.stage, "—" if b.layer is None else str(b.layer), b.buffer + mark, rel_text(b)])
+        rows.append([mark, b.stage, "—" if b.layer is None else str(b.layer), b.buffer, rel_text(b)])
     return rows
 
 
@@ -121,8 +121,8 @@ def test_the_compare_tab_shows_the_reference_beside_the_drafter(off_by_one):
     records = seen["records"]
     record, drift, slots, text = seen["live"]
     assert record is records[-1] and record.round == ROUNDS - 1
-    assert [row[:4] for row in drift] == expected_drift(record.compare)
-    assert drift[0][:3] == ["context", "—", "capture ◀ first"]  # the off-by-one parts there
+    assert [row[:5] for row in drift] == expected_drift(record.compare)
+    assert drift[0][:4] == ["▶", "context", "—", "capture"]  # the off-by-one parts there
     assert slots == with_visible_tokens(expected_slots(record))
     assert f"reference {OFF_BY_ONE} · tol 0.01" in text
     assert "▶ context capture: rel err" in text
@@ -139,7 +139,7 @@ def test_the_compare_tab_follows_the_round_on_screen_and_a_pinned_one(off_by_one
     records = seen["records"]
     record, drift, slots, text = seen["back"]
     assert record.round == 1 and record.compare == records[1].compare
-    assert [row[:4] for row in drift] == expected_drift(records[1].compare)
+    assert [row[:5] for row in drift] == expected_drift(records[1].compare)
     assert slots == with_visible_tokens(expected_slots(records[1]))
     assert "mean r0–1" in text
     record, drift, text, labels = seen["pinned"]
@@ -166,7 +166,7 @@ def test_the_trace_carries_every_rounds_compare_and_replay_shows_it(off_by_one):
             await pilot.pause()
             app.render_now()
             assert app.record.round == 1 and app.record.compare == seen["records"][1].compare
-            assert [row[:4] for row in drift_rows(app)] == expected_drift(app.record.compare)
+            assert [row[:5] for row in drift_rows(app)] == expected_drift(app.record.compare)
             assert shown_slots(app) == with_visible_tokens(expected_slots(seen["records"][1]))
             # a stage back: verify, before the reference's record exists (as it was live)
             await pilot.press("backspace")
@@ -194,8 +194,8 @@ def test_compare_against_itself_shows_no_drift_and_the_breakpoint_never_fires(pa
             await press_and_settle(pilot, "5")
             record = app.record
             drift = drift_rows(app)
-            assert drift and all(row[3] == "0" for row in drift)
-            assert [row[:4] for row in drift] == expected_drift(record.compare)
+            assert drift and all(row[4] == "0" for row in drift)
+            assert [row[:5] for row in drift] == expected_drift(record.compare)
             assert "✓ every buffer within tol 0.01" in summary(app)
             table = app.main.query_one("#compare-slots", FastTable)
             for i in range(table.row_count):  # the reference's cells: nothing marked different
