@@ -25,11 +25,11 @@ from typing import Optional
 
 from rich.text import Text
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Static, TabPane
+from textual.widgets import Static
 
 from dflash_tui.engine.records import BufferDrift, Compare, RoundRecord, SlotRank
 
-from .aggregates import bar
+from .aggregates import DrawnWhenShown, bar
 from .format import DASH, grid, sci, token_text
 from .frame import Frame
 from .history import sparkline
@@ -50,7 +50,7 @@ SUMMARY_WIDTHS = [11, 7, 5, 6, 8]
 NO_REFERENCE = "no reference configuration in this session: run with --compare SPEC"
 
 
-class ComparePanel(Horizontal):
+class ComparePanel(DrawnWhenShown, Horizontal):
     DEFAULT_CSS = """
     ComparePanel { height: 1fr; }
     ComparePanel > #compare-left { width: auto; height: 1fr; }
@@ -62,8 +62,8 @@ class ComparePanel(Horizontal):
     # Below 150 columns (the screen's -narrow class) the drift table goes under the slots,
     # which show up to 8 slots (4 on short screens; the cursor's slot scrolls into view) and
     # the target's token only where there is room (zoomed, m); on short screens the
-    # per-round sparklines give their lines to the tables. The classes
-    # are on an ancestor, so this is app CSS, not scoped to the widget.
+    # per-round sparklines give their lines to the tables. The classes are on an ancestor,
+    # so this is app CSS, not scoped to the widget.
     NARROW_CSS = """
     .-narrow ComparePanel { layout: vertical; }
     .-narrow ComparePanel > #compare-left { width: 1fr; height: auto; }
@@ -78,8 +78,8 @@ class ComparePanel(Horizontal):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._key: Optional[tuple] = None
-        self._pane: Optional[TabPane] = None
+        self._shown: Optional[tuple] = None  # (info, record, other, history) on screen
+        self._counts: Optional[tuple] = None  # (history rows, rows up to the round on screen)
 
     def compose(self):
         with Vertical(id="compare-left"):
@@ -94,14 +94,13 @@ class ComparePanel(Horizontal):
         yield drift
 
     def show(self, frame: Frame) -> None:
-        if self._pane is None:
-            self._pane = next((a for a in self.ancestors if isinstance(a, TabPane)), None)
-        if self._pane is not None and not self._pane.display:
-            return  # off screen (or no --compare): drawn when its tab is shown
-        history = frame.history
-        key = (frame.info, frame.record, frame.other, id(history), len(history or ()), frame.upto)
-        if key != self._key:
-            self._key = key
+        if self.off_screen():  # (or no --compare: its tab is hidden)
+            return
+        shown = (frame.info, frame.record, frame.other, frame.history)
+        counts = (len(frame.history or ()), frame.upto)
+        same = self._shown is not None and all(a is b for a, b in zip(shown, self._shown))
+        if not same or counts != self._counts:
+            self._shown, self._counts = shown, counts
             self._fill(frame)
         slots = self.query_one("#compare-slots", FastTable)
         if slots.row_count and slots.cursor_row != frame.slot:
