@@ -116,15 +116,13 @@ class ComparePanel(DrawnWhenShown, Horizontal):
     def _fill(self, frame: Frame) -> None:
         record, other = frame.record, frame.other
         compare = record.compare if record is not None else None
-        tally = None
+        tally = trend = None
         if frame.history is not None and frame.upto:
             from dflash_tui import aggregates  # numpy: once there is something to count
 
             span = aggregates.every_round(frame.history, frame.upto)
             tally = aggregates.compare_tally(frame.history, span)
             trend = _trend(frame.history, span)
-        else:
-            trend = None
         spec, tol = _spec(frame)
         self.query_one("#compare-summary", Static).update(
             render_summary(spec, tol, record, tally, other, frame.other_label))
@@ -132,16 +130,16 @@ class ComparePanel(DrawnWhenShown, Horizontal):
             Text("") if trend is None else render_trend(*trend))
         self.query_one("#compare-slots", FastTable).set_rows(slot_rows(record))
         drift = self.query_one("#compare-drift", FastTable)
-        theirs = other.compare if other is not None else None
         extra = (f"{frame.other_label} rel err",) if other is not None else ()
         if drift.labels != DRIFT_COLUMNS + extra:
             drift.add_columns(*DRIFT_COLUMNS, *extra)
-        drift.set_rows(drift_rows(compare, theirs, pinned=other is not None))
+        drift.set_rows(drift_rows(compare, other.compare if other is not None else None,
+                                  pinned=other is not None))
 
 
 def _spec(frame: Frame) -> tuple[Optional[str], Optional[float]]:
-    """The SPEC and tolerance of the session on screen (a round's record says them too, for
-    recordings made before the session did)."""
+    """The SPEC and tolerance of the session on screen (from its round when the recording's
+    header does not name them: snapshots without a session)."""
     info, record = frame.info, frame.record
     if info is not None and info.compare is not None:
         return info.compare, info.compare_tol

@@ -103,6 +103,9 @@ def off_by_one(pair, tmp_path_factory):
             seen["active"] = app.main.query_one("#inspector", TabbedContent).active
             seen["records"] = [app.history.record(r) for r in range(ROUNDS)]
             seen["live"] = (app.record, drift_rows(app), shown_slots(app), summary(app))
+            app.main.query_one("#compare-slots", FastTable).focus()
+            await press_and_settle(pilot, "down")  # a slot picked here is the app's slot
+            seen["slot"] = (app.slot, app.main.query_one("#ranks-table", FastTable).cursor_row)
             await press_and_settle(pilot, "left")
             seen["back"] = (app.record, drift_rows(app), shown_slots(app), summary(app))
             await press_and_settle(pilot, "right", "P", "left")
@@ -118,6 +121,7 @@ def off_by_one(pair, tmp_path_factory):
 def test_the_compare_tab_shows_the_reference_beside_the_drafter(off_by_one):
     _, seen = off_by_one
     assert seen["tab shown"] and seen["active"] == "tab-compare"
+    assert seen["slot"] == (1, 1)
     records = seen["records"]
     record, drift, slots, text = seen["live"]
     assert record is records[-1] and record.round == ROUNDS - 1
