@@ -326,3 +326,39 @@ def test_compared_buffers_of_a_run_without_probes_still_export(pair, tmp_path):
     assert [(b["round"], b["stage"], b["layer"], b["buffer"], b["compare_rel_err"], b["absmax"])
             for b in tables.buffers] == \
         [(r.round, d.stage, d.layer, d.buffer, d.rel_err, None) for r in records for d in r.compare.buffers]
+
+
+def test_replay_shows_the_tab_for_the_sessions_that_ran_a_reference(pair, tmp_path):
+    """One trace, two sessions (an explicit --trace FILE across a restart): one run with
+    --compare, one without. The tab is there for the first only; leaving it for the second
+    moves to another tab."""
+    from dflash_tui.engine import SessionOptions, load_pair
+    from dflash_tui.snapshot import TraceWriter
+
+    trace = tmp_path / "trace.jsonl"
+    for compare in (OFF_BY_ONE, None):
+        session = load_pair(*pair, compare=compare).open("The quick brown fox",
+                                                         options=SessionOptions(gamma=4))
+        writer = TraceWriter(trace, session.info, session.prefill_record)
+        for record in session.run(2):
+            writer.write(record)
+        writer.close()
+        session.close()
+
+    async def scenario():
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            inspector = app.main.query_one("#inspector", TabbedContent)
+            await pilot.press("5", "right")
+            await pilot.pause()
+            assert app.record.round == 1 and compare_tab(app).display
+            assert inspector.active == "tab-compare" and drift_rows(app)
+            await pilot.press("right")  # the second session: no reference
+            await wait_for(pilot, lambda: inspector.active != "tab-compare", what="another tab")
+            assert app.record.compare is None and not compare_tab(app).display
+            await pilot.press("left")  # back to the first session's last round
+            await pilot.pause()
+            assert compare_tab(app).display
+
+    run(scenario())

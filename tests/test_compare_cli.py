@@ -1,4 +1,4 @@
-"""`--compare SPEC` on `probe` and `bench`: one-line refusals, the probe line, snapshots and
+"""`--compare SPEC` on the TUI, `probe` and `bench`: one-line refusals, the probe line, snapshots and
 summary.json, the bench's side-by-side tables and JSON."""
 
 from __future__ import annotations
@@ -33,12 +33,15 @@ def _refused(capsys, argv, needle):
                          "directory or KEY=VALUE overrides"),
 ])
 def test_a_bad_spec_is_refused_before_anything_loads(capsys, spec, needle):
-    for command in ("probe", "bench"):
-        _refused(capsys, [command, "/no/model/needed", "--compare", spec], needle)
+    for command in (["probe"], ["bench"], []):  # [] : the TUI, refused before it opens
+        _refused(capsys, [*command, "/no/model/needed", "--compare", spec], needle)
 
 
 def test_compare_flags_that_cannot_work_are_refused(capsys):
     _refused(capsys, ["probe", "/m", "--compare-tol", "0.1"], "--compare-tol: given without --compare")
+    _refused(capsys, ["/m", "--compare-tol", "0.1"], "--compare-tol: given without --compare")
+    _refused(capsys, ["/m", "--compare", "dtype=float16", "--temperature", "0.5"],
+             "--temperature 0.5: --compare counts the proposals the target accepts greedily")
     _refused(capsys, ["probe", "/m", "--compare", "dtype=float16", "--compare-tol", "-1"],
              "--compare-tol -1.0: expected a relative error of 0 or more")
     _refused(capsys, ["probe", "/m", "--compare", "dtype=float16", "--temperature", "0.5"],

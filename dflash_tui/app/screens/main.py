@@ -55,6 +55,10 @@ class MainScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT, "-tall")]
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.compare_shown = True  # composed with the compare tab
+
     def compose(self):
         yield HeaderPanel(id="header")
         with Horizontal(id="body"):
@@ -73,12 +77,8 @@ class MainScreen(Screen):
         yield AskLine(id="ask")
         yield KeyBar(first=("step",), id="keys")
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.compare_shown = True  # composed with the compare tab; on_mount hides it
-
     def on_mount(self) -> None:
-        self.show_compare(False)
+        self.show_compare(self.app.compared())
         # after the first refresh every panel has composed its own children
         self.call_after_refresh(self.app.screen_ready)
 
@@ -98,7 +98,10 @@ class MainScreen(Screen):
         if on:
             inspector.show_tab(tab)
         else:
-            inspector.hide_tab(tab)  # if it was the active one, the tab before it is now
+            was_active = inspector.active == tab
+            inspector.hide_tab(tab)  # Textual activates another tab if it was the active one
+            if was_active:
+                self.call_after_refresh(self.focus_tab)
         self.call_after_refresh(self.fit_tab_titles)
 
     def on_resize(self) -> None:
