@@ -75,6 +75,37 @@ def tokens_per_second(history: History, span: Span) -> Optional[float]:
     return tokens / seconds if seconds > 0 and tokens else None
 
 
+# ---- --compare: the reference configuration beside the drafter ----------------------------------
+
+@dataclass(frozen=True)
+class CompareTally:
+    """The rounds of a span that ran a reference configuration (--compare)."""
+    rounds: int
+    first: int  # the first and last of them (round numbers)
+    last: int
+    drafter_mean: float  # mean accepted per round, the drafter (the decode)
+    reference_mean: float  # and the reference, on the same rounds
+    diverged: int  # rounds whose buffers parted beyond the tolerance
+    first_diverged: Optional[int]  # the first of them (a round number)
+
+
+def compare_tally(history: History, span: Span) -> Optional[CompareTally]:
+    """None when no round of the span carries a reference's record."""
+    reference = history.compare_accepted.values[span.rows]
+    compared = reference >= 0
+    if not compared.any():
+        return None
+    diverged = history.compare_diverged.values[span.rows] & compared
+    rounds = history.round.values[span.rows]
+    return CompareTally(
+        rounds=int(compared.sum()), first=int(rounds[compared][0]), last=int(rounds[compared][-1]),
+        drafter_mean=float(history.accepted.values[span.rows][compared].mean()),
+        reference_mean=float(reference[compared].mean()),
+        diverged=int(diverged.sum()),
+        first_diverged=int(rounds[diverged][0]) if diverged.any() else None,
+    )
+
+
 # ---- per slot ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ class Breakpoints:
     off_argmax: bool = False  # the DFlash2 walk left the plain argmax path
     position: bool = False  # the anchor reached position_at
     position_at: int = DEFAULT_POSITION
+    diverge: bool = False  # --compare: the two configurations part beyond the tolerance
 
     def toggled(self, name: str) -> "Breakpoints":
         return replace(self, **{name: not getattr(self, name)})
@@ -40,6 +41,8 @@ class Breakpoints:
             armed.append("off-argmax")
         if self.position:
             armed.append(f"pos≥{self.position_at}")
+        if self.diverge:
+            armed.append("diverge")
         return ", ".join(armed) if armed else "none"
 
 
@@ -50,6 +53,7 @@ TOGGLES = (
     ("rank_above", "true-token rank above"),
     ("off_argmax", "selector path leaves the argmax"),
     ("position", "position reached"),
+    ("diverge", "configurations diverge beyond tol (--compare)"),
 )
 
 
@@ -81,6 +85,11 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
         after = record.state_after.anchor_position
         if before < armed.position_at <= after:  # crossed by this stage (a commit)
             found.append(f"position {after} reached (≥ {armed.position_at})")
+    if stage == "commit" and armed.diverge and record.compare is not None:
+        first = record.compare.first_divergent
+        if first is not None:
+            found.append(f"configurations diverge beyond {record.compare.tolerance:g} at "
+                         f"{first.where} ({first.why})")
     return tuple(found)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import flag_ranges
+from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, parse_spec
 from .engine.errors import GroupError, InputError, ParameterError
 from .prompt_file import read_prompt_file
 
@@ -29,6 +30,7 @@ FLAGS = {
     "gamma": "--block", "dtype": "--dtype", "chat": "--chat", "prompt_ids": "--prompt",
     "draft": "--draft", "temperature": "--temperature", "seed": "--seed",
     "max_tokens": "--max-tokens", "layer_offset": "--layer-offset", "distributed": "--distributed",
+    "compare": "--compare", "compare_tol": "--compare-tol",
 }
 
 
@@ -73,6 +75,30 @@ def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> 
                         "sharded across them; rank 0 prints and writes (docs/DISTRIBUTED.md)")
 
 
+def add_compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--compare", metavar="SPEC",
+                   help="run a reference configuration beside the drafter every round: another "
+                        "drafter directory, or overrides dtype=T, bits=B[,group=G], "
+                        "layer-offset=K, residual-scale=S (docs/COMPARE.md)")
+    p.add_argument("--compare-tol", type=float, default=None, metavar="TOL",
+                   help=f"relative error beyond which a buffer diverges (default {DEFAULT_TOLERANCE})")
+
+
+def check_compare(args) -> None:
+    """Check --compare before any model loads: `args.compare` becomes the parsed spec."""
+    if args.compare is None:
+        if args.compare_tol is not None:
+            raise InputError("--compare-tol: given without --compare")
+        return
+    args.compare = parse_spec(args.compare)
+    if args.compare_tol is None:  # its range is flag_ranges'
+        args.compare_tol = DEFAULT_TOLERANCE
+    check_greedy(args.temperature)
+    if getattr(args, "distributed", False):
+        raise InputError("--compare: not with --distributed (the reference runs beside a "
+                         "decode on one process)")
+
+
 def add_decode_args(p: argparse.ArgumentParser, block_default=None) -> None:
     p.add_argument("--block", type=int, default=block_default, metavar="G",
                    help="proposals per round (default: the drafter's block_size - 1)")
@@ -114,6 +140,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p.add_argument("--keep-rounds", type=int, default=KEEP_ROUNDS, metavar="N",
                    help="full records kept in memory (older ones are read back from the trace; "
                         "default: %(default)s)")
+    add_compare_args(p)
     parsers["tui"] = p
 
     p = _Parser(prog="dflash-tui probe", description="Step the engine headless and print each round.")
@@ -129,6 +156,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
                    help="reuse a non-empty --out: first remove its round-*.json/npz and summary.json")
     p.add_argument("--npz", action="store_true", help="also write raw buffers as round-NNNN.npz")
     p.add_argument("--no-probes", action="store_true", help="skip the buffer statistics")
+    add_compare_args(p)
     parsers["probe"] = p
 
     p = _Parser(prog="dflash-tui bench", description="Acceptance tables by workload and block.")
@@ -151,6 +179,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     chat.add_argument("--chat", dest="chat", action="store_true", default=None,
                       help="wrap each prompt in the chat template (default when there is one)")
     chat.add_argument("--raw", dest="chat", action="store_false", help="tokenize prompts as is")
+    add_compare_args(p)
     parsers["bench"] = p
 
     p = _Parser(prog="dflash-tui distill", description="Train a DFlash2 drafter for a target by self-distillation.")
@@ -207,6 +236,8 @@ def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
         flag_ranges.check(args)
     if hasattr(args, "prompt"):
         args.prompt_text = _prompt_text(args)
+    if hasattr(args, "compare"):
+        check_compare(args)
     return command, args
 
 

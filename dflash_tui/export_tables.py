@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from .engine.errors import InputError
-from .tables import TABLES, rows, session_records
+from .tables import columns, rows, session_records
 
 PARQUET_BATCH = 4096  # rows buffered per Parquet record batch
 
@@ -28,7 +28,7 @@ def run(args) -> int:
             raise InputError("--format parquet needs pyarrow: pip install 'dflash-tui[parquet]'") from None
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a directory")
-    count, records = session_records(source, args.session)
+    count, compared, records = session_records(source, args.session)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -36,11 +36,12 @@ def run(args) -> int:
     if count > 1 and args.session is None:
         print(f"note: {source} holds {count} sessions; exporting the last (--session N picks one)",
               file=sys.stderr)
-    writer = ParquetTables(out) if args.format == "parquet" else CsvTables(out)
-    written = {name: 0 for name in TABLES}
+    tables = columns(compared)
+    writer = ParquetTables(out, tables) if args.format == "parquet" else CsvTables(out, tables)
+    written = {name: 0 for name in tables}
     try:
         for record in records:
-            for name, table_rows in rows(record).items():
+            for name, table_rows in rows(record, compared).items():
                 writer.write(name, table_rows)
                 written[name] += len(table_rows)
         writer.close()
@@ -50,7 +51,7 @@ def run(args) -> int:
     except BaseException:
         writer.discard()
         raise
-    for name in TABLES:
+    for name in tables:
         print(f"{out / (name + '.' + args.format)}: {written[name]} rows")
     return 0
 
@@ -59,15 +60,15 @@ class CsvTables:
     """Three CSV files: a header line, then one line per row; empty cells for no value,
     true / false for booleans, floats with every digit (repr)."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, tables: dict[str, tuple]) -> None:
         self._files, self._writers = {}, {}
-        for name, columns in TABLES.items():
+        for name, cols in tables.items():
             final = out / f"{name}.csv"
             fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{final.name}.", suffix=".tmp")
             f = os.fdopen(fd, "w", encoding="utf-8", newline="")
             self._files[name] = (f, Path(tmp), final)
             self._writers[name] = csv.writer(f)
-            self._writers[name].writerow([c for c, _ in columns])
+            self._writers[name].writerow([c for c, _ in cols])
 
     def write(self, name: str, table_rows: list[tuple]) -> None:
         self._writers[name].writerows([_csv_cell(v) for v in row] for row in table_rows)
@@ -99,15 +100,15 @@ def _csv_cell(value):
 class ParquetTables:
     """Three Parquet files with fixed schemas (the tables' column types), written in batches."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, tables: dict[str, tuple]) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         types = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
         self._pa = pa
         self._tables = {}
-        for name, columns in TABLES.items():
-            schema = pa.schema([(c, types[t]) for c, t in columns])
+        for name, cols in tables.items():
+            schema = pa.schema([(c, types[t]) for c, t in cols])
             final = out / f"{name}.parquet"
             fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{final.name}.", suffix=".tmp")
             os.close(fd)
@@ -122,9 +123,9 @@ class ParquetTables:
     def _flush(self, name: str) -> None:
         writer, schema, pending, _, _ = self._tables[name]
         if pending:
-            columns = list(zip(*pending))
+            cells = list(zip(*pending))
             writer.write_batch(self._pa.record_batch(
-                [self._pa.array(col, type=field.type) for col, field in zip(columns, schema)],
+                [self._pa.array(col, type=field.type) for col, field in zip(cells, schema)],
                 schema=schema))
             pending.clear()
 

@@ -35,6 +35,8 @@ RANGES = {  # argparse dest -> range; a flag a command lacks (or left unset) is 
     "max_tokens": Range("--max-tokens", _at_least_one, "at least 1 token"),
     "rounds": Range("--rounds", _at_least_one, "at least 1 round"),
     "limit": Range("--limit", _at_least_one, "at least 1 prompt per workload"),
+    "compare_tol": Range("--compare-tol", lambda v: math.isfinite(v) and v >= 0,
+                         "a relative error of 0 or more, e.g. 0.01"),
     "keep_rounds": Range("--keep-rounds", _at_least_one, "at least 1 full record in memory"),
 }
 

@@ -3,7 +3,8 @@ round, the full records of the most recent ones, and a way back to the older one
 
 A full round record is large (on the sample pair ~270 KB: 71 probe rows, a 15 x 16 x 16
 selector lattice, top-5 lists), so a session of thousands of rounds cannot keep them all.
-What aggregates, search and the history panel need of a round is small: its accepted count,
+What aggregates, search and the history panel need of a round is small: its accepted count
+(and the reference configuration's, with --compare),
 per slot the rank, fate and the selector's choice, per probed buffer the fp16 headroom,
 absmax and non-finite count. Those go into numpy columns (about 1.9 KB a round on the sample);
 the full records of the last `keep` rounds stay in memory; an older one is fetched from
@@ -87,6 +88,10 @@ class History:
         self.accepted = Growing(np.int32, 0)
         self.committed = Growing(np.int32, 0)  # tokens this round appended
         self.ms = Growing(np.float64, 0.0)  # the round's stage times added up
+        # --compare: the reference's accepted count (-1: no reference this round) and whether
+        # the two configurations diverged beyond the tolerance
+        self.compare_accepted = Growing(np.int32, -1)
+        self.compare_diverged = Growing(np.bool_, False)
         # per slot (the width grows with gamma)
         self.flags = Growing(np.uint8, 0, width=0)
         self.rank = Growing(np.int32, -1, width=0)
@@ -118,6 +123,9 @@ class History:
         self.accepted.append(record.accepted or 0)
         self.committed.append(len(record.committed_tokens))
         self.ms.append(sum(s.ms for s in record.stages))
+        compare = record.compare
+        self.compare_accepted.append(-1 if compare is None else compare.accepted)
+        self.compare_diverged.append(compare is not None and compare.first_divergent is not None)
 
         flags = np.zeros(gamma, np.uint8)
         rank = np.full(gamma, -1, np.int32)

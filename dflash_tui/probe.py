@@ -17,6 +17,7 @@ from typing import Optional
 
 from . import sample
 from .engine.api import load_pair
+from .engine.codec import encode
 from .engine.errors import InputError
 from .engine.session import SessionOptions
 from .outputs import run_dir, writing
@@ -43,7 +44,18 @@ def round_line(record) -> str:
         line += f"  FIRST NON-FINITE: {bad.where}"
     if record.comm is not None:
         line += f"  comm {record.comm.total_ms:.1f} ms"
+    if record.compare is not None:
+        line += compare_note(record.compare)
     return line
+
+
+def compare_note(compare) -> str:
+    """--compare: the reference's accepted count and where it first parts from the primary."""
+    note = f"  | reference accepted {compare.accepted:2d}"
+    first = compare.first_divergent
+    if first is not None:
+        note += f"  DIVERGES: {first.where} ({first.why})"
+    return note
 
 
 @dataclass
@@ -52,6 +64,10 @@ class Tally:
     accepted: list[int] = field(default_factory=list)
     committed: list[int] = field(default_factory=list)
     first_nonfinite: Optional[dict] = None
+    # --compare: the reference's counts, the rounds that diverged and the first divergence
+    compare_accepted: list[int] = field(default_factory=list)
+    compare_diverged: int = 0
+    compare_first: Optional[dict] = None
 
     def add(self, record) -> None:
         self.accepted.append(record.accepted)
@@ -60,6 +76,12 @@ class Tally:
         if bad is not None and self.first_nonfinite is None:
             self.first_nonfinite = {"round": record.round, "stage": bad.stage,
                                     "layer": bad.layer, "name": bad.name}
+        if record.compare is not None:
+            self.compare_accepted.append(record.compare.accepted)
+            first = record.compare.first_divergent
+            self.compare_diverged += first is not None
+            if first is not None and self.compare_first is None:
+                self.compare_first = {"round": record.round, **encode(first)}
 
     @property
     def rounds(self) -> int:
@@ -67,7 +89,26 @@ class Tally:
 
     @property
     def mean_accepted(self) -> float:
-        return sum(self.accepted) / len(self.accepted) if self.accepted else 0.0
+        return _mean(self.accepted)
+
+    def compare_line(self, spec: str, tolerance: float) -> str:
+        line = (f"--- reference {spec}: mean accepted {_mean(self.compare_accepted):.2f}; "
+                f"diverges beyond {tolerance:g} in {self.compare_diverged} of {self.rounds} "
+                "rounds")
+        first = self.compare_first
+        if first is not None:
+            layer = "" if first["layer"] is None else f" layer {first['layer']}"
+            line += f", first in round {first['round']} at {first['stage']}{layer} {first['buffer']}"
+        return line
+
+    def compare_summary(self, spec: str) -> dict:
+        return {"compare": spec, "compare_accepted_per_round": self.compare_accepted,
+                "compare_mean_accepted": _mean(self.compare_accepted),
+                "compare_first_divergent": self.compare_first}
+
+
+def _mean(values: list[int]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 def _export(out: Path, record, info, npz: bool) -> None:
@@ -106,7 +147,8 @@ def run(args) -> int:
         raise InputError("--force replaces an earlier run in --out DIR; give --out too")
     out = run_dir("--out", args.out, args.force) if args.out else None
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
-                     progress=_say, mesh=getattr(args, "mesh", None))
+                     progress=_say, mesh=getattr(args, "mesh", None),
+                     compare=args.compare, compare_tol=args.compare_tol)
     session = pair.open(prompt, options=options, chat=args.chat, progress=_say)
     info = session.info
     packed = f", {info.drafter_quantization}" if info.drafter_quantization else ""
@@ -133,12 +175,15 @@ def run(args) -> int:
     print(f"--- {len(generated)} tokens in {tally.rounds} rounds, {seconds:.2f} s "
           f"({len(generated) / max(seconds, 1e-9):.1f} tokens/s); "
           f"mean accepted {tally.mean_accepted:.2f}", flush=True)
+    if args.compare:
+        print(tally.compare_line(args.compare.text, args.compare_tol), flush=True)
     print(text, flush=True)
     session.close()
     summary = None
     if out is not None:
         summary = _write_summary(out, session, info, generated, text, tally, seconds,
-                                 stopped=interrupted or failed is not None, error=failed)
+                                 stopped=interrupted or failed is not None, error=failed,
+                                 compare=args.compare.text if args.compare else None)
     if failed is not None:
         raise InputError(f"{failed}; stopped after {tally.rounds} rounds"
                          + ("" if summary or out is None else " (summary.json not written either)"))
@@ -165,7 +210,7 @@ def _step(session, out: Optional[Path], rounds: Optional[int], npz: bool, tally:
 
 
 def _write_summary(out: Path, session, info, generated, text, tally: Tally, seconds: float,
-                   stopped: bool, error: Optional[str]) -> Optional[Path]:
+                   stopped: bool, error: Optional[str], compare: Optional[str]) -> Optional[Path]:
     """summary.json for the rounds done; after a failed write it may fail too (None)."""
     path = out / "summary.json"
     summary = {
@@ -181,6 +226,7 @@ def _write_summary(out: Path, session, info, generated, text, tally: Tally, seco
         "first_nonfinite": tally.first_nonfinite,
         "seconds": seconds,
         "interrupted": stopped,
+        **(tally.compare_summary(compare) if compare else {}),
     }
     if error is not None:
         summary["error"] = error

@@ -25,8 +25,11 @@ SUMMARY_SCHEMA = "dflash-tui/summary@1"
 
 def session_json(info: SessionInfo) -> dict:
     out = encode(info)
-    if info.distributed is None:  # one process: the files stay as they were before ranks
-        del out["distributed"]
+    # Written only when set: a one-process, one-configuration file is what it was before
+    # ranks and the compare lab.
+    for key in ("distributed", "compare", "compare_tol"):
+        if out[key] is None:
+            del out[key]
     return out
 
 
@@ -57,6 +60,8 @@ def round_json(record: RoundRecord, info: Optional[SessionInfo] = None) -> dict:
     }
     if record.comm is not None:  # distributed runs only (docs/DISTRIBUTED.md)
         out["comm"] = f["comm"]
+    if record.compare is not None:  # --compare only (docs/COMPARE.md)
+        out["compare"] = f["compare"]
     if info is not None:
         out["session"] = session_json(info)
     return out

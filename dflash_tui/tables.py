@@ -4,6 +4,10 @@
     slots    one row per round x proposal slot
     buffers  one row per round x probed buffer (stage, layer, name)
 
+A session run with --compare SPEC adds a column set to each table (COMPARE): the reference
+configuration's side of the same rounds, slots and buffers. Its columns are there exactly
+when the session ran one (its header says so, or its first round carries a reference).
+
 `rows(record)` turns one round record into its rows of each table, so the same code serves
 `dflash-tui export` (streamed to CSV or Parquet, one round at a time) and `load_trace`,
 which gives a notebook the three tables of a trace or snapshot directory:
@@ -17,6 +21,7 @@ Pure Python: no MLX, no Textual.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -43,10 +48,24 @@ BUFFERS = (
     ("fp16_headroom_bits", float),
 )
 TABLES = {"rounds": ROUNDS, "slots": SLOTS, "buffers": BUFFERS}
+# --compare: the reference configuration's columns, after each table's own
+COMPARE = {
+    "rounds": (("compare_accepted", int), ("compare_first_divergent", str)),
+    "slots": (("compare_proposal", int), ("compare_rank", int), ("compare_accepted", bool)),
+    "buffers": (("compare_max_abs_diff", float), ("compare_rel_err", float),
+                ("compare_nonfinite", str)),
+}
 
 
-def rows(record: RoundRecord) -> dict[str, list[tuple]]:
-    """The record's rows of each table (cells in the tables' column order)."""
+def columns(compared: bool = False) -> dict[str, tuple]:
+    """Each table's (column, type) pairs: with the compare set when the session ran one."""
+    return {name: cols + (COMPARE[name] if compared else ()) for name, cols in TABLES.items()}
+
+
+def rows(record: RoundRecord, compared: bool = False) -> dict[str, list[tuple]]:
+    """The record's rows of each table (cells in the order of `columns(compared)`; a round
+    without a reference record leaves the compare cells empty)."""
+    c = record.compare if compared else None
     first = record.first_nonfinite
     timings = record.timings_ms
     rounds = [(
@@ -55,12 +74,16 @@ def rows(record: RoundRecord) -> dict[str, list[tuple]]:
         *(timings.get(stage) for stage in STAGE_ORDER),
         None if first is None else first.where,
     )]
+    if compared:
+        divergent = c.first_divergent if c is not None else None
+        rounds = [rounds[0] + (None if c is None else c.accepted,
+                               None if divergent is None else divergent.where)]
     ranks = {r.slot: r for r in record.ranks}
     picks = {s.slot: s for s in record.selector.slots} if record.selector is not None else {}
     slots = []
     for slot, proposal in enumerate(record.proposals or ()):
         rank, pick = ranks.get(slot), picks.get(slot)
-        slots.append((
+        row = (
             record.round, slot, proposal,
             None if rank is None else rank.target,
             None if rank is None else rank.accepted,
@@ -70,16 +93,34 @@ def rows(record: RoundRecord) -> dict[str, list[tuple]]:
             None if pick is None else pick.chosen_index,
             None if pick is None else pick.argmax,
             None if pick is None else pick.off_argmax,
-        ))
-    buffers = [(
-        record.round, p.stage, p.layer, p.name, "x".join(str(d) for d in p.shape), p.dtype,
-        p.nan, p.posinf, p.neginf, p.min, p.max, p.absmax, p.mean, p.rms, p.fp16_headroom_bits,
-    ) for p in record.probes]
+        )
+        if compared:
+            row += (None, None, None) if c is None else \
+                (c.proposals[slot], c.ranks[slot], slot < c.accepted)
+        slots.append(row)
+    drift = {(b.stage, b.layer, b.buffer): b for b in c.buffers} if c is not None else {}
+    buffers = []
+    for p in record.probes:
+        row = (
+            record.round, p.stage, p.layer, p.name, "x".join(str(d) for d in p.shape), p.dtype,
+            p.nan, p.posinf, p.neginf, p.min, p.max, p.absmax, p.mean, p.rms, p.fp16_headroom_bits,
+        )
+        if compared:
+            row += _drift_cells(drift.pop((p.stage, p.layer, p.name), None))
+        buffers.append(row)
+    # compared but not probed (probe --no-probes): the buffer's statistics stay empty
+    buffers += [(record.round, b.stage, b.layer, b.buffer, *(None,) * 11, *_drift_cells(b))
+                for b in drift.values()]
     return {"rounds": rounds, "slots": slots, "buffers": buffers}
 
 
+def _drift_cells(b) -> tuple:
+    return (None, None, None) if b is None else (b.max_abs_diff, b.rel_err, b.nonfinite)
+
+
 def session_records(source: Path, session: Optional[int] = None):
-    """(number of sessions in the source, an iterator over the chosen session's rounds).
+    """(number of sessions in the source, whether the chosen one ran a reference
+    configuration, an iterator over its rounds).
 
     session: 1-based; None picks the last one (the most recent). Rounds are read one at a
     time, so a long trace never sits in memory whole."""
@@ -90,16 +131,24 @@ def session_records(source: Path, session: Optional[int] = None):
     if not 1 <= chosen <= count:
         raise InputError(f"--session {session}: {source} holds {count} session"
                          f"{'s' * (count != 1)} (expected 1..{count})")
+    header: list[Header] = []  # the chosen session's, once read
 
     def rounds():
         index = 0
         for entry in entries(source):
             if isinstance(entry, Header):
                 index += 1
+                if index == chosen:
+                    header.append(entry)
             elif not isinstance(entry, Skipped) and max(index, 1) == chosen:
                 yield entry
 
-    return count, rounds()
+    records = rounds()
+    first = next(records, None)  # reads as far as the session's first round
+    info = header[0].info if header else None
+    compared = (info is not None and info.compare is not None) or \
+        (first is not None and first.compare is not None)
+    return count, compared, itertools.chain([first] if first is not None else [], records)
 
 
 @dataclass
@@ -108,6 +157,7 @@ class Tables:
     rounds: list[dict] = field(default_factory=list)
     slots: list[dict] = field(default_factory=list)
     buffers: list[dict] = field(default_factory=list)
+    columns: dict[str, tuple] = field(default_factory=columns)  # each table's (column, type)
 
     def to_pandas(self):
         """(rounds, slots, buffers) as pandas DataFrames."""
@@ -115,17 +165,17 @@ class Tables:
             import pandas as pd
         except ImportError:
             raise InputError("Tables.to_pandas needs pandas: pip install pandas") from None
-        return tuple(pd.DataFrame(getattr(self, name), columns=[c for c, _ in columns])
-                     for name, columns in TABLES.items())
+        return tuple(pd.DataFrame(getattr(self, name), columns=[c for c, _ in cols])
+                     for name, cols in self.columns.items())
 
 
 def load_trace(source, session: Optional[int] = None) -> Tables:
     """The flat tables of a trace, a snapshot or a directory of them (one session: the last,
-    or `session`, 1-based)."""
-    tables = Tables()
-    _, records = session_records(Path(source), session)
+    or `session`, 1-based); with the compare columns when the session ran --compare."""
+    _, compared, records = session_records(Path(source), session)
+    tables = Tables(columns=columns(compared))
+    names = {name: [c for c, _ in cols] for name, cols in tables.columns.items()}
     for record in records:
-        for name, table_rows in rows(record).items():
-            names = [c for c, _ in TABLES[name]]
-            getattr(tables, name).extend(dict(zip(names, row)) for row in table_rows)
+        for name, table_rows in rows(record, compared).items():
+            getattr(tables, name).extend(dict(zip(names[name], row)) for row in table_rows)
     return tables

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 from .checkpoint import load_drafter
+from .compare import Reference, load_reference
+from .compare_spec import DEFAULT_TOLERANCE, CompareSpec, check_tolerance, parse_spec
 from .drafter import DraftModel
 from .errors import InputError, ParameterError
 from .paths import check_target_path, resolve_drafter_dir
@@ -37,6 +39,7 @@ class Pair:
     drafter: DraftModel
     draft_dir: Path
     mesh: Optional["Mesh"] = None  # the group the target is sharded over (engine/distributed.py)
+    reference: Optional[Reference] = None  # --compare: run beside the drafter every round
 
     @property
     def dtype(self) -> str:
@@ -65,14 +68,24 @@ class Pair:
 
 def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: str = "float32",
               keep_quantized: bool = False, progress: Progress = _quiet,
-              mesh: Optional["Mesh"] = None) -> Pair:
+              mesh: Optional["Mesh"] = None, compare: Optional[str | CompareSpec] = None,
+              compare_tol: Optional[float] = None) -> Pair:
     """Load the target at `model` (an mlx-lm directory or a .gguf file) and its drafter
     (`draft`, default `model/draft`), both cast to `dtype`. With `mesh` (a joined group,
     engine/distributed.py) the target is sharded over its ranks and the drafter loaded whole
-    on each."""
+    on each. With `compare` (a SPEC, engine/compare_spec.py), the reference drafter every
+    session runs beside it, whose buffers diverge beyond a relative error of `compare_tol`
+    (default 0.01)."""
     model = Path(model).expanduser()
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
+    if isinstance(compare, str):
+        compare = parse_spec(compare)
+    if compare is not None:
+        compare_tol = check_tolerance(DEFAULT_TOLERANCE if compare_tol is None else compare_tol)
+        if mesh is not None:
+            raise ParameterError("compare", compare.text,
+                                 "not with a target sharded over ranks (--distributed)")
     check_target_path(model)
     draft_dir = resolve_drafter_dir(model, draft)
     if mesh is None:
@@ -83,7 +96,12 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
         target = load_target(model, dtype, keep_quantized=keep_quantized, shard=mesh.shard)
         mesh.adopt(target)
     progress(f"loading drafter {draft_dir}")
-    return Pair(target, load_drafter(draft_dir, DTYPES[dtype]), draft_dir, mesh)
+    drafter = load_drafter(draft_dir, DTYPES[dtype])
+    reference = None
+    if compare is not None:
+        progress(f"loading the reference configuration ({compare.text})")
+        reference = load_reference(compare, drafter, draft_dir, dtype, compare_tol)
+    return Pair(target, drafter, draft_dir, mesh, reference)
 
 
 __all__ = ["InputError", "Pair", "Progress", "load_pair", "resolve_drafter_dir"]

@@ -6,6 +6,16 @@ of one sequence as a batch, with a mask that limits each block to its context pr
 
 Every forward takes a `probe(name, layer, tensor)` callable and hands it each buffer in
 pipeline order (docs/ARCHITECTURE.md, "Probes"); the default does nothing.
+
+Residual scale (`DraftModel.scale_residual`): a float16 pass can keep its activations in
+range by dividing everything written to the residual stream by S, and the epsilon of every
+RMSNorm that reads the stream by S^2: rms_norm(x / S, eps / S^2) = rms_norm(x, eps), so each
+norm, and everything computed from a norm's output, is what the unscaled pass computes. The
+writes are divided before the projection that makes them (o_proj, down_proj, fc: a linear
+map of x / S is the map of x, divided by S), so no unscaled value is ever stored; the block's
+input and the context rows are divided as they come in. A scaled pass hands its probes the
+residual-stream buffers multiplied back by S in float32, so probes, and the compare lab's
+drift table, see the same units whatever S is.
 """
 
 from __future__ import annotations
@@ -23,6 +33,18 @@ Probe = Callable[[str, Optional[int], mx.array], None]
 
 def no_probe(name: str, layer: Optional[int], tensor: mx.array) -> None:
     return None
+
+
+def unscaled(probe: Probe, scale: float) -> Probe:
+    """The probe for buffers of a residual stream divided by `scale`: it sees them multiplied
+    back, in float32 (which a float16 pass's values cannot overflow)."""
+    if scale == 1.0:
+        return probe
+    return lambda name, layer, tensor: probe(name, layer, tensor.astype(mx.float32) * scale)
+
+
+def divided(x: mx.array, scale: float) -> mx.array:
+    return x if scale == 1.0 else x / scale
 
 
 class BlockConv(nn.Module):
@@ -82,7 +104,9 @@ class Attention(nn.Module):
         v = self._heads(self.v_proj(x), self.n_kv_heads)
         return k, v
 
-    def __call__(self, x, context, rope, offset, mask, probe: Probe, layer: int):
+    def __call__(self, x, context, rope, offset, mask, probe: Probe, layer: int,
+                 scale: float = 1.0):
+        """`scale`: the residual scale; the output (a residual write) comes out divided by it."""
         n, rows, _ = x.shape
         q = rope(self.q_norm(self._heads(self.q_proj(x), self.n_heads)), offset=offset)
         k, v = self.keys_values(x, rope, offset)
@@ -93,8 +117,8 @@ class Attention(nn.Module):
         out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.scale, mask=mask)
         out = out.transpose(0, 2, 1, 3).reshape(n, rows, -1)
         probe("attn_out", layer, out)
-        out = self.o_proj(out)
-        probe("sub_out", layer, out)
+        out = self.o_proj(divided(out, scale))
+        unscaled(probe, scale)("sub_out", layer, out)
         return out
 
 
@@ -123,20 +147,23 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
-    def __call__(self, x, probe: Probe, layer: int):
+    def __call__(self, x, probe: Probe, layer: int, scale: float = 1.0):
+        """`scale`: the residual scale; the output (a residual write) comes out divided by it."""
         gate = self.gate_proj(x)
         probe("ffn_gate", layer, gate)
         up = self.up_proj(x)
         probe("ffn_up", layer, up)
         act = nn.silu(gate) * up
         probe("ffn_act", layer, act)
-        out = self.down_proj(act)
-        probe("ffn_out", layer, out)
+        out = self.down_proj(divided(act, scale))
+        unscaled(probe, scale)("ffn_out", layer, out)
         return out
 
 
 class DecoderLayer(nn.Module):
     """A DFlash layer; with `conv_kernel_size` set, a DFlash2 layer (convs around each sublayer)."""
+
+    residual_scale = 1.0  # DraftModel.scale_residual sets it
 
     def __init__(self, config: DraftConfig, layer: int):
         super().__init__()
@@ -152,9 +179,10 @@ class DecoderLayer(nn.Module):
             self.mlp_conv = BlockConv(*args)
 
     def __call__(self, x, context, rope, offset, mask, probe: Probe = no_probe):
-        i = self.layer
+        i, s = self.layer, self.residual_scale
         dflash2 = "attention_conv" in self
-        probe("x", i, x)
+        residual = unscaled(probe, s)  # x, the writes to it and x_mid are divided by s
+        residual("x", i, x)
         h = self.input_layernorm(x)
         probe("normed", i, h)
         if dflash2:
@@ -162,12 +190,12 @@ class DecoderLayer(nn.Module):
             probe("coeffs", i, coeffs)
             h = self.attention_conv.convolve(h, coeffs, side=0)
             probe("conv_p", i, h)
-        h = self.self_attn(h, context, rope, offset, mask, probe, i)
-        if dflash2:
+        h = self.self_attn(h, context, rope, offset, mask, probe, i, s)
+        if dflash2:  # linear in h: its output is divided by s as h is
             h = self.attention_conv.convolve(h, coeffs, side=1)
-            probe("conv_f", i, h)
+            residual("conv_f", i, h)
         x = x + h
-        probe("x_mid", i, x)
+        residual("x_mid", i, x)
         h = self.post_attention_layernorm(x)
         probe("normed2", i, h)
         if dflash2:
@@ -175,10 +203,10 @@ class DecoderLayer(nn.Module):
             probe("coeffs2", i, coeffs)
             h = self.mlp_conv.convolve(h, coeffs, side=0)
             probe("conv_p2", i, h)
-        h = self.mlp(h, probe, i)
+        h = self.mlp(h, probe, i, s)
         if dflash2:
             h = self.mlp_conv.convolve(h, coeffs, side=1)
-            probe("conv_f2", i, h)
+            residual("conv_f2", i, h)
         return x + h
 
 
@@ -222,6 +250,19 @@ class DraftModel(nn.Module):
             config.max_position_embeddings,
         )
 
+    residual_scale = 1.0  # scale_residual sets it
+
+    def scale_residual(self, scale: float) -> None:
+        """From now on, run with the residual stream divided by `scale` (module docstring):
+        every RMSNorm that reads the stream gets epsilon / scale^2, every layer the scale."""
+        eps = self.config.rms_norm_eps / scale**2
+        for norm in (self.hidden_norm, self.norm, *(n for layer in self.layers for n in (
+                layer.input_layernorm, layer.post_attention_layernorm))):
+            norm.eps = eps
+        self.residual_scale = scale
+        for layer in self.layers:
+            layer.residual_scale = scale
+
     @property
     def dtype(self) -> mx.Dtype:
         """The type the drafter computes in: its float weights' (a quantized Linear's weight
@@ -229,10 +270,14 @@ class DraftModel(nn.Module):
         return self.hidden_norm.weight.dtype
 
     def project_context(self, capture: mx.array, probe: Probe = no_probe) -> mx.array:
-        """ctx = hidden_norm(fc(concat of the target's captured layer outputs))."""
-        probe("capture", None, capture)
+        """ctx = hidden_norm(fc(concat of the target's captured layer outputs)), computed in
+        the drafter's float type (the capture comes in the target's)."""
+        s = self.residual_scale
+        capture = divided(capture, s).astype(self.dtype)
+        residual = unscaled(probe, s)  # the capture is the target's residual stream
+        residual("capture", None, capture)
         combined = self.fc(capture)
-        probe("ctx_combined", None, combined)
+        residual("ctx_combined", None, combined)
         ctx = self.hidden_norm(combined)
         probe("ctx_normed", None, ctx)
         return ctx
@@ -254,6 +299,7 @@ class DraftModel(nn.Module):
         a ContextCache (`with_block`); offset: the anchor's absolute position (int, or [n]
         array in training); masks: per layer mask or None.
         """
+        x = divided(x, self.residual_scale)
         for layer, context, mask in zip(self.layers, kv, masks):
             x = layer(x, context, self.rope, offset, mask, probe)
         return self.norm(x)

@@ -137,6 +137,64 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class BufferDrift:
+    """One probed buffer of the compare lab, primary against reference, from both sides'
+    tensors: max |primary - reference| over the values finite on both sides, and that over
+    the reference buffer's absmax (None when it is no number: a value finite on one side
+    only, or a difference from an all-zero reference)."""
+
+    stage: str
+    layer: Optional[int]
+    buffer: str
+    max_abs_diff: float
+    rel_err: Optional[float]
+    nonfinite: Optional[str] = None  # the side with non-finite values the other lacks: "primary", "reference" or "both"
+
+
+@dataclass(frozen=True)
+class Divergent:
+    """Where two configurations part: the first buffer in pipeline order whose relative
+    error exceeds the tolerance, or that is non-finite on one side only."""
+
+    stage: str
+    layer: Optional[int]
+    buffer: str
+    rel_err: Optional[float]  # None: no number (BufferDrift)
+    nonfinite: Optional[str] = None  # as BufferDrift's
+
+    @property
+    def where(self) -> str:
+        layer = "" if self.layer is None else f" layer {self.layer}"
+        return f"{self.stage}{layer} {self.buffer}"
+
+    @property
+    def why(self) -> str:
+        if self.nonfinite is not None:
+            return {"both": "non-finite values on each side the other lacks"}.get(
+                self.nonfinite, f"non-finite on the {self.nonfinite} side only")
+        if self.rel_err is None:
+            return "differs from an all-zero reference"
+        return f"rel err {self.rel_err:.3g}"
+
+
+@dataclass(frozen=True)
+class Compare:
+    """The compare lab's reference configuration in one round (docs/COMPARE.md): run on
+    exactly the primary's inputs, never verified for the decode."""
+
+    spec: str  # --compare SPEC as given
+    proposals: tuple[int, ...]  # its own selector walk (argmax for DFlash)
+    accepted: int  # how many of them the target accepts at temperature 0
+    ranks: tuple[int, ...]  # per slot: its logits strictly above the target's token
+    first_divergent: Optional[Divergent] = None
+    buffers: tuple[BufferDrift, ...] = ()  # in pipeline order
+    tolerance: float = 0.01
+    # The target verified the reference's proposals beyond the primary's verify (its
+    # tokens past the primary's first miss were needed): one more, shorter target forward.
+    reverified: bool = False
+
+
+@dataclass(frozen=True)
 class Commitment:
     """What the commit stage adds to its round's record."""
 
@@ -144,6 +202,7 @@ class Commitment:
     rollback: Rollback
     committed_text: str
     finish_reason: Optional[str]
+    compare: Optional[Compare] = None  # --compare: the reference configuration's round
 
 
 # The round's stages in order, each with the part of the RoundRecord it fills in (None: the
@@ -215,6 +274,7 @@ class RoundRecord:
     token_text: dict[int, str] = field(default_factory=dict)
     raw: Optional[dict[str, Any]] = None  # name -> numpy array, when raw buffers are kept
     comm: Optional[CommTiming] = None  # distributed runs: the round's communication
+    compare: Optional[Compare] = None  # --compare: the reference configuration (commit fills it)
 
     @property
     def stage(self) -> Optional[str]:
@@ -274,6 +334,8 @@ class SessionInfo:
     max_tokens: int
     notes: tuple[str, ...] = ()  # warnings worth showing (e.g. block beyond training)
     drafter_quantization: Optional[str] = None  # e.g. "q4/g64"; None for a float drafter
+    compare: Optional[str] = None  # --compare SPEC: a reference configuration runs beside the drafter
+    compare_tol: Optional[float] = None  # its --compare-tol
     distributed: Optional[DistributedInfo] = None  # None: one process holds the whole target
 
 

@@ -45,8 +45,8 @@ from .probes import ProbeSink, first_nonfinite
 from .ranks import rank_arrays, slot_ranks
 from .quantize import describe as describe_quantization
 from .records import (
-    STAGE_ORDER, Commitment, EngineState, PrefillRecord, ProbeRow, Rollback, RoundRecord,
-    Selection, SessionInfo, StageRecord, Verdict,
+    STAGE_ORDER, Commitment, EngineState, PrefillRecord, ProbeRow, Rollback,
+    RoundRecord, Selection, SessionInfo, StageRecord, Verdict,
 )
 from .selector import lattice_arrays, selector_record, to_lattice, walk
 from .target import Target, backend
@@ -256,6 +256,8 @@ class Session:
             temperature=options.temperature, seed=options.seed, prompt=prompt_text,
             prompt_tokens=len(prompt_ids), max_tokens=options.max_tokens,
             notes=self._notes(), drafter_quantization=describe_quantization(drafter),
+            compare=pair.reference.spec.text if pair.reference is not None else None,
+            compare_tol=pair.reference.tolerance if pair.reference is not None else None,
         )
         self._token_text: dict[int, str] = {}
         # The decode's state (module docstring): prefill() fills it in, once.
@@ -277,6 +279,9 @@ class Session:
         # Completed rounds. The session keeps no history (a record can be tens of KB and a
         # decode thousands of rounds): a caller that wants the records keeps them.
         self.rounds_done = 0
+        # --compare: the reference configuration run beside this one (engine/compare.py),
+        # called at the stage seams below.
+        self.compare = pair.reference.open(self) if pair.reference is not None else None
 
     # ---- setup ---------------------------------------------------------------------------
 
@@ -358,9 +363,11 @@ class Session:
         t0 = time.perf_counter()
         bound_buffer_cache(self.pair)  # a decode would otherwise grow MLX's cache without end
         self.target.reset()
-        self.target.hook(self.layer_ids)
+        self.target.hook(self.layer_ids, self.compare.layer_ids if self.compare else ())
         sink = ProbeSink("prefill", self.options.probes)
         logits, capture = self.target.prefill(self.prompt_ids)
+        if self.compare:
+            self.compare.prefill()
         sink("capture", None, capture)
         sink("target_logits", None, logits[None])
         logits = logits.astype(mx.float32)
@@ -484,7 +491,8 @@ class Session:
         return self._finish_stage(r, Stage.COMMIT)
 
     def _sink(self, stage: Stage) -> ProbeSink:
-        return ProbeSink(stage.value, self.options.probes, self.keep_raw)
+        sink = ProbeSink(stage.value, self.options.probes, self.keep_raw)
+        return self.compare.tap(sink) if self.compare else sink
 
     def _keep_probes(self, r: RoundScratch, sink: ProbeSink) -> None:
         r.probes.extend(sink.rows())
@@ -538,6 +546,8 @@ class Session:
         self.cursor += int(self.capture.shape[1])
         self.capture_base, self.capture = self.cursor, None
         assert self.cursor == len(self.tokens) - 1, "context: cursor must reach the anchor"
+        if self.compare:
+            self.compare.context()
         return [buffer for c in self.ctx_caches for buffer in (c.keys, c.values)]
 
     def _draft(self, r: RoundScratch, sink: ProbeSink) -> Drafted:
@@ -554,6 +564,8 @@ class Session:
         if self.config.is_dflash2:
             hproj = self.drafter.candidate_selector.hidden_projection(hidden)
             sink("hproj", None, hproj)
+        if self.compare:
+            self.compare.draft(r)
         return Drafted(hidden, logits, hproj)
 
     def _select(self, r: RoundScratch, drafted: Drafted) -> Proposal:
@@ -623,6 +635,8 @@ class Session:
         sink("target_logits", None, logits)
         sink("capture", None, capture)
         target_argmax = mx.argmax(logits, axis=-1)
+        if self.compare:
+            self.compare.verify(r, logits, target_argmax)
         ranks = ()
         if self.options.ranks:
             ranks = rank_arrays(drafted.logits, logits[:gamma], target_argmax[:gamma], temperature)
@@ -683,7 +697,8 @@ class Session:
         self.tokens.extend(new)
         self._check_finished()
         self._text = self._committed_text()
-        return Commitment(tuple(new), rollback, self._text, self.finish_reason)
+        compare = self.compare.commit(r, selected, verified) if self.compare else None
+        return Commitment(tuple(new), rollback, self._text, self.finish_reason, compare)
 
     def close(self) -> None:
         self.target.unhook()

@@ -121,38 +121,53 @@ class Target:
         self.cache = self.make_cache()
         self._store: dict[int, mx.array] = {}
         self.capture_ids: tuple[int, ...] = ()
+        # The compare lab's reference drafter may read other layers (another layer offset):
+        # their capture from the latest forward (or the whole prefill), beside the primary's.
+        self.reference_ids: tuple[int, ...] = ()
+        self.reference_capture: Optional[mx.array] = None
 
     # ---- capture -------------------------------------------------------------------------
 
-    def hook(self, layer_ids: tuple[int, ...]) -> None:
-        """Capture the outputs of `layer_ids` (in that order) on every forward."""
+    def hook(self, layer_ids: tuple[int, ...], reference_ids: tuple[int, ...] = ()) -> None:
+        """Capture the outputs of `layer_ids` (in that order) on every forward, and those of
+        `reference_ids` as `reference_capture` (each layer of the union is hooked once)."""
         self.unhook()
-        for i in sorted(set(layer_ids)):
+        for i in sorted(set(layer_ids) | set(reference_ids)):
             self.layers[i] = _CaptureLayer(self.layers[i], i, self._store)
         self.capture_ids = tuple(layer_ids)
+        self.reference_ids = tuple(reference_ids)
 
     def unhook(self) -> None:
         for i, layer in enumerate(self.layers):
             if isinstance(layer, _CaptureLayer):
                 self.layers[i] = layer._layer
-        self.capture_ids = ()
+        self.capture_ids, self.reference_ids, self.reference_capture = (), (), None
 
     def forward(self, ids: mx.array) -> tuple[mx.array, Optional[mx.array]]:
         """ids [1, L] -> (logits [1, L, V], captured context rows [1, L, n*H] or None)."""
         self._store.clear()
         logits = self.model(ids, cache=self.cache)
-        capture = None
-        if self.capture_ids:
-            capture = mx.concatenate([self._store[i] for i in self.capture_ids], axis=-1)
+        capture = self._captured(self.capture_ids)
+        if self.reference_ids:
+            same = self.reference_ids == self.capture_ids
+            self.reference_capture = capture if same else self._captured(self.reference_ids)
         return logits, capture
+
+    def _captured(self, layer_ids: tuple[int, ...]) -> Optional[mx.array]:
+        if not layer_ids:
+            return None
+        return mx.concatenate([self._store[i] for i in layer_ids], axis=-1)
 
     def prefill(self, ids: list[int]) -> tuple[mx.array, mx.array]:
         """Run the prompt in chunks; returns (last logits [V], capture [1, n, n_ids*H])."""
-        captures = []
+        captures, references = [], []
         for start in range(0, len(ids), PREFILL_CHUNK):
             logits, capture = self.forward(mx.array([ids[start:start + PREFILL_CHUNK]]))
             captures.append(capture)
+            references.append(self.reference_capture)
             mx.eval(logits, capture, [c.state for c in self.cache])
+        if self.reference_ids:
+            self.reference_capture = mx.concatenate(references, axis=1)
         return logits[0, -1], mx.concatenate(captures, axis=1)
 
     # ---- context ---------------------------------------------------------------------------
@@ -208,14 +223,22 @@ class Target:
         """Drop the last `rows` positions of every (trimmable) cache."""
         trim_prompt_cache(self.cache, rows)
 
+    def rewind(self, saved: Optional[list], rows: int) -> None:
+        """Undo the last forward of `rows` positions: trim the caches that trim, restore the
+        others from `saved` (the `checkpoint()` taken before it; None: every cache trims)."""
+        if saved is None:
+            self.trim(rows)
+            return
+        for c, s in zip(self.cache, saved):
+            if s is None:
+                c.trim(rows)
+            else:
+                c.__dict__.update(_copy_fields(s))
+
     def restore_and_replay(self, saved: list, verify_rows: int, keep: list[int]) -> None:
         """Undo a whole verify pass, then run the accepted tokens through again. The replay is
         queued, not waited for: the next verify pass computes it first."""
-        for c, s in zip(self.cache, saved):
-            if s is None:
-                c.trim(verify_rows)
-            else:
-                c.__dict__.update(_copy_fields(s))
+        self.rewind(saved, verify_rows)
         self.forward(mx.array([keep]))
 
 

@@ -37,11 +37,23 @@ POSITION_BINS = 8
 PLOT_WIDTH = 60  # rounds shown in the sparklines at most (the latest ones of the span)
 
 
+class DrawnWhenShown:
+    """A panel that counts a lot to draw, and so draws only while its tab is on screen (the
+    app draws it again when its tab is shown)."""
+
+    _pane: Optional[TabPane] = None
+
+    def off_screen(self) -> bool:
+        if self._pane is None:
+            self._pane = next((a for a in self.ancestors if isinstance(a, TabPane)), None)
+        return self._pane is not None and not self._pane.display
+
+
 def pct(x: Optional[float]) -> str:
     return DASH if x is None else f"{100 * x:.0f}%"
 
 
-class AggregatesPanel(VerticalScroll):
+class AggregatesPanel(DrawnWhenShown, VerticalScroll):
     DEFAULT_CSS = """
     AggregatesPanel { height: 1fr; overflow-x: auto; }
     AggregatesPanel > Static { width: auto; padding: 0 1; }
@@ -52,7 +64,6 @@ class AggregatesPanel(VerticalScroll):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._key: Optional[tuple] = None
-        self._pane: Optional[TabPane] = None
         self._sizes: dict[str, tuple[int, int]] = {}  # section -> (lines, width) on screen
 
     def compose(self):
@@ -67,10 +78,8 @@ class AggregatesPanel(VerticalScroll):
         yield table
 
     def show(self, frame: Frame) -> None:
-        if self._pane is None:
-            self._pane = next((a for a in self.ancestors if isinstance(a, TabPane)), None)
-        if self._pane is not None and not self._pane.display:
-            return  # off screen: drawn when its tab is shown
+        if self.off_screen():
+            return
         history = frame.history
         rows = len(history) if history is not None else 0
         key = (id(history), rows, frame.aggregate_rounds, frame.slot)

@@ -137,3 +137,17 @@ def test_probes_sorted_and_filtered_at_200_columns(snap_compare, pair):
         await press_and_settle(pilot, *"oooooo")
 
     assert snap_compare(live(pair), terminal_size=(200, 40), run_before=steps)
+
+
+def test_compare_tab_at_80x24(snap_compare, pair):
+    """--compare layer-offset=-1 on the standard terminal: five tabs in short titles, the
+    summary (this round, the running means, where the configurations part), both sides'
+    slots, and the drift table with the first divergent buffer marked."""
+    proposer = oracle_proposer(pair, "The quick brown fox", 60, good=2)
+
+    async def steps(pilot):
+        await wait_loaded(pilot)
+        await press_and_settle(pilot, "n", "n", "n", "5")
+
+    assert snap_compare(live(pair, proposer=proposer, compare="layer-offset=-1"),
+                        terminal_size=(80, 24), run_before=steps)

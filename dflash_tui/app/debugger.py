@@ -25,6 +25,7 @@ from textual.screen import Screen
 
 from ..breakpoints import TOGGLES, Breakpoints
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
+from ..panels.compare import NO_REFERENCE, ComparePanel
 from ..panels.frame import Frame
 from ..panels.help import HelpScreen
 from ..panels.history import HistoryPanel
@@ -33,7 +34,7 @@ from ..panels.ranks import RanksPanel
 from ..panels.selector import SelectorPanel
 from ..panels.status import StatusLine
 from ..panels.table import FastTable
-from .screens.main import MainScreen
+from .screens.main import COMPARE_TAB, MainScreen
 from .session_dir import SessionDir
 
 if TYPE_CHECKING:  # numpy (history, search) loads after the first frame
@@ -101,7 +102,7 @@ class _EarlyStatus:
 class DebuggerApp(App[int]):
     TITLE = "dflash-tui"
     ENABLE_COMMAND_PALETTE = True
-    CSS = SelectorPanel.NARROW_CSS + HistoryPanel.SHORT_CSS
+    CSS = SelectorPanel.NARROW_CSS + HistoryPanel.SHORT_CSS + ComparePanel.NARROW_CSS
     # The subclasses list their own keys (stepping) first; these follow. Bindings with
     # show=True make the key bar, in this order, as far as the width allows; the help
     # screen lists them all, with their tooltips, grouped.
@@ -135,6 +136,9 @@ class DebuggerApp(App[int]):
         Binding("3", "tab(2)", "probes", show=False, group=VIEW, tooltip="inspector tab: probes"),
         Binding("4", "tab(3)", "aggregates", show=False, group=VIEW,
                 tooltip="inspector tab: aggregates over every round (or a range)"),
+        Binding("5", "tab(4)", "compare", show=False, group=VIEW,
+                tooltip="inspector tab: the reference configuration beside the drafter "
+                "(with --compare SPEC): slots side by side, the drift of every buffer"),
         Binding("comma", "slot(-1)", "slot -", show=False, group=VIEW,
                 tooltip="previous proposal slot (ranks, selector, top-5, lattice, aggregates)"),
         Binding("full_stop", "slot(1)", "slot +", show=False, group=VIEW, tooltip="next proposal slot"),
@@ -263,6 +267,7 @@ class DebuggerApp(App[int]):
         self._last_render = time.monotonic()
         frame = self.frame()
         with self.batch_update():
+            self.main.show_compare(self.compared())
             for panel in self._panels:
                 panel.show(frame)
 
@@ -304,10 +309,17 @@ class DebuggerApp(App[int]):
             return self.screen is self.main and not self.main.asking
         return True
 
+    def compared(self) -> bool:
+        """The session on screen runs a reference configuration beside the drafter (--compare)."""
+        return self.info is not None and self.info.compare is not None
+
     @needs_screen
     def action_tab(self, index: int) -> None:
+        if index == COMPARE_TAB and not self.compared():
+            self.notify(NO_REFERENCE + " (docs/COMPARE.md)", severity="warning")
+            return
         self.main.show_tab(index)
-        self.render_now()  # the aggregates tab draws only when shown
+        self.render_now()  # the aggregates and compare tabs draw only when shown
 
     @needs_screen
     def action_slot(self, step: int) -> None:
@@ -612,6 +624,8 @@ class DebuggerApp(App[int]):
             ("Show selector", "inspector tab 2", lambda: self.action_tab(1)),
             ("Show probes", "inspector tab 3", lambda: self.action_tab(2)),
             ("Show aggregates", "inspector tab 4", lambda: self.action_tab(3)),
+            ("Show compare", "inspector tab 5: the reference configuration (--compare)",
+             lambda: self.action_tab(COMPARE_TAB)),
             ("Zoom inspector", "maximize / restore the inspector", self.action_maximize),
             ("Help", "keys and colours", self.action_help),
         ]

@@ -49,6 +49,10 @@ class Launch:
     # --distributed: the group (engine.distributed.Mesh) the target is sharded over; this
     # thread then drives every rank's session (app/lockstep.py).
     mesh: Optional[object] = None
+    # --compare SPEC (text or a parsed engine.compare_spec.CompareSpec) and --compare-tol: a
+    # reference configuration runs beside the drafter every round (docs/COMPARE.md).
+    compare: Optional[object] = None
+    compare_tol: Optional[float] = None
 
 
 # ---- commands (app -> engine) ----------------------------------------------------------------
@@ -292,7 +296,8 @@ class EngineThread(threading.Thread):
         if self._pair is None:
             self._pair = load_pair(launch.model, launch.draft, dtype=launch.dtype,
                                    keep_quantized=launch.keep_quantized, progress=progress,
-                                   mesh=launch.mesh)
+                                   mesh=launch.mesh, compare=launch.compare,
+                                   compare_tol=launch.compare_tol)
             if launch.mesh is not None:
                 from .lockstep import Leader
 

@@ -250,6 +250,9 @@ class LiveApp(DebuggerApp):
     def is_running(self) -> bool:
         return self.running is not None
 
+    def compared(self) -> bool:
+        return self.launch.compare is not None  # known before the session has loaded
+
     def render_now(self) -> None:
         # During a run the status line follows the frames, not every stage: one repaint.
         if self.running and self.live is not None and self.status.kind in ("running", "busy", "paused", "idle"):

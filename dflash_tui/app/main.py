@@ -45,7 +45,7 @@ def launch_from_args(args) -> Launch:
         keep_quantized=args.keep_quantized, layer_offset=args.layer_offset, gamma=args.block,
         temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens,
         trace=append_file("--trace", args.trace),
-        mesh=getattr(args, "mesh", None),
+        mesh=getattr(args, "mesh", None), compare=args.compare, compare_tol=args.compare_tol,
     )
 
 

@@ -112,6 +112,10 @@ class ReplayApp(DebuggerApp):
     def upto(self) -> int:
         return self._upto
 
+    def compared(self) -> bool:
+        # a recording made before sessions named their --compare: its rounds say it
+        return super().compared() or self._session().rounds[0].compare is not None
+
     def round_bounds(self) -> Optional[tuple[int, int]]:
         rounds = self._session().rounds
         return (rounds[0].round, rounds[-1].round)

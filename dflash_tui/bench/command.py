@@ -19,6 +19,7 @@ from ..engine.api import load_pair
 from ..engine.errors import InputError
 from ..engine.files import write_atomic, write_json_atomic
 from ..outputs import output_file, writing
+from .compare import render as render_compare
 from .export import to_csv, to_json
 from .progress import LineProgress, RichProgress
 from .prompts import load_workloads
@@ -72,6 +73,8 @@ def equivalent_command(model: Path, draft: Optional[Path], prompts: Path, args,
         parts.append("--oracle")
     if getattr(args, "distributed", False):
         parts.append("--distributed")
+    if args.compare is not None:
+        parts += ["--compare", args.compare.text, "--compare-tol", str(args.compare_tol)]
     return shlex.join(parts)
 
 
@@ -87,7 +90,8 @@ def run(args) -> int:
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
                      progress=lambda message: err.print(f"bench: {message}"),
-                     mesh=getattr(args, "mesh", None))
+                     mesh=getattr(args, "mesh", None),
+                     compare=args.compare, compare_tol=args.compare_tol)
     counts = ", ".join(f"{w.name} {len(w.prompts)}" for w in workloads)
     n_prompts = sum(len(w.prompts) for w in workloads)
     err.print(f"bench: {n_prompts} prompts ({counts}) x blocks "
@@ -114,6 +118,8 @@ def _finish(out: Console, err: Console, result: BenchResult, target, json_path, 
                   style="yellow")
     if result.finished_prompt_ids():
         print_report(out, result)
+        if result.compare:
+            out.print(render_compare(result))
     out.print(f"wall time {result.wall_s:.1f} s", style="dim")
     if json_path is not None:
         with writing(json_path):

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 from ..engine.baseline import Divergence
 from ..engine.records import STAGE_ORDER
+from .compare import to_json as compare_json
 from .runner import BenchResult
 from .stats import Cell, SpecRun
 
@@ -62,6 +63,8 @@ def _run_json(run: SpecRun, decode: Optional[Decode]) -> dict:
         "divergence": _divergence(run.divergence),
         "speed": {"prefill_seconds": run.prefill_s, "decode_seconds": run.decode_s},
     }
+    if run.rounds and run.rounds[0].compare_accepted is not None:
+        out["compare_accepted_per_round"] = [r.compare_accepted for r in run.rounds]
     if run.divergence is not None and decode is not None:
         out["text"] = decode(list(run.tokens))
     return out
@@ -105,6 +108,7 @@ def to_json(result: BenchResult, *, command: Optional[list[str]] = None,
         "lossless": result.lossless,
         "notes": {str(b): list(n) for b, n in sorted(result.notes.items())},
         "cells": [cell_json(c) for c in result.cells()],
+        **({"compare": compare_json(result)} if result.compare else {}),
         "runs": [_run_json(r, decode) for r in result.spec_runs],
         "target_alone": [
             {"prompt": t.prompt.id, "tokens": len(t.run.tokens),

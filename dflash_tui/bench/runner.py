@@ -68,6 +68,8 @@ class BenchResult:
     workloads: tuple[Workload, ...]
     target_path: str = ""
     drafter_path: str = ""
+    compare: Optional[str] = None  # --compare SPEC: every round carries the reference's count
+    compare_tol: Optional[float] = None
     info: Optional[SessionInfo] = None  # the first session's (identity, shapes, backend)
     notes: dict[int, tuple[str, ...]] = field(default_factory=dict)  # per block
     target_runs: list[TargetRun] = field(default_factory=list)
@@ -130,7 +132,10 @@ class BenchRunner:
             stop = eos_ids(pair.target)
             proposer_for = lambda prompt, ids, ref: oracle_proposer(len(ids), ref, stop)  # noqa: E731
         self.proposer_for = proposer_for
-        self.result = BenchResult(settings, tuple(workloads), str(pair.target.spec.path), str(pair.draft_dir))
+        self.result = BenchResult(settings, tuple(workloads), str(pair.target.spec.path),
+                                  str(pair.draft_dir),
+                                  pair.reference.spec.text if pair.reference else None,
+                                  pair.reference.tolerance if pair.reference else None)
 
     def run(self) -> BenchResult:
         """Fills self.result as it goes, so an interrupted run still has what finished."""

@@ -26,6 +26,9 @@ class RoundStat:
     accepted: int
     committed: int  # tokens the round appended (accepted + bonus, cut at EOS / budget)
     stage_ms: tuple[float, ...]  # per stage, in STAGE_ORDER
+    # --compare: the reference's accepted count, and where it first diverged (or None)
+    compare_accepted: Optional[int] = None
+    compare_divergent: Optional[str] = None
 
     @property
     def rejected(self) -> bool:
@@ -34,9 +37,12 @@ class RoundStat:
 
 def round_stat(record: RoundRecord) -> RoundStat:
     ms = record.timings_ms
+    c, first = record.compare, record.compare and record.compare.first_divergent
     return RoundStat(gamma=record.gamma, accepted=int(record.accepted),
                      committed=len(record.committed_tokens),
-                     stage_ms=tuple(ms.get(s, 0.0) for s in STAGE_ORDER))
+                     stage_ms=tuple(ms.get(s, 0.0) for s in STAGE_ORDER),
+                     compare_accepted=None if c is None else c.accepted,
+                     compare_divergent=first.where if first else None)
 
 
 @dataclass(frozen=True)

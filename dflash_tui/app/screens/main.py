@@ -1,6 +1,6 @@
 """The debugger screen: header, token stream / state / history on the left, the inspector
-tabs (ranks, selector, probes, aggregates) on the right, a status line (or a question being
-asked there) and the key bar.
+tabs (ranks, selector, probes, aggregates; compare with --compare) on the right, a status
+line (or a question being asked there) and the key bar.
 
 Laid out for 80 x 24 and up: the left column keeps a readable width and the inspector takes
 the rest; on short terminals the state and history panels get compact. Panels are built
@@ -17,6 +17,7 @@ from textual.widgets import TabbedContent, TabPane
 
 from ...panels.aggregates import AggregatesPanel
 from ...panels.ask import AskLine
+from ...panels.compare import ComparePanel
 from ...panels.footer import KeyBar
 from ...panels.header import HeaderPanel
 from ...panels.history import HistoryPanel
@@ -27,13 +28,17 @@ from ...panels.state import SHORT, StatePanel
 from ...panels.status import StatusLine
 from ...panels.stream import TokenStream
 
-# (tab id, title, the widget that takes the focus on it)
+# (tab id, title, its short form, the widget that takes the focus on it). The short titles
+# are used when the full ones do not fit the inspector's width (five tabs at 80 columns).
 TABS = (
-    ("tab-ranks", "1 Ranks", "#ranks-table"),
-    ("tab-selector", "2 Selector", "#selector-path"),
-    ("tab-probes", "3 Probes", "#probes-table"),
-    ("tab-aggregates", "4 Aggregates", "#aggregates"),
+    ("tab-ranks", "1 Ranks", "1 Ranks", "#ranks-table"),
+    ("tab-selector", "2 Selector", "2 Sel", "#selector-path"),
+    ("tab-probes", "3 Probes", "3 Probes", "#probes-table"),
+    ("tab-aggregates", "4 Aggregates", "4 Agg", "#aggregates"),
+    ("tab-compare", "5 Compare", "5 Compare", "#compare-drift"),
 )
+COMPARE_TAB = 4  # shown only while the session on screen runs with --compare
+TAB_PADDING = 2  # a tab's label has a space on each side
 
 
 class MainScreen(Screen):
@@ -50,6 +55,10 @@ class MainScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT, "-tall")]
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.compare_shown = True  # composed with the compare tab
+
     def compose(self):
         yield HeaderPanel(id="header")
         with Horizontal(id="body"):
@@ -58,9 +67,10 @@ class MainScreen(Screen):
                 yield StatePanel(id="state")
                 yield HistoryPanel(id="history")
             with TabbedContent(id="inspector", initial=TABS[0][0]):
-                for (tab, title, _), panel in zip(TABS, (
+                for (tab, title, _, _), panel in zip(TABS, (
                         RanksPanel(id="ranks"), SelectorPanel(id="selector"),
-                        ProbesPanel(id="probes"), AggregatesPanel(id="aggregates"))):
+                        ProbesPanel(id="probes"), AggregatesPanel(id="aggregates"),
+                        ComparePanel(id="compare"))):
                     with TabPane(title, id=tab):
                         yield panel
         yield StatusLine(id="status")
@@ -68,6 +78,7 @@ class MainScreen(Screen):
         yield KeyBar(first=("step",), id="keys")
 
     def on_mount(self) -> None:
+        self.show_compare(self.app.compared())
         # after the first refresh every panel has composed its own children
         self.call_after_refresh(self.app.screen_ready)
 
@@ -75,10 +86,41 @@ class MainScreen(Screen):
         """Every panel that renders a Frame, in screen order."""
         return [self.query_one(selector) for selector in
                 ("#header", "#stream", "#state", "#history", "#ranks", "#selector", "#probes",
-                 "#aggregates")]
+                 "#aggregates", "#compare")]
+
+    def show_compare(self, on: bool) -> None:
+        """The compare tab is there while the session on screen runs with --compare."""
+        if on == self.compare_shown:
+            return
+        self.compare_shown = on
+        inspector = self.query_one("#inspector", TabbedContent)
+        tab = TABS[COMPARE_TAB][0]
+        if on:
+            inspector.show_tab(tab)
+        else:
+            was_active = inspector.active == tab
+            inspector.hide_tab(tab)  # Textual activates another tab if it was the active one
+            if was_active:
+                self.call_after_refresh(self.focus_tab)
+        self.call_after_refresh(self.fit_tab_titles)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_tab_titles)
+
+    def fit_tab_titles(self) -> None:
+        """Full titles where they fit the inspector's width, the short ones where not."""
+        inspector = self.query_one("#inspector", TabbedContent)
+        shown = [t for i, t in enumerate(TABS) if i != COMPARE_TAB or self.compare_shown]
+        # the last tab's right padding may fall off the edge (four tabs at 80 columns do)
+        width = sum(len(title) + TAB_PADDING for _, title, _, _ in shown) - 1
+        fits = width <= inspector.size.width
+        for tab, title, short, _ in TABS:
+            label = title if fits else short
+            if inspector.get_tab(tab).label_text != label:
+                inspector.get_tab(tab).label = label
 
     def show_tab(self, index: int) -> None:
-        tab, _, focus = TABS[index]
+        tab, _, _, focus = TABS[index]
         inspector = self.query_one("#inspector", TabbedContent)
         if inspector.active == tab:
             return
@@ -90,7 +132,7 @@ class MainScreen(Screen):
     def focus_tab(self) -> None:
         """Focus the active tab's table (after a tab switch, or a question answered)."""
         active = self.query_one("#inspector", TabbedContent).active
-        focus = next(f for tab, _, f in TABS if tab == active)
+        focus = next(f for tab, _, _, f in TABS if tab == active)
         self.query_one(focus).focus()
 
     # ---- a question on the status line -----------------------------------------------------

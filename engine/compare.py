@@ -1,0 +1,252 @@
+"""The compare lab: every round, a reference drafter configuration runs beside the primary
+on exactly the primary's inputs (docs/COMPARE.md).
+
+The reference runs through the very stage code the primary does: it is the drafter of a
+second `Session` (the shadow) that is never prefilled and never verifies. The primary's
+session calls this module at its stage seams, and the shadow's state follows the primary's:
+
+  prefill   the target captures the reference's layers too (Target.hook); the shadow's
+            capture is those rows of the prompt
+  context   the shadow writes its own context caches from the same rows
+  draft     the shadow drafts the same block (anchor, positions, gamma) and walks its own
+            selector; the drift of every buffer present on both sides is queued
+  verify    the reference's capture rows of the verify pass; its ranks of the target's tokens
+  commit    read back; the reference's accepted count; the shadow keeps the committed rows
+
+Only the primary's proposals reach verify and commit, so the decode is unchanged.
+
+How many of its proposals the target would have accepted (temperature 0; with sampling
+there is no single answer, and --compare is refused): the primary's verify gives the
+target's token after every prefix of the PRIMARY's proposals. While the reference's
+proposals equal the primary's, those are the target's tokens for the reference's prefix
+too, so the verify decides the reference's count unless the reference gets right the very
+slot the primary missed (its proposal there is the target's bonus token). Then, and only
+then, the target's tokens further along the reference's proposals are computed by one more
+target forward: after the commit the target's cache holds exactly the shared prefix (the
+anchor and the primary's accepted tokens), so the forward runs the reference's proposals
+from that slot on, its argmax rows are the verify's answers, and the cache is rewound
+(trimmed, or restored for recurrent caches). A round thus costs at most one more draft pass
+and one more (shorter) verify.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
+
+import mlx.core as mx
+import numpy as np
+
+from .checkpoint import load_drafter
+from .compare_spec import CompareSpec, check_greedy
+from .drafter import DraftModel
+from .errors import InputError
+from .drift import Drift, Key
+from .probes import pipeline_key
+from .quantize import quantize_drafter
+from .ranks import rank_arrays
+from .records import Compare, Divergent
+from .session import Session, check_pair
+from .target import DTYPES
+
+if TYPE_CHECKING:
+    from .session import Proposal, RoundScratch, Selected, Verified
+
+Proposer = Callable[[list[int], int], list[int]]
+
+
+class Reference:
+    """The loaded reference configuration: its drafter and what SPEC said. `Pair.open`ed
+    sessions each run one beside their primary (`open`)."""
+
+    def __init__(self, spec: CompareSpec, drafter: DraftModel, draft_dir: Path,
+                 tolerance: float, proposer: Optional[Proposer] = None):
+        self.spec, self.drafter, self.draft_dir = spec, drafter, draft_dir
+        self.tolerance = tolerance
+        # Forced reference proposals, as SessionOptions.proposer for the primary: for tests
+        # and what-ifs from Python (no flag sets it).
+        self.proposer = proposer
+
+    def open(self, session: Session) -> "Comparison":
+        return Comparison(session, self)
+
+
+def load_reference(spec: CompareSpec, primary: DraftModel, primary_dir: Path, dtype: str,
+                   tolerance: float) -> Reference:
+    """The drafter SPEC names: another directory in the pair's dtype, or the primary's
+    checkpoint loaded again with the overrides applied."""
+    where = f"--compare {spec.text}"
+    if spec.draft_dir is not None:
+        drafter = load_drafter(spec.draft_dir, DTYPES[dtype])
+        return Reference(spec, drafter, spec.draft_dir, tolerance)
+    if not spec.copies_primary:  # a layer offset reads other rows through the same modules
+        return Reference(spec, primary, primary_dir, tolerance)
+    drafter = load_drafter(primary_dir, DTYPES[spec.dtype or dtype])
+    if spec.bits is not None:
+        try:
+            quantize_drafter(drafter, spec.bits, spec.group_size, where=str(primary_dir))
+        except InputError as error:
+            raise InputError(f"{where}: {error}") from None
+    if spec.residual_scale != 1.0:
+        drafter.scale_residual(spec.residual_scale)
+    mx.eval(drafter.parameters())
+    return Reference(spec, drafter, primary_dir, tolerance)
+
+
+class Tap:
+    """A stage's probe sink that also keeps every buffer handed to it (for the drift),
+    whether or not the sink itself records statistics (the bench runs without probes)."""
+
+    def __init__(self, sink, kept: dict[Key, mx.array]):
+        self._sink, self._kept = sink, kept
+
+    def __call__(self, name: str, layer: Optional[int], tensor: mx.array) -> None:
+        self._kept[(self._sink.stage, layer, name)] = tensor
+        self._sink(name, layer, tensor)
+
+    def __getattr__(self, name):
+        return getattr(self._sink, name)
+
+
+@dataclass
+class _Queued:
+    """The reference's part of the round in flight, on the device until the commit."""
+
+    logits: mx.array  # its draft logits [gamma, V]
+    proposal: "Proposal"
+    drift: Drift
+    capture: Optional[mx.array] = None  # its capture rows of the verify pass
+    ranks: Optional[mx.array] = None  # [gamma]
+
+
+class Comparison:
+    """One session's reference side (module docstring); the session calls it at its seams."""
+
+    def __init__(self, session: Session, reference: Reference):
+        from .api import Pair
+
+        options = session.options
+        check_greedy(options.temperature)
+        spec = reference.spec
+        offset = options.layer_offset if spec.layer_offset is None else spec.layer_offset
+        self.layer_ids = check_pair(session.target, reference.drafter.config, offset,
+                                    f"--compare {spec.text}")
+        self.session, self.target, self.reference = session, session.target, reference
+        shadow_options = replace(options, layer_offset=offset, probes=False, ranks=False,
+                                 keep_raw=False, proposer=reference.proposer)
+        self.shadow = Session(Pair(session.target, reference.drafter, reference.draft_dir),
+                              session.prompt_ids, options=shadow_options)
+        # One list of tokens: the shadow's context stage checks its cursor against it.
+        self.shadow.tokens = session.tokens
+        self._primary: dict[Key, mx.array] = {}  # the round's buffers, both sides
+        self._reference: dict[Key, mx.array] = {}
+        self._queued: Optional[_Queued] = None
+
+    # ---- the seams (engine/session.py calls these) ----------------------------------------
+
+    def tap(self, sink):
+        return Tap(sink, self._primary)
+
+    def prefill(self) -> None:
+        self.shadow.capture = self.target.reference_capture
+
+    def context(self) -> None:
+        self.shadow._context(self._probe("context"))
+
+    def draft(self, r: "RoundScratch") -> None:
+        drafted = self.shadow._draft(r, self._probe("draft"))
+        self._queued = _Queued(drafted.logits, self.shadow._select(r, drafted), self._drift())
+
+    def verify(self, r: "RoundScratch", logits: mx.array, target_argmax: mx.array) -> None:
+        q, gamma = self._queued, r.gamma
+        q.capture = self.target.reference_capture
+        q.ranks = rank_arrays(q.logits, logits[:gamma], target_argmax[:gamma], 0.0)[0]
+
+    def commit(self, r: "RoundScratch", selected: "Selected", verified: "Verified") -> Compare:
+        """After the primary's commit: the round's reference record."""
+        part, q = verified.part, self._queued
+        self.shadow.capture = q.capture[:, : part.accepted + 1]
+        self.shadow.capture_base = r.position
+        self.session._wait([q.proposal.tokens, q.ranks, *q.drift.pending()])
+        proposals = np.array(q.proposal.tokens).tolist()
+        accepted, unknown = known_accepted(proposals, list(selected.part.proposals),
+                                           list(part.target_tokens))
+        if unknown is not None:
+            more = self._target_tokens_after(proposals[unknown - 1: -1])
+            accepted = unknown + greedy_prefix(proposals[unknown:], more)
+        self.session._remember_text(r, proposals)
+        buffers = q.drift.rows()
+        tol = self.reference.tolerance
+        first = next((b for b in buffers if b.rel_err is None or b.rel_err > tol), None)
+        self._primary.clear()
+        self._reference.clear()
+        self._queued = None
+        return Compare(
+            spec=self.reference.spec.text, proposals=tuple(proposals), accepted=accepted,
+            ranks=tuple(np.array(q.ranks).tolist()), buffers=buffers, tolerance=tol,
+            first_divergent=None if first is None else
+            Divergent(first.stage, first.layer, first.buffer, first.rel_err, first.nonfinite),
+            reverified=unknown is not None,
+        )
+
+    # ---- helpers --------------------------------------------------------------------------
+
+    def _probe(self, stage: str):
+        kept = self._reference
+
+        def probe(name: str, layer: Optional[int], tensor: mx.array) -> None:
+            kept[(stage, layer, name)] = tensor
+
+        return probe
+
+    def _drift(self) -> Drift:
+        """Queue the drift of every buffer both sides probed with one shape, in pipeline
+        order."""
+        keys = sorted((k for k, a in self._reference.items()
+                       if k in self._primary and self._primary[k].shape == a.shape),
+                      key=_pipeline_order)
+        return Drift(keys, [self._primary[k] for k in keys], [self._reference[k] for k in keys])
+
+    def _target_tokens_after(self, tokens: list[int]) -> list[int]:
+        """The target's argmax after each of `tokens`, run on from its committed cache, which
+        is then rewound as it was."""
+        saved = self.target.checkpoint()
+        logits, _ = self.target.forward(mx.array([tokens], dtype=mx.int32))
+        argmax = mx.argmax(logits[0], axis=-1)
+        self.session._wait([argmax])
+        self.target.rewind(saved, len(tokens))
+        return np.array(argmax).tolist()
+
+
+def known_accepted(reference: list[int], primary: list[int], targets: list[int]
+                   ) -> tuple[int, Optional[int]]:
+    """The reference's accepted count as far as the primary's verify decides it: (count,
+    None) when it does; (slot, slot) when the reference has matched the target up to `slot`
+    along a prefix the target never saw (it got right the slot the primary missed), so the
+    target's tokens from there on must be computed."""
+    for slot, token in enumerate(reference):
+        if reference[:slot] != primary[:slot]:
+            return slot, slot
+        if token != targets[slot]:
+            return slot, None
+    return len(reference), None
+
+
+def greedy_prefix(proposals: list[int], targets: list[int]) -> int:
+    n = 0
+    while n < len(proposals) and proposals[n] == targets[n]:
+        n += 1
+    return n
+
+
+def _pipeline_order(key: Key) -> tuple:
+    stage, layer, name = key
+    return pipeline_key(_Named(stage, layer, name))
+
+
+class _Named:
+    """What probes.pipeline_key reads of a probe row."""
+
+    def __init__(self, stage: str, layer: Optional[int], name: str):
+        self.stage, self.layer, self.name = stage, layer, name

@@ -1,0 +1,352 @@
+"""Compare (--compare SPEC): the reference configuration beside the drafter, round by round.
+
+  summary  the SPEC and the tolerance; accepted this round and the running mean per round
+           up to it, drafter against reference (and the difference), whether this round
+           diverged and in how many rounds so far; where the two configurations first part
+           this round; on tall screens, both sides' accepted per round and the rounds that
+           diverged, as sparklines
+  slots    per proposal slot: the drafter's proposal, rank and fate beside the reference's
+           (reference cells that differ from the drafter's are marked), and the target's token
+  drift    every buffer both sides probed, in pipeline order: the relative error with a bar
+           on a log scale (1e-6 to 1; red beyond the tolerance), max |drafter - ref|; the
+           first divergent buffer is marked ▶, a buffer non-finite on one side only says which
+
+The reference runs at commit (engine/compare.py): before then a round has only the
+drafter's side. With a pinned round beside it (frame.other), the drift table adds that
+round's relative error per buffer, marked where one round is beyond the tolerance and the
+other is not, and the summary gives its counts. Numbers over rounds come from
+dflash_tui.aggregates (the history's columns); this panel only lays them out.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from rich.text import Text
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Static
+
+from dflash_tui.engine.records import BufferDrift, Compare, RoundRecord, SlotRank
+
+from .aggregates import DrawnWhenShown, bar
+from .format import DASH, grid, sci, token_text
+from .frame import Frame
+from .history import sparkline
+from .ranks import DIFFERS, RanksPanel, rank_style
+from .table import FastTable
+
+SLOT_COLUMNS = ("slot", "drafter", "rank", "acc", "ref", "rank", "acc", "target")
+DRIFT_COLUMNS = ("", "stage", "L", "buffer", "rel err", "1e-6…1", "max |Δ|")
+FIRST = "▶"  # the first divergent buffer's mark (as in the summary)
+TOKEN_WIDTH = 9  # a proposal's cell: both sides and their ranks fit 44 columns (80 x 24)
+BAR_WIDTH = 8
+LOG_FLOOR = 6  # the bar starts at a relative error of 10^-6 and is full at 1
+TREND = 60  # rounds in the per-round sparklines at most
+# A buffer non-finite on one side only: the side, as the bar's cell says it.
+NONFINITE_SIDE = {"primary": "drafter", "reference": "ref only", "both": "both"}
+SUMMARY_HEADER = ["accepted", "drafter", "ref", "Δ", "diverged"]
+SUMMARY_WIDTHS = [11, 7, 5, 6, 8]
+NO_REFERENCE = "no reference configuration in this session: run with --compare SPEC"
+
+
+class ComparePanel(DrawnWhenShown, Horizontal):
+    DEFAULT_CSS = """
+    ComparePanel { height: 1fr; }
+    ComparePanel > #compare-left { width: auto; height: 1fr; }
+    ComparePanel #compare-summary { width: auto; height: auto; padding: 0 1; }
+    ComparePanel #compare-trend { width: auto; height: auto; padding: 0 1; margin-top: 1; }
+    ComparePanel #compare-slots { width: auto; height: auto; max-height: 100%; margin-top: 1; }
+    ComparePanel > #compare-drift { width: 1fr; height: 1fr; margin-left: 2; }
+    """
+    # Below 150 columns (the screen's -narrow class) the drift table goes under the slots,
+    # which show up to 8 slots (4 on short screens; the cursor's slot scrolls into view) and
+    # the target's token only where there is room (zoomed, m); on short screens the
+    # per-round sparklines give their lines to the tables. The classes are on an ancestor,
+    # so this is app CSS, not scoped to the widget.
+    NARROW_CSS = """
+    .-narrow ComparePanel { layout: vertical; }
+    .-narrow ComparePanel > #compare-left { width: 1fr; height: auto; }
+    .-narrow ComparePanel #compare-slots {
+        width: 1fr; max-height: 9; margin-top: 0; overflow-x: hidden;
+    }
+    .-narrow ComparePanel > #compare-drift { width: 1fr; margin-left: 0; margin-top: 1; }
+    .-short ComparePanel #compare-trend { display: none; }
+    .-short.-narrow ComparePanel #compare-slots { max-height: 5; }
+    .-short.-narrow ComparePanel > #compare-drift { margin-top: 0; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._shown: Optional[tuple] = None  # (info, record, other, history) on screen
+        self._counts: Optional[tuple] = None  # (history rows, rows up to the round on screen)
+
+    def compose(self):
+        with Vertical(id="compare-left"):
+            yield Static(id="compare-summary")
+            yield Static(id="compare-trend")
+            slots = FastTable(id="compare-slots", grow_only=False,
+                              max_widths={1: TOKEN_WIDTH, 4: TOKEN_WIDTH, 7: TOKEN_WIDTH})
+            slots.add_columns(*SLOT_COLUMNS)
+            yield slots
+        drift = FastTable(id="compare-drift", grow_only=False)
+        drift.add_columns(*DRIFT_COLUMNS)
+        yield drift
+
+    def show(self, frame: Frame) -> None:
+        if self.off_screen():  # (or no --compare: its tab is hidden)
+            return
+        shown = (frame.info, frame.record, frame.other, frame.history)
+        counts = (len(frame.history or ()), frame.upto)
+        same = self._shown is not None and all(a is b for a, b in zip(shown, self._shown))
+        if not same or counts != self._counts:
+            self._shown, self._counts = shown, counts
+            self._fill(frame)
+        slots = self.query_one("#compare-slots", FastTable)
+        if slots.row_count and slots.cursor_row != frame.slot:
+            slots.move_cursor(row=frame.slot, animate=False)
+
+    def on_fast_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
+        event.stop()
+        if event.table.id == "compare-slots":  # the slot is the app's: ranks and selector follow
+            self.post_message(RanksPanel.SlotSelected(event.cursor_row))
+
+    # ---- filling ---------------------------------------------------------------------------
+
+    def _fill(self, frame: Frame) -> None:
+        record, other = frame.record, frame.other
+        compare = record.compare if record is not None else None
+        tally = trend = None
+        if frame.history is not None and frame.upto:
+            from dflash_tui import aggregates  # numpy: once there is something to count
+
+            span = aggregates.every_round(frame.history, frame.upto)
+            tally = aggregates.compare_tally(frame.history, span)
+            trend = _trend(frame.history, span)
+        spec, tol = _spec(frame)
+        self.query_one("#compare-summary", Static).update(
+            render_summary(spec, tol, record, tally, other, frame.other_label))
+        self.query_one("#compare-trend", Static).update(
+            Text("") if trend is None else render_trend(*trend))
+        self.query_one("#compare-slots", FastTable).set_rows(slot_rows(record))
+        drift = self.query_one("#compare-drift", FastTable)
+        extra = (f"{frame.other_label} rel err",) if other is not None else ()
+        if drift.labels != DRIFT_COLUMNS + extra:
+            drift.add_columns(*DRIFT_COLUMNS, *extra)
+        drift.set_rows(drift_rows(compare, other.compare if other is not None else None,
+                                  pinned=other is not None))
+
+
+def _spec(frame: Frame) -> tuple[Optional[str], Optional[float]]:
+    """The SPEC and tolerance of the session on screen (from its round when the recording's
+    header does not name them: snapshots without a session)."""
+    info, record = frame.info, frame.record
+    if info is not None and info.compare is not None:
+        return info.compare, info.compare_tol
+    if record is not None and record.compare is not None:
+        return record.compare.spec, record.compare.tolerance
+    return None, None
+
+
+def _trend(history, span) -> Optional[tuple]:
+    """(drafter accepted, reference accepted, gamma, diverged) per compared round, the
+    latest TREND of them."""
+    compared = history.compare_accepted.values[span.rows] >= 0
+    if not compared.any():
+        return None
+    pick = lambda column: column.values[span.rows][compared][-TREND:].tolist()  # noqa: E731
+    return (pick(history.accepted), pick(history.compare_accepted), pick(history.gamma),
+            pick(history.compare_diverged))
+
+
+# ---- summary -----------------------------------------------------------------------------------
+
+def render_summary(spec: Optional[str], tol: Optional[float], record: Optional[RoundRecord],
+                   tally, other: Optional[RoundRecord], other_label: str) -> Text:
+    if spec is None:
+        return Text(NO_REFERENCE, style="dim")
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("reference ", style="dim")
+    text.append(spec, style="bold")
+    if tol is not None:
+        text.append(f" · tol {tol:g}", style="dim")
+    compare = record.compare if record is not None else None
+    rows = []
+    if compare is not None:
+        parted = compare.first_divergent is not None
+        rows.append([f"round {record.round}", str(record.accepted), str(compare.accepted),
+                     _difference(compare.accepted - record.accepted, "{:+d}"),
+                     Text("yes" if parted else "no", style="bold red" if parted else "green")])
+    if tally is not None:
+        span = f"r{tally.first}" if tally.first == tally.last else f"r{tally.first}–{tally.last}"
+        rows.append([f"mean {span}", f"{tally.drafter_mean:.2f}", f"{tally.reference_mean:.2f}",
+                     _difference(tally.reference_mean - tally.drafter_mean, "{:+.2f}"),
+                     Text(f"{tally.diverged}/{tally.rounds}", style="yellow" if tally.diverged else "")])
+    if rows:
+        text.append("\n")
+        text.append_text(grid(rows, SUMMARY_WIDTHS, "lrrrr", header=SUMMARY_HEADER))
+    text.append("\n")
+    if record is None:
+        text.append("no round yet", style="dim")
+    elif compare is None:
+        text.append(f"round {record.round}: the reference runs at commit", style="dim")
+    else:
+        text.append_text(divergence_line(compare))
+    if other is not None and other.compare is not None:
+        c = other.compare
+        text.append(f"\n{other_label}: accepted {other.accepted} · ref {c.accepted} · ")
+        text.append_text(divergence_line(c, short=True))
+    return text
+
+
+def divergence_line(compare: Compare, short: bool = False) -> Text:
+    first = compare.first_divergent
+    if first is None:
+        return Text("✓ within tol" if short else f"✓ every buffer within tol {compare.tolerance:g}",
+                    style="green")
+    layer = "" if first.layer is None else f" L{first.layer}"
+    text = Text(f"▶ {first.stage}{layer} {first.buffer}", style="bold red")
+    if not short:
+        text.append(f": {first.why}", style="red")
+    return text
+
+
+def _difference(value, fmt: str) -> Text:
+    if value == 0:
+        return Text(fmt.format(value).replace("+", "±"), style="dim")
+    return Text(fmt.format(value), style="green" if value > 0 else "red")
+
+
+def render_trend(drafter: list, reference: list, gamma: list, diverged: list) -> Text:
+    """Accepted per round, both sides, and the rounds that diverged (where the drift starts)."""
+    text = Text("drafter  ", style="dim", no_wrap=True, overflow="crop")
+    text.append_text(sparkline(drafter, gamma))
+    text.append("\nref      ", style="dim")
+    text.append_text(sparkline(reference, gamma))
+    text.append("\ndiverged ", style="dim")
+    for parted in diverged:
+        text.append("▪" if parted else "·", style="bold red" if parted else "dim")
+    return text
+
+
+# ---- slots -------------------------------------------------------------------------------------
+
+def slot_rows(record: Optional[RoundRecord]) -> list[list]:
+    if record is None:
+        return []
+    compare = record.compare
+    ranks = {r.slot: r for r in record.ranks}
+    rows = []
+    for slot in range(record.gamma):
+        mine = ranks.get(slot)
+        cells = [Text(str(slot), style="dim" if mine is not None and mine.after_rejection else "")]
+        cells += _drafter_cells(record, slot, mine)
+        cells += _reference_cells(record, compare, slot, mine) if compare is not None else \
+            [Text("…", style="dim")] * 3
+        target = mine.target if mine is not None else None
+        cells.append(token_text(record.text(target)) if target is not None else Text(DASH, style="dim"))
+        rows.append(cells)
+    return rows
+
+
+def _drafter_cells(record: RoundRecord, slot: int, mine: Optional[SlotRank]) -> list:
+    if record.proposals is None:
+        return [Text("…", style="dim")] * 3
+    dim = "dim" if mine is not None and mine.after_rejection else ""
+    cells = [token_text(record.text(record.proposals[slot]), dim)]
+    if mine is None:
+        return cells + [Text("…", style="dim"), Text("…", style="dim")]
+    return cells + [Text(str(mine.rank), style=dim or rank_style(mine.rank), justify="right"),
+                    _fate(mine.accepted, mine.after_rejection)]
+
+
+def _reference_cells(record: RoundRecord, compare: Compare, slot: int, mine: Optional[SlotRank]) -> list:
+    proposal, rank = compare.proposals[slot], compare.ranks[slot]
+    accepted, after = slot < compare.accepted, slot > compare.accepted
+    dim = "dim" if after else ""
+    same_token = record.proposals is not None and record.proposals[slot] == proposal
+    token = token_text(record.text(proposal), dim if same_token else DIFFERS)
+    rank_cell = Text(str(rank), style=dim or rank_style(rank), justify="right")
+    if mine is None or mine.rank != rank:
+        rank_cell.stylize(DIFFERS)
+    fate = _fate(accepted, after)
+    if mine is None or (mine.accepted, mine.after_rejection) != (accepted, after):
+        fate.stylize(DIFFERS)
+    return [token, rank_cell, fate]
+
+
+def _fate(accepted: bool, after_rejection: bool) -> Text:
+    if accepted:
+        return Text("✓", style="green")
+    if after_rejection:
+        return Text("·", style="dim")
+    return Text("✗", style="bold red")
+
+
+# ---- drift -------------------------------------------------------------------------------------
+
+def drift_rows(compare: Optional[Compare], other: Optional[Compare], pinned: bool) -> list[list]:
+    if compare is None:
+        return []
+    first = compare.first_divergent
+    first_key = None if first is None else (first.stage, first.layer, first.buffer)
+    theirs = {_key(b): b for b in other.buffers} if other is not None else {}
+    tol = compare.tolerance
+    rows = []
+    for b in compare.buffers:
+        is_first = _key(b) == first_key
+        beyond = _beyond(b, tol)
+        name_style = "bold red" if is_first else "yellow" if beyond else ""
+        cells = [
+            Text(FIRST if is_first else "", style="bold red"),
+            Text(b.stage, style="dim"),
+            Text(DASH if b.layer is None else str(b.layer)),
+            Text(b.buffer, style=name_style),
+            rel_err_cell(b, tol),
+            drift_bar(b, tol),
+            Text(sci(b.max_abs_diff), justify="right"),
+        ]
+        if pinned:
+            cells.append(_other_cell(b, theirs.get(_key(b)), tol))
+        rows.append(cells)
+    return rows
+
+
+def _key(b: BufferDrift) -> tuple:
+    return (b.stage, b.layer, b.buffer)
+
+
+def _beyond(b: BufferDrift, tol: float) -> bool:
+    """Beyond the tolerance, as the engine decides a divergence."""
+    return b.rel_err is None or b.rel_err > tol
+
+
+def rel_err_cell(b: BufferDrift, tol: float) -> Text:
+    if b.nonfinite is not None:
+        return Text("n/f", style="bold red", justify="right")
+    if b.rel_err is None:  # a difference from an all-zero reference
+        return Text("∞", style="bold red", justify="right")
+    text = "0" if b.rel_err == 0 else f"{b.rel_err:.2e}"
+    style = "bold red" if b.rel_err > tol else "dim" if b.rel_err == 0 else ""
+    return Text(text, style=style, justify="right")
+
+
+def drift_bar(b: BufferDrift, tol: float) -> Text:
+    """log10 of the relative error from 10^-LOG_FLOOR (empty) to 1 (full); a non-finite
+    side says which."""
+    if b.nonfinite is not None:
+        return Text(NONFINITE_SIDE.get(b.nonfinite, b.nonfinite), style="bold white on red")
+    if b.rel_err is None:
+        return Text("zero ref", style="bold white on red")
+    fraction = 0.0 if b.rel_err <= 0 else (math.log10(b.rel_err) + LOG_FLOOR) / LOG_FLOOR
+    return Text(bar(min(max(fraction, 0.0), 1.0), BAR_WIDTH),
+                style="red" if b.rel_err > tol else "green")
+
+
+def _other_cell(mine: BufferDrift, theirs: Optional[BufferDrift], tol: float) -> Text:
+    if theirs is None:
+        return Text(DASH, style="dim", justify="right")
+    cell = rel_err_cell(theirs, tol)
+    if _beyond(mine, tol) != _beyond(theirs, tol) or mine.nonfinite != theirs.nonfinite:
+        cell.stylize(DIFFERS)
+    return cell

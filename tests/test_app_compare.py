@@ -1,0 +1,364 @@
+"""The compare lab in the TUI, its trace, replay and export: the Compare tab (drift table,
+slots side by side, running means) following the round on screen, the breakpoint
+"configurations diverge beyond tol", and the compare columns of the flat tables. Every
+number on screen or in a table is checked against the Compare records the engine produced.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from textual.widgets import TabbedContent
+
+from dflash_tui import cli, load_trace
+from dflash_tui.app.live import LiveApp
+from dflash_tui.app.replay import load
+from dflash_tui.app.replay_app import ReplayApp
+from dflash_tui.breakpoints import Breakpoints, hits
+from dflash_tui.panels.ranks import DIFFERS
+from dflash_tui.panels.table import FastTable
+
+from app_helpers import SIZE, launch, press_and_settle, run, table_rows, wait_for, wait_idle, \
+    wait_loaded, widget_text
+
+OFF_BY_ONE = "layer-offset=-1"  # diverges at the context capture in every round
+ROUNDS = 3
+
+
+def compare_tab(app):
+    return app.main.query_one("#inspector", TabbedContent).get_tab("tab-compare")
+
+
+def drift_rows(app) -> list[list[str]]:
+    return table_rows(app.main.query_one("#compare-drift", FastTable))
+
+
+def slot_rows(app) -> list[list[str]]:
+    return table_rows(app.main.query_one("#compare-slots", FastTable))
+
+
+def summary(app) -> str:
+    return widget_text(app, app.main.query_one("#compare-summary"))
+
+
+def expected_drift(compare) -> list[list[str]]:
+    """The drift table's first five columns, straight from the record."""
+    first = compare.first_divergent
+    rows = []
+    for b in compare.buffers:
+        mark = "▶" if first is not None and (b.stage, b.layer, b.buffer) == (
+            first.stage, first.layer, first.buffer) else ""
+        rows.append([mark, b.stage, "—" if b.layer is None else str(b.layer), b.buffer, rel_text(b)])
+    return rows
+
+
+def rel_text(b) -> str:
+    return "n/f" if b.nonfinite else "0" if b.rel_err == 0 else f"{b.rel_err:.2e}"
+
+
+def expected_slots(record) -> list[list[str]]:
+    """Per slot: the drafter's proposal, rank and fate, then the reference's."""
+    c = record.compare
+    rows = []
+    for r in record.ranks:
+        fate = "✓" if r.accepted else "·" if r.after_rejection else "✗"
+        theirs = "✓" if r.slot < c.accepted else "·" if r.slot > c.accepted else "✗"
+        rows.append([str(r.slot), record.text(r.proposal), str(r.rank), fate,
+                     record.text(c.proposals[r.slot]), str(c.ranks[r.slot]), theirs])
+    return rows
+
+
+def visible(token: str) -> str:
+    """A token as a table cell holds it (panels.format.token_cell)."""
+    from dflash_tui.panels.format import token_cell
+
+    return token_cell(token)
+
+
+def shown_slots(app) -> list[list[str]]:
+    return [row[:7] for row in slot_rows(app)]
+
+
+def with_visible_tokens(rows):
+    return [[r[0], visible(r[1]), r[2], r[3], visible(r[4]), r[5], r[6]] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def off_by_one(pair, tmp_path_factory):
+    """The live app with --compare layer-offset=-1: three rounds, what the Compare tab
+    showed on the way (the live round, round 1 by ←, round 1 beside a pinned round 2), and
+    the trace the session wrote."""
+    root = tmp_path_factory.mktemp("compare-live")
+    seen = {}
+
+    async def scenario():
+        app = LiveApp(launch(pair, compare=OFF_BY_ONE), show_timings=False, export_dir=root)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            seen["tab shown"] = compare_tab(app).display
+            await press_and_settle(pilot, *"n" * ROUNDS, "5")
+            seen["active"] = app.main.query_one("#inspector", TabbedContent).active
+            seen["records"] = [app.history.record(r) for r in range(ROUNDS)]
+            seen["live"] = (app.record, drift_rows(app), shown_slots(app), summary(app))
+            app.main.query_one("#compare-slots", FastTable).focus()
+            await press_and_settle(pilot, "down")  # a slot picked here is the app's slot
+            seen["slot"] = (app.slot, app.main.query_one("#ranks-table", FastTable).cursor_row)
+            await press_and_settle(pilot, "left")
+            seen["back"] = (app.record, drift_rows(app), shown_slots(app), summary(app))
+            await press_and_settle(pilot, "right", "P", "left")
+            seen["pinned"] = (app.record, drift_rows(app), summary(app),
+                              app.main.query_one("#compare-drift", FastTable).labels)
+            await pilot.press("q")
+
+    run(scenario())
+    session, = root.iterdir()
+    return session / "trace.jsonl", seen
+
+
+def test_the_compare_tab_shows_the_reference_beside_the_drafter(off_by_one):
+    _, seen = off_by_one
+    assert seen["tab shown"] and seen["active"] == "tab-compare"
+    assert seen["slot"] == (1, 1)
+    records = seen["records"]
+    record, drift, slots, text = seen["live"]
+    assert record is records[-1] and record.round == ROUNDS - 1
+    assert [row[:5] for row in drift] == expected_drift(record.compare)
+    assert drift[0][:4] == ["▶", "context", "—", "capture"]  # the off-by-one parts there
+    assert slots == with_visible_tokens(expected_slots(record))
+    assert f"reference {OFF_BY_ONE} · tol 0.01" in text
+    assert "▶ context capture: rel err" in text
+    # the running means up to the round on screen, both sides, from the records themselves
+    drafter = sum(r.accepted for r in records) / ROUNDS
+    reference = sum(r.compare.accepted for r in records) / ROUNDS
+    mean_line = next(line for line in text.splitlines() if "mean r0–2" in line)
+    assert mean_line.split()[2:4] == [f"{drafter:.2f}", f"{reference:.2f}"]
+    assert mean_line.split()[-1] == f"{ROUNDS}/{ROUNDS}"  # every round diverged
+
+
+def test_the_compare_tab_follows_the_round_on_screen_and_a_pinned_one(off_by_one):
+    _, seen = off_by_one
+    records = seen["records"]
+    record, drift, slots, text = seen["back"]
+    assert record.round == 1 and record.compare == records[1].compare
+    assert [row[:5] for row in drift] == expected_drift(records[1].compare)
+    assert slots == with_visible_tokens(expected_slots(records[1]))
+    assert "mean r0–1" in text
+    record, drift, text, labels = seen["pinned"]
+    assert record.round == 1 and labels[-1] == "r2 rel err"
+    theirs = {(b.stage, b.layer, b.buffer): b for b in records[2].compare.buffers}
+    for row, b in zip(drift, records[1].compare.buffers):
+        assert row[-1] == rel_text(theirs[(b.stage, b.layer, b.buffer)])
+    assert f"r2: accepted {records[2].accepted} · ref {records[2].compare.accepted} · ▶ context capture" in text
+
+
+def test_the_trace_carries_every_rounds_compare_and_replay_shows_it(off_by_one):
+    trace, seen = off_by_one
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert lines[0]["session"]["compare"] == OFF_BY_ONE and lines[0]["session"]["compare_tol"] == 0.01
+    assert [line["compare"]["accepted"] for line in lines[1:]] == \
+        [r.compare.accepted for r in seen["records"]]
+
+    async def scenario():
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert compare_tab(app).display
+            await pilot.press("5", "right")
+            await pilot.pause()
+            app.render_now()
+            assert app.record.round == 1 and app.record.compare == seen["records"][1].compare
+            assert [row[:5] for row in drift_rows(app)] == expected_drift(app.record.compare)
+            assert shown_slots(app) == with_visible_tokens(expected_slots(seen["records"][1]))
+            # a stage back: verify, before the reference's record exists (as it was live)
+            await pilot.press("backspace")
+            app.render_now()
+            assert app.record.stage == "verify" and app.record.compare is None
+            assert drift_rows(app) == [] and "round 1: the reference runs at commit" in summary(app)
+            assert [row[4:] for row in slot_rows(app)] == [["…", "…", "…", row[7]]
+                                                            for row in slot_rows(app)]
+
+    run(scenario())
+
+
+def test_compare_against_itself_shows_no_drift_and_the_breakpoint_never_fires(pair):
+    _, draft = pair
+
+    async def scenario():
+        app = LiveApp(launch(pair, compare=str(draft), max_tokens=12), show_timings=False,
+                      export_dir=Path("unused"), armed=Breakpoints(nonfinite=False, diverge=True))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.status.kind in ("breakpoint", "finished"), what="a stop")
+            await wait_idle(pilot)
+            assert app.status.kind == "finished" and len(app.history) > 1
+            await press_and_settle(pilot, "5")
+            record = app.record
+            drift = drift_rows(app)
+            assert drift and all(row[4] == "0" for row in drift)
+            assert [row[:5] for row in drift] == expected_drift(record.compare)
+            assert "✓ every buffer within tol 0.01" in summary(app)
+            table = app.main.query_one("#compare-slots", FastTable)
+            for i in range(table.row_count):  # the reference's cells: nothing marked different
+                for cell in table.get_row_at(i)[4:7]:
+                    assert DIFFERS not in str(cell.style) and not any(DIFFERS in str(s.style) for s in cell.spans)
+            assert shown_slots(app) == with_visible_tokens(expected_slots(record))
+            mean_line = next(line for line in summary(app).splitlines() if line.startswith(" mean"))
+            assert mean_line.split()[2] == mean_line.split()[3] and "±0.00" in mean_line
+            assert mean_line.split()[-1] == f"0/{len(app.history)}"
+
+    run(scenario())
+
+
+def test_the_diverge_breakpoint_stops_at_the_first_round_that_diverges(pair):
+    async def scenario():
+        app = LiveApp(launch(pair, compare=OFF_BY_ONE, max_tokens=60), show_timings=False,
+                      export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("b")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the menu")
+            await pilot.press("1", "6", "ctrl+s")  # non-finite off, diverge on
+            await wait_for(pilot, lambda: app.screen is app.main, what="the menu to close")
+            assert app.armed == Breakpoints(nonfinite=False, diverge=True)
+            assert "breaks: diverge" in app.status.right
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.status.kind in ("breakpoint", "finished"), what="a stop")
+            await wait_idle(pilot)
+            record = app.record
+            assert app.status.kind == "breakpoint"
+            assert (record.round, record.stage) == (0, "commit")
+            assert "configurations diverge beyond 0.01 at context capture (rel err" in app.status.message
+
+    run(scenario())
+
+
+def test_the_breakpoint_fires_on_the_commit_of_a_round_that_diverges_only(pair):
+    """Stage by stage (the engine's records, checked by the same function the engine thread
+    and replay call): only a commit carries a reference's record."""
+    from dflash_tui.engine import SessionOptions, load_pair
+
+    armed = Breakpoints(nonfinite=False, diverge=True)
+    for spec, fires in ((OFF_BY_ONE, True), (str(pair[1]), False)):
+        session = load_pair(*pair, compare=spec).open("The quick brown fox",
+                                                      options=SessionOptions(gamma=4))
+        for _ in range(2 * 5):
+            record = session.step_stage()
+            found = hits(record, armed)
+            if record.stage == "commit" and fires:
+                first = record.compare.first_divergent
+                assert found == (f"configurations diverge beyond 0.01 at {first.where} ({first.why})",)
+            else:
+                assert found == ()
+        session.close()
+
+
+def test_without_compare_the_tab_is_hidden_and_its_key_says_how(pair):
+    async def scenario():
+        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "5")
+            assert not compare_tab(app).display
+            assert app.main.query_one("#inspector", TabbedContent).active == "tab-ranks"
+            assert any("run with --compare SPEC" in n.message for n in app._notifications)
+            tabs = widget_text(app, app.main.query_one("#inspector")).splitlines()[0]
+            assert "4 Aggregates" in tabs and "Compare" not in tabs
+
+    run(scenario())
+
+
+# ---- the flat tables ---------------------------------------------------------------------------
+
+def read_csv(path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def number(text: str):
+    return None if text == "" else float(text)
+
+
+def test_export_adds_the_compare_columns_equal_to_the_records(off_by_one, tmp_path):
+    trace, seen = off_by_one
+    records = seen["records"]
+    out = tmp_path / "tables"
+    assert cli.main(["export", str(trace), "--out", str(out)]) == 0
+    rounds, slots, buffers = (read_csv(out / f"{n}.csv") for n in ("rounds", "slots", "buffers"))
+    assert list(rounds[0])[-2:] == ["compare_accepted", "compare_first_divergent"]
+    assert list(slots[0])[-3:] == ["compare_proposal", "compare_rank", "compare_accepted"]
+    assert list(buffers[0])[-3:] == ["compare_max_abs_diff", "compare_rel_err", "compare_nonfinite"]
+    assert [(int(r["compare_accepted"]), r["compare_first_divergent"]) for r in rounds] == \
+        [(r.compare.accepted, r.compare.first_divergent.where) for r in records]
+    assert [(int(s["compare_proposal"]), int(s["compare_rank"]), s["compare_accepted"]) for s in slots] == \
+        [(p, k, "true" if i < r.compare.accepted else "false") for r in records
+         for i, (p, k) in enumerate(zip(r.compare.proposals, r.compare.ranks))]
+    for r in records:
+        drift = {(b.stage, b.layer, b.buffer): b for b in r.compare.buffers}
+        rows = [b for b in buffers if int(b["round"]) == r.round]
+        assert len(rows) == len(r.probes)  # one row per probed buffer, as without --compare
+        compared = [b for b in rows if b["compare_max_abs_diff"] != ""]
+        assert len(compared) == len(drift)
+        for b in compared:
+            d = drift.pop((b["stage"], None if b["layer"] == "" else int(b["layer"]), b["buffer"]))
+            assert (number(b["compare_max_abs_diff"]), number(b["compare_rel_err"])) == (d.max_abs_diff, d.rel_err)
+            assert b["compare_nonfinite"] == (d.nonfinite or "")
+    tables = load_trace(trace)
+    assert [r["compare_accepted"] for r in tables.rounds] == [r.compare.accepted for r in records]
+    assert tables.buffers[0]["compare_rel_err"] == records[0].compare.buffers[0].rel_err
+
+
+def test_compared_buffers_of_a_run_without_probes_still_export(pair, tmp_path):
+    """probe --no-probes --compare: no probe rows, yet every compared buffer has its row."""
+    from dflash_tui.engine import SessionOptions, load_pair
+    from dflash_tui.snapshot import export_round
+
+    session = load_pair(*pair, compare=OFF_BY_ONE).open(
+        "The quick brown fox", options=SessionOptions(gamma=4, probes=False))
+    records = list(session.run(2))
+    for record in records:
+        export_round(tmp_path / "snapshots", record, session.info)
+    session.close()
+    tables = load_trace(tmp_path / "snapshots")
+    assert [(b["round"], b["stage"], b["layer"], b["buffer"], b["compare_rel_err"], b["absmax"])
+            for b in tables.buffers] == \
+        [(r.round, d.stage, d.layer, d.buffer, d.rel_err, None) for r in records for d in r.compare.buffers]
+
+
+def test_replay_shows_the_tab_for_the_sessions_that_ran_a_reference(pair, tmp_path):
+    """One trace, two sessions (an explicit --trace FILE across a restart): one run with
+    --compare, one without. The tab is there for the first only; leaving it for the second
+    moves to another tab."""
+    from dflash_tui.engine import SessionOptions, load_pair
+    from dflash_tui.snapshot import TraceWriter
+
+    trace = tmp_path / "trace.jsonl"
+    for compare in (OFF_BY_ONE, None):
+        session = load_pair(*pair, compare=compare).open("The quick brown fox",
+                                                         options=SessionOptions(gamma=4))
+        writer = TraceWriter(trace, session.info, session.prefill_record)
+        for record in session.run(2):
+            writer.write(record)
+        writer.close()
+        session.close()
+
+    async def scenario():
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            inspector = app.main.query_one("#inspector", TabbedContent)
+            await pilot.press("5", "right")
+            await pilot.pause()
+            assert app.record.round == 1 and compare_tab(app).display
+            assert inspector.active == "tab-compare" and drift_rows(app)
+            await pilot.press("right")  # the second session: no reference
+            await wait_for(pilot, lambda: inspector.active != "tab-compare", what="another tab")
+            assert app.record.compare is None and not compare_tab(app).display
+            await pilot.press("left")  # back to the first session's last round
+            await pilot.pause()
+            assert compare_tab(app).display
+
+    run(scenario())

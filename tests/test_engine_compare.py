@@ -1,0 +1,272 @@
+"""The compare lab (engine/compare.py): a reference drafter configuration beside the primary.
+
+What is checked against things the compare code does not compute itself: the reference
+against an identical copy (zero everywhere), a NaN planted in one layer, a layer offset, an
+fp16 overflow and the residual scale that removes it; the reference's proposals and ranks
+against an ordinary session whose drafter IS the reference, forced along the same committed
+stream; its accepted counts against the target's own greedy decode (mlx-lm), including the
+rounds where only a second verify can tell; and the primary's decode left unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import mlx.nn as nn
+import pytest
+
+from conftest import DRAFTERS, TARGETS
+from fixtures import drafter_tensors, write_drafter
+from greedy import greedy_tokens, load_reference
+
+from dflash_tui.engine import SessionOptions, load_pair
+from dflash_tui.engine.compare import greedy_prefix, known_accepted
+from dflash_tui.engine.errors import InputError
+from dflash_tui.engine.probes import BUFFERS
+
+PROMPT = "Seven times eight is"
+TOKENS = 24
+
+
+def _rounds(pair, gamma=5, tokens=TOKENS, stage_by_stage=False, **options):
+    session = pair.open(PROMPT, options=SessionOptions(gamma=gamma, max_tokens=tokens, **options))
+    records = []
+    while session.finished is None:
+        if stage_by_stage:
+            record = session.step_stage()
+            while not record.complete:
+                assert record.compare is None  # the reference's record comes with the commit
+                record = session.step_stage()
+        else:
+            record = session.step_round()
+        records.append(record)
+    session.close()
+    return session, records
+
+
+def _drafter_buffers(record) -> set:
+    """The primary's own probes of the stages the reference runs (context, draft)."""
+    return {(p.stage, p.layer, p.name) for p in record.probes if p.stage in ("context", "draft")}
+
+
+@pytest.mark.parametrize("target_kind", TARGETS)
+@pytest.mark.parametrize("drafter_kind", DRAFTERS)
+def test_compare_against_itself_is_zero_everywhere(make_pair, target_kind, drafter_kind):
+    target_dir, draft_dir = make_pair(target_kind, drafter_kind)
+    plain_session, plain = _rounds(load_pair(target_dir, draft_dir))
+    session, records = _rounds(load_pair(target_dir, draft_dir, compare=str(draft_dir)))
+    assert session.generated == plain_session.generated  # the decode is unchanged
+    for record in records:
+        c = record.compare
+        assert c.spec == str(draft_dir) and c.first_divergent is None and not c.reverified
+        assert c.proposals == record.proposals and c.accepted == record.accepted
+        assert c.ranks == tuple(s.rank for s in record.ranks)
+        # every buffer the primary's drafter probed, each exactly equal
+        assert {(b.stage, b.layer, b.buffer) for b in c.buffers} == _drafter_buffers(record)
+        assert all(b.max_abs_diff == 0 and b.rel_err == 0 and b.nonfinite is None
+                   for b in c.buffers)
+
+
+def test_stepping_stage_by_stage_gives_the_rounds_records(make_pair):
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    pair = load_pair(target_dir, draft_dir, compare="layer-offset=-1")
+    _, chained = _rounds(pair)
+    _, stepped = _rounds(pair, stage_by_stage=True)
+    assert [r.compare for r in stepped] == [r.compare for r in chained]
+
+
+def test_a_nan_planted_in_one_layer_is_named_as_the_first_divergence(make_pair, nan_pair):
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    _, nan_dir = nan_pair  # the same weights as draft_dir, but layer 1's down_proj is NaN
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare=str(nan_dir)))
+    for record in records:
+        assert record.first_nonfinite is None  # the primary is healthy
+        first = record.compare.first_divergent
+        assert (first.stage, first.layer, first.buffer) == ("draft", 1, "ffn_out")
+        assert first.nonfinite == "reference" and first.rel_err is None
+        before = record.compare.buffers[:record.compare.buffers.index(
+            next(b for b in record.compare.buffers if b.buffer == "ffn_out" and b.layer == 1))]
+        assert before and all(b.max_abs_diff == 0 for b in before)
+
+
+def test_layer_offset_minus_one_first_diverges_in_the_context_stage(make_pair):
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    plain_session, _ = _rounds(load_pair(target_dir, draft_dir))
+    pair = load_pair(target_dir, draft_dir, compare="layer-offset=-1")
+    session, records = _rounds(pair)
+    assert session.generated == plain_session.generated
+    assert session.compare.layer_ids == tuple(i - 1 for i in session.layer_ids)
+    for record in records:
+        first = record.compare.first_divergent
+        assert (first.stage, first.layer, first.buffer) == ("context", None, "capture")
+    # the same offset as the primary's: nothing diverges
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare="layer-offset=0"))
+    assert all(r.compare.first_divergent is None for r in records)
+
+
+@pytest.fixture(scope="module")
+def overflow_pair(make_pair, fixture_root):
+    """A DFlash drafter whose layer-0 MLP writes about 1e5 into the residual stream: past
+    float16's 65504, within it once divided by 8."""
+    target_dir, draft_dir = make_pair("llama", "DFlashDraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    tensors = drafter_tensors(config, seed=1)
+    tensors["layers.0.mlp.down_proj.weight"] *= 120_000.0
+    return target_dir, write_drafter(fixture_root / "fp16-overflow", config, tensors=tensors)
+
+
+def test_an_fp16_overflow_diverges_where_it_overflows_and_the_residual_scale_removes_it(
+        overflow_pair):
+    target_dir, draft_dir = overflow_pair
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare="dtype=float16"))
+    for record in records:
+        out = next(p for p in record.probes if (p.stage, p.layer, p.name) == ("draft", 0, "ffn_out"))
+        assert out.absmax > 65504  # the primary (float32) holds what float16 cannot
+        first = record.compare.first_divergent
+        assert (first.stage, first.layer, first.buffer, first.nonfinite) == \
+            ("draft", 0, "ffn_out", "reference")
+    _, records = _rounds(load_pair(target_dir, draft_dir,
+                                   compare="dtype=float16,residual-scale=8"))
+    for record in records:
+        assert record.compare.first_divergent is None
+        worst = max(b.rel_err for b in record.compare.buffers)
+        assert 0 < worst < record.compare.tolerance  # float16 rounding, nothing more
+
+
+def _proposer(truth: list[int], prompt_len: int, wrong_at):
+    """The target's greedy continuation, with a wrong token at slot wrong_at(gamma) (gamma:
+    none)."""
+
+    def propose(tokens: list[int], gamma: int) -> list[int]:
+        done = len(tokens) - prompt_len
+        out = truth[done:done + gamma]
+        slot = wrong_at(gamma)
+        return [t if i != slot else (t + 1) % 64 for i, t in enumerate(out)]
+
+    return propose
+
+
+@pytest.mark.parametrize("target_kind", TARGETS)
+def test_the_reference_accepted_count_equals_the_targets_greedy_decode(make_pair, target_kind):
+    """Primary and reference each propose the target's greedy continuation with a wrong
+    token at a random slot of their own: every case of who misses first, including the
+    reference getting right the slot the primary missed (a second verify). Its counts must
+    equal what mlx-lm's own greedy decode of the target says, and the decode stays lossless
+    with the target's cache as the commit left it."""
+    target_dir, draft_dir = make_pair(target_kind, "DFlash2DraftModel")
+    gamma = 6
+    pair = load_pair(target_dir, draft_dir, compare=str(draft_dir))
+    probe_session = pair.open(PROMPT, prefill=False)
+    prompt_ids, eos = probe_session.prompt_ids, probe_session.eos_ids
+    probe_session.close()
+    model, _ = load_reference(str(target_dir))
+    truth = greedy_tokens(model, prompt_ids, TOKENS + gamma + 1)  # past EOS too: what verify sees
+    rng_p, rng_r = random.Random(1), random.Random(2)
+    primary_at = _proposer(truth, len(prompt_ids), lambda g: rng_p.randrange(g + 1))
+    pair.reference.proposer = _proposer(truth, len(prompt_ids), lambda g: rng_r.randrange(g + 1))
+    session, records = _rounds(pair, gamma=gamma, proposer=primary_at)
+    expected = greedy_tokens(model, prompt_ids, TOKENS, eos)
+    assert session.generated == expected
+    reverified = 0
+    for record in records:
+        done = record.position - len(prompt_ids) + 1
+        want = greedy_prefix(list(record.compare.proposals), truth[done:done + record.gamma])
+        assert record.compare.accepted == want
+        if record.finish_reason is None:  # (the last round's bonus may be cut by the budget)
+            assert record.state_after.target_offset == record.state_after.committed - 1
+        reverified += record.compare.reverified
+        # needed exactly when the reference got right the slot the primary missed, and
+        # proposed more after it
+        assert record.compare.reverified == (record.accepted < want and
+                                             record.accepted + 1 < record.gamma)
+    assert reverified >= 2  # the second verify ran, and more than once
+
+
+def test_known_accepted_decides_what_the_primarys_verify_can():
+    targets = [5, 6, 7, 8, 9]  # after the anchor + the primary's prefixes
+    primary = [5, 6, 0, 0]  # accepts 2
+    assert known_accepted([5, 6, 0, 0], primary, targets) == (2, None)  # as the primary
+    assert known_accepted([5, 1, 0, 0], primary, targets) == (1, None)  # misses earlier
+    assert known_accepted([5, 6, 3, 0], primary, targets) == (2, None)  # misses the same slot
+    assert known_accepted([5, 6, 7, 8], primary, targets) == (3, 3)  # beyond: unknown from 3
+    assert known_accepted([5, 6, 7], [5, 6, 7], targets) == (3, None)  # all accepted
+
+
+def test_the_reference_runs_on_exactly_the_primarys_inputs(make_pair, fixture_root):
+    """Its proposals and ranks equal those of an ordinary session whose drafter is the
+    reference, forced along the same committed stream (the primary's proposals)."""
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    other = write_drafter(fixture_root / "another-drafter", config, seed=7)
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare=str(other)))
+    by_position = {r.position: r.proposals for r in records}
+    alone = load_pair(target_dir, other)
+    forced = lambda tokens, gamma: list(by_position[len(tokens) - 1])  # noqa: E731
+    _, own = _rounds(alone, proposer=forced)
+    assert [r.committed_tokens for r in own] == [r.committed_tokens for r in records]
+    for mine, theirs in zip(own, records):
+        assert tuple(s.chosen for s in mine.selector.slots) == theirs.compare.proposals
+        assert tuple(s.rank for s in mine.ranks) == theirs.compare.ranks
+    assert any(r.compare.proposals != r.proposals for r in records)  # another drafter
+
+
+def test_a_quantized_reference_loads_and_compares(make_pair, tmp_path):
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    pair = load_pair(target_dir, draft_dir, compare="bits=8")
+    linears = [m for _, m in pair.reference.drafter.named_modules() if isinstance(m, nn.QuantizedLinear)]
+    assert linears and all(m.bits == 8 and m.group_size == 64 for m in linears)
+    _, records = _rounds(pair)
+    for record in records:
+        assert len(record.compare.proposals) == record.gamma
+        assert {(b.stage, b.layer, b.buffer) for b in record.compare.buffers} == _drafter_buffers(record)
+        # 8-bit weights: small differences from the first quantized projection on
+        errors = [b.rel_err for b in record.compare.buffers]
+        assert all(e is not None and e < 0.5 for e in errors) and max(errors) > 0
+    # a quantized primary cannot be quantized again
+    from dflash_tui.engine.checkpoint import save_drafter
+
+    save_drafter(pair.reference.drafter, tmp_path / "q8")
+    with pytest.raises(InputError, match=r"^--compare bits=4: .*already quantized \(q8/g64"):
+        load_pair(target_dir, tmp_path / "q8", compare="bits=4")
+    # and a quantized copy on disk is a SPEC like any drafter directory
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare=str(tmp_path / "q8")))
+    assert all(r.compare.buffers for r in records)
+
+
+def test_a_reference_for_another_target_is_refused_by_name(make_pair, tmp_path):
+    from fixtures import write_sample_shaped_drafter
+
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    other = write_sample_shaped_drafter(tmp_path / "other")
+    pair = load_pair(target_dir, draft_dir, compare=str(other))
+    with pytest.raises(InputError, match=rf"^--compare {other}: drafter hidden_size 576 "):
+        pair.open(PROMPT)
+    pair = load_pair(target_dir, draft_dir, compare="layer-offset=-2")
+    with pytest.raises(InputError, match=r"^--compare layer-offset=-2: target_layer_ids\[0\] = 1 "
+                                         r"\+ layer offset -2 is out of range"):
+        pair.open(PROMPT)
+
+
+def test_compare_needs_temperature_zero(make_pair):
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    pair = load_pair(target_dir, draft_dir, compare="dtype=float16")
+    with pytest.raises(InputError, match="temperature=0.5: --compare counts .* needs temperature 0"):
+        pair.open(PROMPT, options=SessionOptions(temperature=0.5))
+
+
+def test_a_pair_without_reference_records_no_compare(make_pair):
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    pair = load_pair(target_dir, draft_dir)
+    assert pair.reference is None
+    _, records = _rounds(pair, tokens=8)
+    assert all(r.compare is None for r in records)
+
+
+def test_every_drafter_buffer_is_compared(make_pair):
+    """The drift covers each context and draft buffer of probes.BUFFERS the drafter has."""
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare="dtype=bfloat16"), tokens=4)
+    names = {b.buffer for b in records[0].compare.buffers}
+    declared = {n for stage in ("context", "draft") for part in BUFFERS[stage] for n in part}
+    assert names == declared
