@@ -13,11 +13,12 @@ from textual.command import CommandList
 
 from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
+from dflash_tui.panels.probes import ProbesPanel
 from dflash_tui.panels.ranks import RanksPanel
 from dflash_tui.panels.table import FastTable
 
 from app_helpers import SIZE, launch, live_app, oracle_proposer, press_and_settle, run, table_rows, \
-    wait_for, wait_loaded, widget_text
+    wait_for, wait_idle, wait_loaded, widget_text
 
 
 def varied(pair):
@@ -238,6 +239,24 @@ def test_probes_sort_and_filter_keep_the_selected_buffer(pair):
             await type_answer(pilot, "F", "")  # every row again; the next round keeps the selection
             await press_and_settle(pilot, "n")
             assert table_rows(table)[table.cursor_row][:3] == chosen and app.record.round == 1
+
+    run(scenario())
+
+
+def test_a_question_asked_from_another_tab_keeps_the_keyboard(pair):
+    """`F` on the ranks tab shows the probes tab and asks for a filter: words typed at once
+    go into the question, never to the keys their letters also are (r restarts the session,
+    a asks for a range, f jumps to a NaN)."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            await pilot.press("F", *"draft", "enter")
+            await wait_idle(pilot)
+            assert not app.main.asking
+            assert str(app.main.query_one(ProbesPanel).filter) == "draft"
+            assert len(app.history) == 1 and app.record.round == 0  # the session goes on
 
     run(scenario())
 
