@@ -173,11 +173,15 @@ def test_search_finds_a_token_and_n_walks_the_hits(pair):
             clamp = {r.round: r.gamma - 1 for r in records}
             assert seen == [(r, min(s, clamp[r])) for r, s in places]
             assert f"{len(places)}/{len(places)}" in app.status.right
+            keys = app.main.query_one("#keys")
+            assert " n next hit " in widget_text(app, keys)
             await press_and_settle(pilot, "N")
             assert (app.record.round, app.slot) == seen[-2 if len(seen) > 1 else -1]
-            # escape ends the search: n steps a round again
+            # escape ends the search: n steps a round again, and the key bar says so
             await press_and_settle(pilot, "escape")
             assert app.searching is None
+            await pilot.pause()
+            assert " n round " in widget_text(app, keys) and "next hit" not in widget_text(app, keys)
             await press_and_settle(pilot, "n")
             assert len(app.history) == 5
 

@@ -21,6 +21,7 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
+from textual.reactive import var
 from textual.screen import Screen
 
 from ..breakpoints import TOGGLES, Breakpoints
@@ -101,6 +102,9 @@ class _EarlyStatus:
 
 class DebuggerApp(App[int]):
     TITLE = "dflash-tui"
+    # A search on: n / N walk its hits, escape ends it. The key bar follows (bindings=True:
+    # nothing else moves it when a search ends, since the focus stays where it was).
+    searching: var[Optional[Searching]] = var(None, bindings=True)
     ENABLE_COMMAND_PALETTE = True
     CSS = SelectorPanel.NARROW_CSS + HistoryPanel.SHORT_CSS + ComparePanel.NARROW_CSS
     # The subclasses list their own keys (stepping) first; these follow. Bindings with
@@ -183,7 +187,6 @@ class DebuggerApp(App[int]):
         self.gamma_next: Optional[int] = None
         self.pinned: Optional[RoundRecord] = None
         self.aggregate_rounds: Optional[tuple[int, int]] = None
-        self.searching: Optional[Searching] = None
         self._panels: list = []
         self._status = _EarlyStatus()
         self._last_render = 0.0
