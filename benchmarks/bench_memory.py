@@ -79,7 +79,9 @@ async def measure(args, model: Path, draft: Path, prompt: str, out: Path) -> lis
     from dflash_tui.app.live import LiveApp
 
     per_target, per_drafter = kv_bytes_per_position(model, draft)
-    launch = Launch(model=model, draft=draft, prompt=prompt, gamma=args.block,
+    # a prompt given is raw text to continue; the sample's own goes through its chat template
+    launch = Launch(model=model, draft=draft, prompt=prompt, chat=False if args.prompt else None,
+                    gamma=args.block,
                     max_tokens=args.rounds * (args.block + 1) + 16)
     app = LiveApp(launch, export_dir=out, keep_rounds=args.keep_rounds, show_timings=False)
     samples = []
@@ -112,6 +114,9 @@ async def measure(args, model: Path, draft: Path, prompt: str, out: Path) -> lis
                       f"({app.finished or app.failure.message})", file=sys.stderr)
                 break
         await pilot.press("c")  # pause the run
+    # The engine thread ends after its stage: left running, MLX's threads would be torn
+    # down under it as the interpreter exits (an abort after the numbers are out).
+    app.engine.join(60)
     return samples
 
 
@@ -128,6 +133,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5000)
     parser.add_argument("--every", type=int, default=500, help="rounds between samples")
     parser.add_argument("--sample", action="store_true", help="the bundled sample pair and its prompt")
+    parser.add_argument("--prompt", help="raw text to continue (a decode ends at EOS: on the sample, "
+                        "a counting prompt such as '1, 2, 3, 4,' goes on for thousands of tokens)")
     parser.add_argument("--block", type=int, default=4, help="proposals per round")
     parser.add_argument("--keep-rounds", type=int, default=100, help="the app's --keep-rounds")
     parser.add_argument("--json", help="write the samples and the summary here")
@@ -146,7 +153,7 @@ def main() -> int:
             from fixtures import write_pair
 
             model, draft = write_pair(Path(tmp) / "pair")
-        samples = asyncio.run(measure(args, model, draft, prompt, Path(tmp) / "out"))
+        samples = asyncio.run(measure(args, model, draft, args.prompt or prompt, Path(tmp) / "out"))
     if len(samples) < 2:
         print("bench_memory: fewer than two samples; nothing to compare", file=sys.stderr)
         return 1

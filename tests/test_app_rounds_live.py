@@ -9,6 +9,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from textual import events
 from textual.command import CommandList
 
 from dflash_tui.app.live import LiveApp
@@ -261,6 +262,30 @@ def test_a_question_asked_from_another_tab_keeps_the_keyboard(pair):
             assert not app.main.asking
             assert str(app.main.query_one(ProbesPanel).filter) == "draft"
             assert len(app.history) == 1 and app.record.round == 0  # the session goes on
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("typed, check", [
+    ("g2\r", lambda app: app.record.round == 2),
+    ("Fdraft\r", lambda app: str(app.main.query_one(ProbesPanel).filter) == "draft"
+     and len(app.history) == 4),
+])
+def test_keys_typed_with_a_question_key_go_into_the_question(pair, typed, check):
+    """A terminal hands over what was typed fast (or pasted) in one read: the key that asks
+    and the answer arrive together, and none of the answer goes to the table the focus is
+    leaving (r restarts the session, a asks another question, f jumps)."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n", "n")
+            for char in typed:  # queued at once, as the driver queues one read's keys
+                app.post_message(events.Key("enter" if char == "\r" else char, char))
+            await wait_for(pilot, lambda: check(app) and not app.main.asking, timeout=10,
+                           what=f"{typed!r} answered")
+            await wait_idle(pilot)
+            assert check(app)
 
     run(scenario())
 
