@@ -2,24 +2,25 @@
 rounds it runs? (A benchmark that reports numbers, not a test.)
 
     python benchmarks/bench_memory.py [--rounds 5000] [--block 4] [--keep-rounds 100]
-                                      [--every 500] [--json F] [MODEL --draft DRAFT_DIR]
+                                      [--every 500] [--json F] [MODEL --draft DRAFT_DIR | --sample]
 
 Runs the real live app (engine thread, history, trace, panels drawing frames, headless)
 with `c` running round after round, by default on the tiny fixture pair of tests/fixtures.py
-(written to a temporary directory), and samples every `--every` rounds:
+(written to a temporary directory; --sample: the bundled sample pair and its default
+prompt), and samples every `--every` rounds:
 
   rss            the process's resident memory (/proc/self/status VmRSS)
   kv             the target's KV cache and the drafter's context cache at that point,
-                 computed from the shapes (they grow with the context by design)
+                 computed from the shapes as bench_memory_headless.py does (they grow with
+                 the context by design)
   app            what the app holds for the session: the history's summary columns plus
                  the full records it keeps (the last --keep-rounds), measured object by object
-  engine rounds  records the engine's Session still keeps itself (session.rounds, while it
-                 has that list), same measure
   mlx            MLX's allocator: memory in live arrays (the caches above among them) and
                  freed buffers it keeps for reuse (mx.get_active_memory / get_cache_memory)
 
-and reports the growth per 1,000 rounds of each, and of rss - mlx - engine rounds: what
-the rest of the process (the app above all) adds beyond the model's memory. The ceiling stated in docs/TUI.md comes from this.
+and reports the growth per 1,000 rounds of each, and of rss - mlx: what the rest of the
+process (the app above all) adds beyond the model's memory. The ceiling stated in
+docs/TUI.md comes from this.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from bench_memory_headless import kv_bytes, kv_bytes_per_position  # noqa: E402  (beside this file)
 
 MB = 1024 * 1024
 
@@ -64,41 +67,21 @@ def deep_size(obj, seen: set | None = None) -> int:
     return size
 
 
-def cache_bytes(model_dir: Path, draft_dir: Path, state) -> int:
-    """The target's KV cache and the drafter's context cache, from their configs (float32)."""
-    total = 0
-    for directory, tokens in ((model_dir, state.target_offset), (draft_dir, state.cursor)):
-        config_file = directory / "config.json"
-        if not config_file.exists():
-            continue
-        c = json.loads(config_file.read_text())
-        heads = c.get("num_key_value_heads", c.get("num_attention_heads", 0))
-        head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
-        total += c["num_hidden_layers"] * 2 * heads * head_dim * 4 * tokens
-    return total
-
-
 def app_bytes(app) -> int:
     history = app.history
     return history.nbytes + deep_size(history.kept()) + deep_size(history.token_text)
 
 
-def engine_round_bytes(app) -> int:
-    """The Session's own list of records, if it still keeps one (estimated from a sample)."""
-    rounds = getattr(app.engine.session, "rounds", None)
-    if not rounds:
-        return 0
-    sample = rounds[-20:]
-    return int(deep_size(list(sample)) / len(sample) * len(rounds))
-
-
-async def measure(args, model: Path, draft: Path, out: Path) -> list[dict]:
+async def measure(args, model: Path, draft: Path, prompt: str, out: Path) -> list[dict]:
     import mlx.core as mx
 
     from dflash_tui.app.engine_thread import Launch
     from dflash_tui.app.live import LiveApp
 
-    launch = Launch(model=model, draft=draft, prompt="The quick brown fox", gamma=args.block,
+    per_target, per_drafter = kv_bytes_per_position(model, draft)
+    # a prompt given is raw text to continue; the sample's own goes through its chat template
+    launch = Launch(model=model, draft=draft, prompt=prompt, chat=False if args.prompt else None,
+                    gamma=args.block,
                     max_tokens=args.rounds * (args.block + 1) + 16)
     app = LiveApp(launch, export_dir=out, keep_rounds=args.keep_rounds, show_timings=False)
     samples = []
@@ -117,9 +100,8 @@ async def measure(args, model: Path, draft: Path, out: Path) -> list[dict]:
                 samples.append({
                     "rounds": len(app.history), "seconds": round(time.perf_counter() - t0, 1),
                     "rss_mb": rss_bytes() / MB,
-                    "kv_mb": cache_bytes(model, draft, record.state_after) / MB,
+                    "kv_mb": kv_bytes(record.position, per_target, per_drafter) / MB,
                     "app_mb": app_bytes(app) / MB,
-                    "engine_rounds_mb": engine_round_bytes(app) / MB,
                     "mlx_active_mb": mx.get_active_memory() / MB,
                     "mlx_cache_mb": mx.get_cache_memory() / MB,
                     "trace_mb": app.trace.stat().st_size / MB if app.trace else 0.0,
@@ -132,6 +114,9 @@ async def measure(args, model: Path, draft: Path, out: Path) -> list[dict]:
                       f"({app.finished or app.failure.message})", file=sys.stderr)
                 break
         await pilot.press("c")  # pause the run
+    # The engine thread ends after its stage: left running, MLX's threads would be torn
+    # down under it as the interpreter exits (an abort after the numbers are out).
+    app.engine.join(60)
     return samples
 
 
@@ -147,33 +132,41 @@ def main() -> int:
     parser.add_argument("--draft", help="drafter directory (default: MODEL_DIR/draft)")
     parser.add_argument("--rounds", type=int, default=5000)
     parser.add_argument("--every", type=int, default=500, help="rounds between samples")
+    parser.add_argument("--sample", action="store_true", help="the bundled sample pair and its prompt")
+    parser.add_argument("--prompt", help="raw text to continue (a decode ends at EOS: on the sample, "
+                        "a counting prompt such as '1, 2, 3, 4,' goes on for thousands of tokens)")
     parser.add_argument("--block", type=int, default=4, help="proposals per round")
     parser.add_argument("--keep-rounds", type=int, default=100, help="the app's --keep-rounds")
     parser.add_argument("--json", help="write the samples and the summary here")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        if args.model:
+        prompt = "The quick brown fox"
+        if args.sample:
+            from dflash_tui.sample import DEFAULT_PROMPT, sample_drafter, sample_target
+
+            model, draft, prompt = sample_target(), sample_drafter(), DEFAULT_PROMPT
+        elif args.model:
             model = Path(args.model)
             draft = Path(args.draft) if args.draft else model / "draft"
         else:
             from fixtures import write_pair
 
             model, draft = write_pair(Path(tmp) / "pair")
-        samples = asyncio.run(measure(args, model, draft, Path(tmp) / "out"))
+        samples = asyncio.run(measure(args, model, draft, args.prompt or prompt, Path(tmp) / "out"))
     if len(samples) < 2:
         print("bench_memory: fewer than two samples; nothing to compare", file=sys.stderr)
         return 1
     for s in samples:
-        s["rss_beyond_mlx_mb"] = s["rss_mb"] - s["mlx_active_mb"] - s["mlx_cache_mb"] - s["engine_rounds_mb"]
+        s["rss_beyond_mlx_mb"] = s["rss_mb"] - s["mlx_active_mb"] - s["mlx_cache_mb"]
     last = samples[-1]
     summary = {
         "rounds": last["rounds"], "keep_rounds": args.keep_rounds, "block": args.block,
         "per_1000_rounds_mb": {key: round(slope(samples, key), 2) for key in (
-            "rss_mb", "kv_mb", "mlx_active_mb", "mlx_cache_mb", "engine_rounds_mb", "app_mb",
+            "rss_mb", "kv_mb", "mlx_active_mb", "mlx_cache_mb", "app_mb",
             "rss_beyond_mlx_mb", "trace_mb")},
         "at_the_end_mb": {key: round(last[key], 1) for key in (
-            "rss_mb", "kv_mb", "mlx_active_mb", "mlx_cache_mb", "engine_rounds_mb", "app_mb",
+            "rss_mb", "kv_mb", "mlx_active_mb", "mlx_cache_mb", "app_mb",
             "rss_beyond_mlx_mb", "trace_mb")},
     }
     print(json.dumps(summary, indent=2))

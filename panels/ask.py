@@ -45,7 +45,10 @@ class AskLine(Horizontal):
         field = self.query_one(Input)
         field.value, field.placeholder = value, placeholder
         self.display = True
-        field.focus()
+        # At once, not at the next turn of the message loop (what field.focus() does): keys
+        # that arrived with the one that asks (typed fast, pasted) are already queued behind
+        # it, and must find the question focused.
+        self.screen.set_focus(field)
         field.cursor_position = len(value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

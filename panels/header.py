@@ -7,6 +7,8 @@ shown.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -29,11 +31,17 @@ class HeaderPanel(Static):
     def __init__(self, **kwargs) -> None:
         super().__init__(Text("dflash-tui", style="bold"), **kwargs)
         self._counted: tuple = ((), (None, None, 0))  # (history key, its numbers)
+        self._shown: Optional[Text] = None
 
     def show(self, frame: Frame) -> None:
-        lines = [self._identity(frame), self._numbers(frame)]
+        text = Text("\n").join([self._identity(frame), self._numbers(frame)])
+        if text == self._shown:
+            # Unchanged (a tab switch, a slot move): a redraw would widen the screen area the
+            # next frame repaints from the inspector to every column.
+            return
+        self._shown = text
         # fixed height: no layout pass (which would repaint every panel) for new numbers
-        self.update(Text("\n").join(lines), layout=False)
+        self.update(text, layout=False)
 
     def _identity(self, frame: Frame) -> Text:
         text = Text()

@@ -92,8 +92,9 @@ def sparkline(values, tops) -> Text:
     return text
 
 
-def slot_bars(rates: list[Optional[float]], rows: int) -> list[Text]:
-    """Vertical bars, one 2-character column per slot, `rows` lines tall (top line first)."""
+def slot_bars(rates: list[Optional[float]], rows: int, column: int = 2) -> list[Text]:
+    """Vertical bars, a `column`-character column per slot (the bar and a gap, or the bar
+    alone), `rows` lines tall (top line first)."""
     levels = len(BARS) * rows
     lines = [Text(no_wrap=True) for _ in range(rows)]
     for rate in rates:
@@ -101,14 +102,25 @@ def slot_bars(rates: list[Optional[float]], rows: int) -> list[Text]:
         for r in range(rows):  # r = 0 is the bottom line
             part = filled - r * len(BARS)
             glyph = " " if part <= 0 else BARS[min(part, len(BARS)) - 1]
-            lines[rows - 1 - r].append(glyph + " ", style="green")
+            lines[rows - 1 - r].append(glyph.ljust(column), style="green")
     return lines
 
 
-def slot_ruler(slots: int, selected: int) -> Text:
-    """The slot axis, two characters a slot: every RULER_EVERY-th number and the selected
-    one (numbers of two digits fill their column: they never wrap to a second line)."""
+def slot_ruler(slots: int, selected: int, column: int = 2) -> Text:
+    """The slot axis under the bars: every RULER_EVERY-th number and the selected slot.
+    Two characters a slot: numbers of two digits fill their column (they never wrap to a
+    second line). One character a slot: a number starts at its slot and runs on to the
+    right where it fits; the selected slot's character is marked."""
     text = Text(no_wrap=True)
+    if column == 1:
+        cells = ["·"] * slots
+        for s in range(0, slots, RULER_EVERY):
+            label = str(s)
+            if s + len(label) <= slots:
+                cells[s: s + len(label)] = label
+        for s, cell in enumerate(cells):
+            text.append(cell, style="bold reverse" if s == selected else "dim")
+        return text
     for s in range(slots):
         if s == selected:
             text.append(f"{s:<2}", style="bold reverse")
@@ -125,15 +137,20 @@ def render_history(accepted, gamma, by_slot: list[tuple[int, int]], slot: int, w
     room = max(width - LABEL, 4)
     out.append("acc/round ", style="dim")
     out.append_text(sparkline(accepted[-room:], gamma[-room:]))
-    shown = by_slot[: room // 2]
+    # Two columns a slot where they fit; else one (γ 15 in the 80-column layout); else the
+    # first slots, as many as fit.
+    column = 2 if 2 * len(by_slot) <= room else 1
+    shown = by_slot[: room // column]
     rates = [a / n if n else None for a, n in shown]
-    for i, line in enumerate(slot_bars(rates, bar_rows)):
+    for i, line in enumerate(slot_bars(rates, bar_rows, column)):
         out.append("\n")
         out.append("by slot   " if i == 0 else " " * LABEL, style="dim")
         out.append_text(line)
     out.append("\n" + " " * LABEL)
-    out.append_text(slot_ruler(len(shown), slot))
+    out.append_text(slot_ruler(len(shown), slot, column))
     if slot < len(by_slot):
         a, n = by_slot[slot]
-        out.append(f" s{slot} {percent(a, n)} ({a}/{n})", style="bold")
+        selected = f" s{slot} {percent(a, n)} ({a}/{n})"
+        if LABEL + len(shown) * column + len(selected) <= width:  # whole, or not at all
+            out.append(selected, style="bold")
     return out

@@ -146,11 +146,14 @@ class FastTable(ScrollView, can_focus=True):
         changed = row != self.cursor_row
         self.cursor_row = row
         if scroll:
-            self._scroll_to_cursor()
-            # a table just shown (a tab switch) has no size until its next layout
-            self.call_after_refresh(self._scroll_to_cursor)
+            self._scroll_to_cursor()  # a hidden table has no size yet: on_resize scrolls again
         self.refresh()
         return changed
+
+    def on_resize(self) -> None:
+        # Shown (a tab switch: a table in a hidden tab has no size) or resized: the cursor
+        # row comes into view.
+        self._scroll_to_cursor()
 
     # ---- keys and mouse: the user's moves, announced -----------------------------------------
 

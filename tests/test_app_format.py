@@ -8,7 +8,7 @@ import math
 import pytest
 
 from dflash_tui.panels.format import column, sci
-from dflash_tui.panels.history import slot_ruler
+from dflash_tui.panels.history import LABEL, render_history, slot_ruler
 from dflash_tui.panels.status import fit_parts
 
 
@@ -42,6 +42,19 @@ def test_the_slot_axis_never_wraps_and_marks_the_selected_slot():
     assert ruler.plain[0:2] == "0 " and ruler.plain[10:12] == "5 " and ruler.plain[20:22] == "10"
     assert ruler.plain[24:26] == "12"
     assert slot_ruler(3, selected=0).plain == "0 · · "  # γ 3: three slots, not the 15 of before
+
+
+def test_every_slot_of_the_round_has_a_bar_in_the_80_column_layout():
+    """γ 15 in the history panel at 80 columns (32 characters inside its border): one
+    character a slot rather than the first 11 slots of two."""
+    by_slot = [(15 - s, 15) for s in range(15)]
+    lines = render_history([3, 5], [15, 15], by_slot, slot=12, width=32).plain.split("\n")
+    assert all(len(line) <= 32 for line in lines)
+    assert lines[-1][LABEL:] == "0····5····10···"  # the selected slot's numbers need more room
+    assert len(lines[-2][LABEL:].rstrip()) == 15  # the bottom line of bars: one per slot
+    assert slot_ruler(15, selected=12, column=1).spans[-1].style == "dim"  # after the marked 12
+    wide = render_history([3], [15], by_slot, slot=0, width=60).plain.split("\n")
+    assert wide[-1] == " " * LABEL + slot_ruler(15, selected=0).plain + " s0 100% (15/15)"
 
 
 def test_status_parts_are_whole_or_short_never_cut():

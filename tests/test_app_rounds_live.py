@@ -9,15 +9,17 @@ import statistics
 from pathlib import Path
 
 import pytest
+from textual import events
 from textual.command import CommandList
 
 from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
+from dflash_tui.panels.probes import ProbesPanel
 from dflash_tui.panels.ranks import RanksPanel
 from dflash_tui.panels.table import FastTable
 
 from app_helpers import SIZE, launch, live_app, oracle_proposer, press_and_settle, run, table_rows, \
-    wait_for, wait_loaded, widget_text
+    wait_for, wait_idle, wait_loaded, widget_text
 
 
 def varied(pair):
@@ -172,11 +174,15 @@ def test_search_finds_a_token_and_n_walks_the_hits(pair):
             clamp = {r.round: r.gamma - 1 for r in records}
             assert seen == [(r, min(s, clamp[r])) for r, s in places]
             assert f"{len(places)}/{len(places)}" in app.status.right
+            keys = app.main.query_one("#keys")
+            assert " n next hit " in widget_text(app, keys)
             await press_and_settle(pilot, "N")
             assert (app.record.round, app.slot) == seen[-2 if len(seen) > 1 else -1]
-            # escape ends the search: n steps a round again
+            # escape ends the search: n steps a round again, and the key bar says so
             await press_and_settle(pilot, "escape")
             assert app.searching is None
+            await pilot.pause()
+            assert " n round " in widget_text(app, keys) and "next hit" not in widget_text(app, keys)
             await press_and_settle(pilot, "n")
             assert len(app.history) == 5
 
@@ -238,6 +244,48 @@ def test_probes_sort_and_filter_keep_the_selected_buffer(pair):
             await type_answer(pilot, "F", "")  # every row again; the next round keeps the selection
             await press_and_settle(pilot, "n")
             assert table_rows(table)[table.cursor_row][:3] == chosen and app.record.round == 1
+
+    run(scenario())
+
+
+def test_a_question_asked_from_another_tab_keeps_the_keyboard(pair):
+    """`F` on the ranks tab shows the probes tab and asks for a filter: words typed at once
+    go into the question, never to the keys their letters also are (r restarts the session,
+    a asks for a range, f jumps to a NaN)."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            await pilot.press("F", *"draft", "enter")
+            await wait_idle(pilot)
+            assert not app.main.asking
+            assert str(app.main.query_one(ProbesPanel).filter) == "draft"
+            assert len(app.history) == 1 and app.record.round == 0  # the session goes on
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("typed, check", [
+    ("g2\r", lambda app: app.record.round == 2),
+    ("Fdraft\r", lambda app: str(app.main.query_one(ProbesPanel).filter) == "draft"
+     and len(app.history) == 4),
+])
+def test_keys_typed_with_a_question_key_go_into_the_question(pair, typed, check):
+    """A terminal hands over what was typed fast (or pasted) in one read: the key that asks
+    and the answer arrive together, and none of the answer goes to the table the focus is
+    leaving (r restarts the session, a asks another question, f jumps)."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n", "n")
+            for char in typed:  # queued at once, as the driver queues one read's keys
+                app.post_message(events.Key("enter" if char == "\r" else char, char))
+            await wait_for(pilot, lambda: check(app) and not app.main.asking, timeout=10,
+                           what=f"{typed!r} answered")
+            await wait_idle(pilot)
+            assert check(app)
 
     run(scenario())
 

@@ -21,6 +21,7 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
+from textual.reactive import var
 from textual.screen import Screen
 
 from ..breakpoints import TOGGLES, Breakpoints
@@ -52,9 +53,15 @@ ROUND_KEYS = Binding.Group("round", compact=True)
 ROUNDS = Binding.Group("round")
 VIEW = Binding.Group("view")
 GENERAL = Binding.Group("general")
-# Keys that move through rounds are priority bindings (tables bind ←/→/home/end too); they
-# stand aside while a question or a dialog has the keyboard.
-NAVIGATION = {"round", "goto_first", "goto_last"}
+# Priority bindings act as the key arrives, before the focused table sees it: the keys that
+# move through rounds (tables bind ←/→/home/end too), and those that move the focus (a tab,
+# a question, a dialog). A terminal hands over what was typed fast or pasted in one read;
+# an action that waited for its key to come back up from the table would run after the
+# keys that followed had gone to the table (`g` `2` enter went nowhere; F then `draft`
+# restarted the session). They stand aside while a question or a dialog has the keyboard.
+PRIORITY = {"round", "goto_first", "goto_last", "goto_round", "search", "tab", "help",
+            "breakpoints", "probe_filter", "probe_sort", "probe_sort_reverse", "layer",
+            "first_nonfinite", "aggregate_range", "prompt"}
 SEARCH_NEXT = Binding("n", "search_step(1)", "next hit", group=STEP,
                       tooltip="while searching: the next hit (round and slot)")
 
@@ -101,6 +108,9 @@ class _EarlyStatus:
 
 class DebuggerApp(App[int]):
     TITLE = "dflash-tui"
+    # A search on: n / N walk its hits, escape ends it. The key bar follows (bindings=True:
+    # nothing else moves it when a search ends, since the focus stays where it was).
+    searching: var[Optional[Searching]] = var(None, bindings=True)
     ENABLE_COMMAND_PALETTE = True
     CSS = SelectorPanel.NARROW_CSS + HistoryPanel.SHORT_CSS + ComparePanel.NARROW_CSS
     # The subclasses list their own keys (stepping) first; these follow. Bindings with
@@ -115,46 +125,54 @@ class DebuggerApp(App[int]):
                 tooltip="the first round"),
         Binding("end", "goto_last", "last round", show=False, priority=True, group=ROUNDS,
                 tooltip="live: back to the live round; replay: the last round"),
-        Binding("g", "goto_round", "go to round", show=False, group=ROUNDS,
+        Binding("g", "goto_round", "go to round", show=False, priority=True, group=ROUNDS,
                 tooltip="go to round N (asks for N)"),
-        Binding("slash", "search", "find", group=ROUNDS, tooltip="find token text or #id in the "
-                "committed text, proposals and target tokens of every round; then n / N next / "
-                "previous hit, escape ends the search (n steps rounds again)"),
+        Binding("slash", "search", "find", priority=True, group=ROUNDS,
+                tooltip="find token text or #id in the committed text, proposals and target "
+                "tokens of every round; then n / N next / previous hit, escape ends the search "
+                "(n steps rounds again)"),
         Binding("N", "search_step(-1)", "previous hit", show=False, group=ROUNDS,
                 tooltip="while searching: the previous hit"),
         Binding("escape", "end_search", "end search", show=False, group=ROUNDS,
                 tooltip="while searching: end it"),
         Binding("P", "pin", "pin", group=ROUNDS, tooltip="pin the round on screen: ranks, selector "
                 "and probes then show it beside any other round, differences marked; P on it unpins"),
-        Binding("question_mark", "help", "help", group=GENERAL, tooltip="this help"),
+        Binding("question_mark", "help", "help", priority=True, group=GENERAL, tooltip="this help"),
         Binding("q", "quit", "quit", group=GENERAL, tooltip="quit (at once, even mid-stage)"),
-        Binding("b", "breakpoints", "breaks", group=GENERAL, tooltip="breakpoints menu"),
+        Binding("b", "breakpoints", "breaks", priority=True, group=GENERAL,
+                tooltip="breakpoints menu"),
         Binding("x", "export", "export", group=GENERAL, tooltip="export the round on screen (JSON, "
                 "+ NPZ when on) into this session's directory"),
-        Binding("1", "tab(0)", "ranks", show=False, group=VIEW, tooltip="inspector tab: ranks"),
-        Binding("2", "tab(1)", "selector", show=False, group=VIEW, tooltip="inspector tab: selector"),
-        Binding("3", "tab(2)", "probes", show=False, group=VIEW, tooltip="inspector tab: probes"),
-        Binding("4", "tab(3)", "aggregates", show=False, group=VIEW,
+        Binding("1", "tab(0)", "ranks", show=False, priority=True, group=VIEW,
+                tooltip="inspector tab: ranks"),
+        Binding("2", "tab(1)", "selector", show=False, priority=True, group=VIEW,
+                tooltip="inspector tab: selector"),
+        Binding("3", "tab(2)", "probes", show=False, priority=True, group=VIEW,
+                tooltip="inspector tab: probes"),
+        Binding("4", "tab(3)", "aggregates", show=False, priority=True, group=VIEW,
                 tooltip="inspector tab: aggregates over every round (or a range)"),
-        Binding("5", "tab(4)", "compare", show=False, group=VIEW,
+        Binding("5", "tab(4)", "compare", show=False, priority=True, group=VIEW,
                 tooltip="inspector tab: the reference configuration beside the drafter "
                 "(with --compare SPEC): slots side by side, the drift of every buffer"),
         Binding("comma", "slot(-1)", "slot -", show=False, group=VIEW,
                 tooltip="previous proposal slot (ranks, selector, top-5, lattice, aggregates)"),
-        Binding("full_stop", "slot(1)", "slot +", show=False, group=VIEW, tooltip="next proposal slot"),
-        Binding("a", "aggregate_range", "range", show=False, group=VIEW,
+        Binding("full_stop", "slot(1)", "slot +", show=False, group=VIEW,
+                tooltip="next proposal slot"),
+        Binding("a", "aggregate_range", "range", show=False, priority=True, group=VIEW,
                 tooltip="aggregates: the rounds they cover (e.g. 100-200; empty: all)"),
-        Binding("left_square_bracket", "layer(-1)", "layer -", show=False, group=VIEW,
+        Binding("left_square_bracket", "layer(-1)", "layer -", show=False, priority=True,
+                group=VIEW,
                 tooltip="probes: previous layer filter (all, no layer, 0, 1, ...)"),
-        Binding("right_square_bracket", "layer(1)", "layer +", show=False, group=VIEW,
+        Binding("right_square_bracket", "layer(1)", "layer +", show=False, priority=True,
+                group=VIEW,
                 tooltip="probes: next layer filter"),
-        Binding("F", "probe_filter", "filter", show=False, group=VIEW,
+        Binding("F", "probe_filter", "filter", show=False, priority=True, group=VIEW,
                 tooltip="probes: keep only rows matching words: nonfinite, fp16<N, or text in the name"),
-        Binding("o", "probe_sort", "sort", show=False, group=VIEW,
+        Binding("o", "probe_sort", "sort", show=False, priority=True, group=VIEW,
                 tooltip="probes: sort by the next column (pipeline order first); click a header too"),
-        Binding("O", "probe_sort_reverse", "reverse", show=False, group=VIEW,
+        Binding("O", "probe_sort_reverse", "reverse", show=False, priority=True, group=VIEW,
                 tooltip="probes: reverse the sort"),
-        Binding("f", "first_nonfinite", "first NaN", show=False, group=VIEW,
+        Binding("f", "first_nonfinite", "first NaN", show=False, priority=True, group=VIEW,
                 tooltip="probes: jump to the first non-finite buffer in pipeline order"),
         Binding("m", "maximize", "zoom", show=False, group=VIEW,
                 tooltip="zoom the inspector (m or escape again to restore)"),
@@ -183,7 +201,6 @@ class DebuggerApp(App[int]):
         self.gamma_next: Optional[int] = None
         self.pinned: Optional[RoundRecord] = None
         self.aggregate_rounds: Optional[tuple[int, int]] = None
-        self.searching: Optional[Searching] = None
         self._panels: list = []
         self._status = _EarlyStatus()
         self._last_render = 0.0
@@ -303,7 +320,7 @@ class DebuggerApp(App[int]):
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
         if action in ("search_step", "end_search"):
             return self.searching is not None
-        if action in NAVIGATION:
+        if action in PRIORITY:
             # a dialog or the question line has the keyboard: arrows and home/end are theirs
             # (before the panels are up the keys still move: replay's position exists at once)
             return self.screen is self.main and not self.main.asking

@@ -57,7 +57,7 @@ class LiveApp(DebuggerApp):
         Binding("plus,equals_sign", "gamma(1)", "γ+", group=STEP,
                 tooltip="one more proposal per round (γ), from the next round on"),
         Binding("minus", "gamma(-1)", "γ-", group=STEP, tooltip="one proposal fewer per round"),
-        Binding("p", "prompt", "prompt", group=SESSION,
+        Binding("p", "prompt", "prompt", priority=True, group=SESSION,
                 tooltip="new prompt (typed, or one of sample_prompts/), fresh session"),
         Binding("r", "restart", "restart", group=SESSION, tooltip="restart the session on the same prompt"),
         Binding("X", "toggle_npz", "npz", show=False, group=SESSION,

@@ -9,7 +9,7 @@ once and only ever updated in place (no remounts: no flicker).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
@@ -58,6 +58,7 @@ class MainScreen(Screen):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.compare_shown = True  # composed with the compare tab
+        self._ask: Optional[AskLine] = None  # the question line, once composed
 
     def compose(self):
         yield HeaderPanel(id="header")
@@ -74,7 +75,8 @@ class MainScreen(Screen):
                     with TabPane(title, id=tab):
                         yield panel
         yield StatusLine(id="status")
-        yield AskLine(id="ask")
+        self._ask = AskLine(id="ask")
+        yield self._ask
         yield KeyBar(first=("step",), id="keys")
 
     def on_mount(self) -> None:
@@ -124,10 +126,12 @@ class MainScreen(Screen):
         inspector = self.query_one("#inspector", TabbedContent)
         if inspector.active == tab:
             return
+        # Focus the new tab's table now (a widget in a hidden tab can take it): the table
+        # being hidden then has no focus to lose, so a switch moves the focus once (each
+        # move repaints the screen), and a question asked right after (F, a) keeps the
+        # focus it takes (a focus deferred to the next frame took it back from the question).
+        self.set_focus(self.query_one(focus), scroll_visible=False)
         inspector.active = tab
-        # The focus follows once the tab is on screen: a focus change restyles the widgets
-        # it leaves and enters and redraws the key bar, which would delay the tab's frame.
-        self.call_after_refresh(self.focus_tab)
 
     def focus_tab(self) -> None:
         """Focus the active tab's table (after a tab switch, or a question answered)."""
@@ -139,9 +143,10 @@ class MainScreen(Screen):
 
     @property
     def asking(self) -> bool:
-        # Before the screen has composed there is no question line, so nobody is asked.
-        lines = self.query(AskLine)
-        return bool(lines) and lines.first().asking
+        # Asked for every binding each time the key bar recounts its keys (every focus
+        # change): a DOM query here was a fifth of a tab switch's time. Before the screen
+        # has composed there is no question line, so nobody is asked.
+        return self._ask is not None and self._ask.asking
 
     def ask(self, label: str, answer: Callable[[str], None], value: str = "",
             placeholder: str = "") -> None:
