@@ -256,8 +256,11 @@ def test_a_rank_that_dies_ends_the_run_on_every_rank(make_pair, tmp_path):
             launcher.kill()
     reader.join(timeout=10)
     text = "".join(stderr)
-    assert "dflash-tui: error: rank 0 of 2: lost contact with rank 1, which ended" in text, text
-    assert "Node with rank 1 exited with code -9" in text  # mlx.launch's own line
+    assert "Node with rank 1 exited with code -9" in text, text  # mlx.launch names the dead rank
+    # Rank 0 says so in one line, unless mlx.launch's SIGTERM reaches it first (a race on a
+    # loaded machine): either way the run ends on every rank, without a hang or a traceback.
+    assert ("dflash-tui: error: rank 0 of 2: lost contact with rank 1, which ended" in text
+            or "Node with rank 0 exited with code 143" in text), text
     assert "Traceback" not in text
 
 
