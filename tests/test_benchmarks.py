@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import bench_long_context, bench_real_scale, bench_vs_reference
+from benchmarks import bench_long_context, bench_real_scale, bench_vs_reference, profile_round
 
 
 def test_side_by_side_decodes_are_identical(make_pair):
@@ -42,3 +42,13 @@ def test_long_context_keeps_sliding_buffers_flat():
     memory = result["memory"]
     assert memory["sliding_cache_bytes"][0] == memory["sliding_cache_bytes"][1] > 0
     assert set(result["contexts"]) == {48, 400}
+
+
+def test_round_profile_times_every_piece():
+    result = profile_round.main(["--tiny", "--repeats", "1", "--rounds", "2", "--profile-top", "5",
+                                 "--dtype", "float32"])
+    ms = result["ms"]
+    for setting in ("probes off, ranks off", "probes on, ranks on"):
+        assert 0 <= ms[f"round, {setting} (host)"] <= ms[f"round, {setting}"]
+    assert ms["draft probe buffers"] > 0 and ms["one BlockConv.convolve"] > 0
+    assert "function calls" in result["profile"]  # the host profile came back
