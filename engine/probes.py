@@ -14,6 +14,7 @@ from typing import Iterable, Optional
 import mlx.core as mx
 import numpy as np
 
+from . import probe_kernel
 from .records import STAGE_ORDER, ProbeRow
 
 FP16_MAX = 65504.0
@@ -100,6 +101,9 @@ class ProbeSink:
     (`_moments`); only a buffer whose sums come back non-finite (a NaN, an infinity, or
     squares past float32's range) is measured again exactly (`_stats`), at the cost of one
     more wait, in a round where something has already gone wrong.
+
+    On a CUDA GPU, where each op dispatched costs more than the arithmetic of all of them,
+    one kernel computes every buffer's exact statistics at once (probe_kernel.py).
     """
 
     def __init__(self, stage: str, enabled: bool = True, keep_raw: bool = False):
@@ -110,6 +114,7 @@ class ProbeSink:
         self._tensors: list[mx.array] = []
         self._order: list[int] = []  # row of each buffer in the stacked table
         self._raw: list[mx.array] = []
+        self._exact: Optional[mx.array] = None  # [buffers, 8] from the CUDA kernel
 
     def __call__(self, name: str, layer: Optional[int], tensor: mx.array) -> None:
         if not self.enabled:
@@ -121,6 +126,11 @@ class ProbeSink:
         """The arrays to evaluate with the stage's outputs (one wait for the stage)."""
         if not self._tensors:
             return []
+        # float32 copies, evaluated in the same wait (numpy has no bfloat16)
+        self._raw = [t.astype(mx.float32) for t in self._tensors] if self.keep_raw else []
+        if probe_kernel.available():
+            self._exact = probe_kernel.stage_stats(self._tensors)
+            return [self._exact, *self._raw]
         groups: dict[int, list[int]] = {}
         for i, tensor in enumerate(self._tensors):
             groups.setdefault(tensor.size, []).append(i)
@@ -133,13 +143,14 @@ class ProbeSink:
                 self._order[i] = row
                 row += 1
         self._stacked = mx.concatenate(tables) if len(tables) > 1 else tables[0]
-        # float32 copies, evaluated in the same wait (numpy has no bfloat16)
-        self._raw = [t.astype(mx.float32) for t in self._tensors] if self.keep_raw else []
         return [self._stacked, *self._raw]
 
     def rows(self) -> list[ProbeRow]:
         if not self._tensors:
             return []
+        if self._exact is not None:
+            table = np.array(self._exact)
+            return [_row(self.stage, meta, stats) for meta, stats in zip(self._meta, table)]
         moments = np.array(self._stacked)[self._order]  # one device->host transfer per stage
         sizes = np.array([t.size for t in self._tensors], dtype=np.float64)
         # as _stats lays them out: nan, +inf, -inf, finite count, min, max, sum, squares
