@@ -77,15 +77,18 @@ def own_greedy(pair: Pair, prompt: list[int], tokens: int, block: int, attempts:
     return text, attempts
 
 
-def timed(pair: Pair, prompt: list[int], text: list[int], args) -> dict:
-    proposer = forced(prompt, text)
-    base = SessionOptions(gamma=args.block, max_tokens=args.tokens, proposer=proposer)
-    engines = {SPEED: replace(base, probes=False, ranks=False),
-               TUI: replace(base, probes=True, ranks=True)}
+def timed(pair: Pair, decodes: list[tuple[list[int], list[int]]], args) -> dict:
+    """decodes: (prompt, forced text) for the warm-up pass and each repeat: one pair for all,
+    or, with --fresh-shapes, one per pass (prompts of other lengths: every round meets
+    context lengths no earlier pass met, as a real decode's rounds do)."""
     alone = mlx_lm_greedy(pair.target.model, set())
     runs: dict[str, list] = {TARGET: [], SPEED: [], TUI: []}
     names = list(runs)
     for repeat in range(args.repeats + 1):  # the first pass warms up (kernels, buffers)
+        prompt, text = decodes[repeat % len(decodes)]
+        base = SessionOptions(gamma=args.block, max_tokens=args.tokens, proposer=forced(prompt, text))
+        engines = {SPEED: replace(base, probes=False, ranks=False),
+                   TUI: replace(base, probes=True, ranks=True)}
         for name in names[repeat % 3:] + names[:repeat % 3]:
             if name == TARGET:
                 tokens, (wall, _), _ = alone(prompt, args.tokens)
@@ -155,15 +158,22 @@ def run(args) -> dict:
     pair = synthetic_pair(shape, args.dtype)
     made_s = clock.read()[0]
     rng = np.random.default_rng(0)
-    prompt = rng.integers(0, shape.vocab - 1, args.prompt_tokens).tolist()
-    text, attempts = own_greedy(pair, prompt, args.tokens, args.block)
-    speeds = timed(pair, prompt, text, args)
+    longest = rng.integers(0, shape.vocab - 1, args.prompt_tokens + args.repeats).tolist()
+    decodes, attempts = [], 0
+    for extra in range(args.repeats + 1 if args.fresh_shapes else 1):
+        prompt = longest[: args.prompt_tokens + extra]
+        text, tries = own_greedy(pair, prompt, args.tokens, args.block)
+        decodes.append((prompt, text))
+        attempts = max(attempts, tries)
+    prompt, text = decodes[0]
+    speeds = timed(pair, decodes, args)
     alone = speeds[TARGET]["tokens_per_s"]
     for row in speeds.values():
         row["speedup"] = row["tokens_per_s"] / alone
     return {
         "shape": shape.describe(), "dtype": args.dtype, "block": args.block,
         "tokens": args.tokens, "prompt_tokens": args.prompt_tokens, "repeats": args.repeats,
+        "fresh_shapes": args.fresh_shapes,
         "backend": "gpu" if mx.default_device() == mx.gpu else "cpu", "mlx": mx.__version__,
         "weights_made_s": made_s, "forcing_decodes": attempts + 1,
         "methods": speeds, "one_token_ms": one_token_ms(pair, prompt),
@@ -175,7 +185,9 @@ def report(result: dict) -> str:
     lines = [result["shape"],
              f"{result['backend']} (MLX {result['mlx']}), {result['dtype']}, block "
              f"{result['block']}, {result['tokens']} tokens after a {result['prompt_tokens']}-token "
-             f"prompt, {result['repeats']} repeats; weights made in {result['weights_made_s']:.1f} s",
+             f"prompt, {result['repeats']} repeats"
+             f"{' (fresh shapes: each pass one prompt token longer)' if result.get('fresh_shapes') else ''}"
+             f"; weights made in {result['weights_made_s']:.1f} s",
              f"{'method':32} {'tok/s':>8} {'speed-up':>9} {'ms/round':>9} {'host ms':>8} {'accepted':>9}"]
     for name, row in result["methods"].items():
         round_ms = "-" if row["round_ms"] is None else f"{row['round_ms']:.2f}"
@@ -201,6 +213,9 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--vocab", type=int)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--fresh-shapes", action="store_true",
+                        help="each pass a prompt one token longer: no round reuses a context "
+                             "length an earlier pass compiled for")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--split-rounds", type=int, default=12)
     args = parser.parse_args(argv)

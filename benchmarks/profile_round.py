@@ -108,8 +108,19 @@ def run(args) -> dict:
 
     def probed():
         arrays, sink = draft(ProbeSink("draft", True))
-        sinks.append(sink)
+        sinks[:] = [sink]  # only the latest: older sinks' buffers would never be reused
         return arrays
+
+    class KeptOnly(ProbeSink):
+        def pending(self) -> list:  # the buffers held to the end of the stage, not reduced
+            return []
+
+    def kept():
+        arrays, sink = draft(KeptOnly("draft", True))
+        sinks[:] = [sink]
+        return arrays
+
+    out["draft, probed buffers kept, not reduced"] = median_ms(kept, r)
 
     out["draft, probes on (device)"] = median_ms(probed, r)
     out["draft, probes on (with rows)"] = median_ms(probed, r, after=lambda: sinks[-1].rows())
@@ -142,10 +153,38 @@ def run(args) -> dict:
         lambda: list(rank_arrays(logits, t_logits[:-1], t_tokens[:-1], 0.0)), r)
     out["logsumexp over the vocabulary"] = median_ms(
         lambda: [mx.logsumexp(logits.astype(mx.float32), axis=-1)], r)
+    attention(shape, dtype, rows, out)
     profile = rounds(pair, args, out)
     return {"shape": shape.describe(), "dtype": args.dtype, "block": args.block,
             "backend": "gpu" if mx.default_device() == mx.gpu else "cpu",
             "mlx": mx.__version__, "ms": out, "profile": profile}
+
+
+def attention(shape, dtype, rows: int, out: dict) -> None:
+    """Attention at key lengths never seen before and at the same lengths again: a decode
+    meets a new context length every round."""
+    def timed(queries: int, keys: int, mask) -> float:
+        q = mx.random.normal((1, shape.heads, queries, shape.head_dim)).astype(dtype)
+        k = mx.random.normal((1, shape.kv_heads, keys, shape.head_dim)).astype(dtype)
+        mx.eval(q, k)
+        t0 = time.perf_counter()
+        mx.eval(mx.fast.scaled_dot_product_attention(q, k, k, scale=0.1, mask=mask))
+        return (time.perf_counter() - t0) * 1000
+
+    for queries, mask in ((1, None), (rows, "causal"), (16, None)):
+        name = f"attention, {queries} queries{', causal' if mask else ''}"
+        first = [timed(queries, 300 + i, mask) for i in range(8)]
+        again = [timed(queries, 300 + i, mask) for i in range(8)]
+        out[name + ", new key length"] = statistics.median(first)
+        out[name + ", same length again"] = statistics.median(again)
+    # padded (engine/padded_attention.py): the buffer's 512 rows, a mask hiding the rest
+    for queries in (rows, 16):
+        def padded(held: int) -> float:
+            visible = np.arange(512)[None, :] <= held + np.arange(queries)[:, None]
+            return timed(queries, 512, mx.array(visible))
+        padded(290)  # the one shape's plan
+        out[f"attention, {queries} queries, padded to 512, new length held"] = statistics.median(
+            [padded(300 + i) for i in range(8)])
 
 
 def rounds(pair, args, out: dict) -> str:

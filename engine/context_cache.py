@@ -18,6 +18,11 @@ rows plus room for a block; when the rows run out, the kept rows move to the fro
 of `keep` rows once every ~STEP appended rows), so its memory stays flat however long the
 decode runs. Rows keep their temporal order, which a ring buffer would not (attention over
 reordered rows sums in another order: close, not equal).
+
+Padded (`padded=True`, on a CUDA GPU by default: engine/padded_attention.py), `with_block`
+returns the whole buffer and a mask that hides the rows past the block, so attention's
+shapes change only when the buffer grows; a sliding layer whose window is full already has
+one shape (its window and the block) and keeps the exact slice.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 from typing import Optional
 
 import mlx.core as mx
+import numpy as np
 
 STEP = 256  # rows added to a buffer at a time, as mlx-lm's KVCache
 
@@ -36,8 +42,10 @@ def _round_up(rows: int) -> int:
 class ContextCache:
     """One drafter layer's context K/V, [1, kv heads, rows, head dim] each."""
 
-    def __init__(self, keep: Optional[int] = None):
+    def __init__(self, keep: Optional[int] = None, padded: bool = False):
         self.keep = keep  # sliding layers: rows kept (window - 1); None keeps every row
+        self.padded = padded
+        self.written = 0  # rows past end+block may hold an earlier, longer block up to here
         self.keys: Optional[mx.array] = None  # buffers; rows start..end are the context
         self.values: Optional[mx.array] = None
         self.start = 0
@@ -64,15 +72,29 @@ class ContextCache:
         if self.keep is not None:
             self.start = max(self.start, self.end - self.keep)
 
-    def with_block(self, k: mx.array, v: mx.array) -> tuple[mx.array, mx.array]:
-        """Keys and values to attend over: the context rows, then the block's (written into
-        the scratch rows after the context, not kept)."""
+    def with_block(self, k: mx.array, v: mx.array, mask: Optional[mx.array] = None):
+        """Keys, values and mask to attend with: the context rows, then the block's (written
+        into the scratch rows after the context, not kept). `mask` is over those rows
+        ([block rows, context + block rows], or None: all visible); padded, over the whole
+        buffer."""
         rows = k.shape[2]
         self._make_room(k, rows)
-        self.keys[:, :, self.end:self.end + rows] = k
-        self.values[:, :, self.end:self.end + rows] = v
-        return (self.keys[:, :, self.start:self.end + rows],
-                self.values[:, :, self.start:self.end + rows])
+        last = self.end + rows
+        self.keys[:, :, self.end:last] = k
+        self.values[:, :, self.end:last] = v
+        if not self.padded or self.start > 0:
+            return self.keys[:, :, self.start:last], self.values[:, :, self.start:last], mask
+        if self.written > last:  # an earlier block reached further: no stale row may be NaN
+            self.keys[:, :, last:self.written] = 0
+            self.values[:, :, last:self.written] = 0
+        self.written = last
+        if mask is None:
+            visible = np.zeros((1, self.capacity), dtype=bool)
+            visible[:, :last] = True
+            mask = mx.array(visible)
+        else:
+            mask = mx.pad(mask, [(0, 0), (0, self.capacity - last)], constant_values=False)
+        return self.keys, self.values, mask
 
     def _make_room(self, like: mx.array, rows: int) -> None:
         """Make `rows` free rows after `end`: allocate the buffers, or move the held rows to

@@ -126,7 +126,7 @@ class Attention(nn.Module):
         probe("q", layer, q)
         probe("k", layer, k)
         probe("v", layer, v)
-        keys, values = with_block(context, k, v)
+        keys, values, mask = with_block(context, k, v, mask)
         out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.scale, mask=mask)
         out = out.transpose(0, 2, 1, 3).reshape(n, rows, -1)
         probe("attn_out", layer, out)
@@ -135,22 +135,23 @@ class Attention(nn.Module):
         return out
 
 
-def with_block(context, k: mx.array, v: mx.array) -> tuple[mx.array, mx.array]:
-    """The keys and values a block attends over: its context's rows, then its own.
+def with_block(context, k: mx.array, v: mx.array, mask):
+    """The keys and values a block attends over (its context's rows, then its own) and the
+    mask to attend with.
 
     `context` is a (keys, values) pair, one sequence's context shared by its blocks in
     training (concatenated here), or at inference the layer's ContextCache, which writes the
-    block into spare rows after the context instead of copying the context
-    (engine/context_cache.py)."""
+    block into spare rows after the context instead of copying the context, and may attend
+    over its whole buffer under a wider mask (engine/context_cache.py)."""
     if not isinstance(context, tuple):
-        return context.with_block(k, v)
+        return context.with_block(k, v, mask)
     ctx_k, ctx_v = context
     n = k.shape[0]
     if ctx_k.shape[0] != n:
         ctx_k = mx.broadcast_to(ctx_k, (n, *ctx_k.shape[1:]))
         ctx_v = mx.broadcast_to(ctx_v, (n, *ctx_v.shape[1:]))
     return (mx.concatenate([ctx_k.astype(k.dtype), k], axis=2),
-            mx.concatenate([ctx_v.astype(v.dtype), v], axis=2))
+            mx.concatenate([ctx_v.astype(v.dtype), v], axis=2), mask)
 
 
 class MLP(nn.Module):

@@ -16,6 +16,7 @@ such signature and kept (a stage's signature repeats every round).
 from __future__ import annotations
 
 import functools
+import hashlib
 
 import mlx.core as mx
 
@@ -48,7 +49,7 @@ _BODY = """
   __shared__ int s_nan[THREADS], s_pos[THREADS], s_neg[THREADS];
   int buffer = blockIdx.x;
   int tid = threadIdx.x;
-  float lo = inf, hi = -inf, sum = 0.0f, squares = 0.0f;
+  float lo = __int_as_float(0x7f800000), hi = -lo, sum = 0.0f, squares = 0.0f;  // +-inf
   int nans = 0, posinf = 0, neginf = 0;
   long n = sizes[buffer];
   switch (buffer) {
@@ -96,7 +97,8 @@ def _kernel(signature: tuple[str, ...]):
         f"    case {i}: probe_accumulate({name}, n, tid, lo, hi, sum, squares, nans, posinf, neginf); break;"
         for i, name in enumerate(names))
     # The signature is part of the name: MLX caches a compiled kernel by its name.
-    name = "probe_stats_" + "_".join(signature)
+    digest = hashlib.sha1(",".join(signature).encode()).hexdigest()[:12]
+    name = f"probe_stats_{len(signature)}_{digest}"
     return mx.fast.cuda_kernel(
         name=name, input_names=["sizes", *names], output_names=["stats"],
         source=_BODY.replace("CASES", cases), header=_HEADER)

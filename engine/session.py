@@ -41,6 +41,7 @@ from .draft_config import DraftConfig
 from .drafter import block_masks
 from .errors import InputError, ParameterError
 from .memory import bound_buffer_cache
+from .padded_attention import pad_by_default
 from .probes import ProbeSink, first_nonfinite
 from .ranks import rank_arrays, slot_ranks
 from .quantize import describe as describe_quantization
@@ -82,6 +83,9 @@ class SessionOptions:
     # and gamma, returns the gamma proposals to verify instead of the drafter's. The drafter
     # still runs, so its probes, ranks and selector stay visible.
     proposer: Optional[Callable[[list[int], int], list[int]]] = None
+    # Attention over whole cache buffers, masked (engine/padded_attention.py): None chooses
+    # it where attention's shapes cost a kernel plan each (a CUDA GPU).
+    padded_attention: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -262,8 +266,10 @@ class Session:
         self._token_text: dict[int, str] = {}
         # The decode's state (module docstring): prefill() fills it in, once.
         self.rng = np.random.default_rng(options.seed)
+        padded = options.padded_attention
+        self.padded = pad_by_default() if padded is None else padded
         self.ctx_caches = [
-            ContextCache(config.sliding_window - 1 if t == "sliding_attention" else None)
+            ContextCache(config.sliding_window - 1 if t == "sliding_attention" else None, self.padded)
             for t in config.layer_types
         ]
         self.waits = Waits()
@@ -362,7 +368,7 @@ class Session:
             raise RuntimeError("Session.prefill() already ran; open a new session to start again")
         t0 = time.perf_counter()
         bound_buffer_cache(self.pair)  # a decode would otherwise grow MLX's cache without end
-        self.target.reset()
+        self.target.reset(padded=self.padded)
         self.target.hook(self.layer_ids, self.compare.layer_ids if self.compare else ())
         sink = ProbeSink("prefill", self.options.probes)
         logits, capture = self.target.prefill(self.prompt_ids)

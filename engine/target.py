@@ -28,6 +28,7 @@ from mlx.utils import tree_map, tree_map_with_path
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from .errors import InputError, ParameterError
+from .padded_attention import pad_caches
 from .paths import check_target_path
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
@@ -196,11 +197,14 @@ class Target:
 
     # ---- cache ---------------------------------------------------------------------------
 
-    def make_cache(self) -> list:
-        return make_prompt_cache(self.model)
+    def make_cache(self, padded: bool = False) -> list:
+        """A fresh cache; padded: multi-row forwards attend over whole KV buffers, masked
+        (engine/padded_attention.py)."""
+        cache = make_prompt_cache(self.model)
+        return pad_caches(cache) if padded else cache
 
-    def reset(self) -> None:
-        self.cache = self.make_cache()
+    def reset(self, padded: bool = False) -> None:
+        self.cache = self.make_cache(padded)
 
     @property
     def offset(self) -> int:

@@ -35,7 +35,7 @@ def test_cache_equals_concatenation(keep):
         if keep is not None:
             ref_k, ref_v = ref_k[:, :, -keep:], ref_v[:, :, -keep:]
         block_k, block_v = _rows(rng, 8), _rows(rng, 8)
-        keys, values = cache.with_block(block_k, block_v)
+        keys, values, _ = cache.with_block(block_k, block_v)
         assert cache.length == ref_k.shape[2]
         assert np.array_equal(np.array(keys), np.array(mx.concatenate([ref_k, block_k], axis=2)))
         assert np.array_equal(np.array(values), np.array(mx.concatenate([ref_v, block_v], axis=2)))
@@ -49,7 +49,7 @@ def test_block_rows_are_not_kept():
     cache.with_block(_rows(rng, 3), _rows(rng, 3))
     second = _rows(rng, 2)
     cache.append(second, second)
-    keys, _ = cache.with_block(_rows(rng, 1), _rows(rng, 1))
+    keys, _, _ = cache.with_block(_rows(rng, 1), _rows(rng, 1))
     assert np.array_equal(np.array(keys[:, :, :6]),
                           np.array(mx.concatenate([first, second], axis=2)))
 
