@@ -20,6 +20,10 @@ from dflash_tui.engine.padded_attention import STEP, PaddedKVCache
 
 PROMPT = "Seven times eight is"
 TOKENS = 40
+# On the CPU padded and unpadded attention run the same kernel: equal to rounding. On a CUDA
+# GPU the unpadded one is another kernel whose float32 sums differ by up to ~7e-3 on these
+# logits (measured on an H200); the decode itself is still held equal.
+LOGITS_TOL = 1e-5 if mx.default_device() == mx.cpu else 2e-2
 
 
 def _decode(pair, padded: bool, gamma: int, proposer=None):
@@ -49,7 +53,7 @@ def test_a_padded_decode_is_the_unpadded_decode(make_pair, target_kind, drafter_
     assert [r.accepted for r in rounds] == [r.accepted for r in plain_rounds]
     for ours, theirs in zip(rounds, plain_rounds):
         np.testing.assert_allclose(ours.raw["draft/logits"], theirs.raw["draft/logits"],
-                                   rtol=1e-5, atol=1e-5)
+                                   rtol=LOGITS_TOL, atol=LOGITS_TOL)
 
 
 @pytest.mark.parametrize("drafter_kind", DRAFTERS)
@@ -62,7 +66,7 @@ def test_a_padded_sliding_drafter_decodes_past_its_window(make_pair, drafter_kin
     assert rounds[-1].position > 2 * 24  # well past the window of 24
     for ours, theirs in zip(rounds, plain_rounds):
         np.testing.assert_allclose(ours.raw["draft/logits"], theirs.raw["draft/logits"],
-                                   rtol=1e-5, atol=1e-5)
+                                   rtol=LOGITS_TOL, atol=LOGITS_TOL)
 
 
 def _rows(rng, n, heads=2, dim=4):
@@ -84,7 +88,7 @@ def test_the_padded_kv_cache_gives_the_unpadded_logits(make_pair):
         theirs = model(mx.array([ids]), cache=plain)
         assert bool(mx.isfinite(ours).all())
         assert all(bool(mx.isfinite(c.keys).all()) for c in padded)  # zeroed, not only masked
-        np.testing.assert_allclose(np.array(ours), np.array(theirs), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.array(ours), np.array(theirs), rtol=LOGITS_TOL, atol=LOGITS_TOL)
         for c in (*plain, *padded):
             c.trim(rejected)
     assert padded[0].capacity == STEP and padded[0].offset == plain[0].offset == 14

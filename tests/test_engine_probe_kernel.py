@@ -12,7 +12,7 @@ import pytest
 from dflash_tui.engine import probe_kernel
 from dflash_tui.engine.probes import ProbeSink, _stats
 
-pytestmark = pytest.mark.skipif(not probe_kernel.available(), reason="needs a CUDA GPU")
+cuda = pytest.mark.skipif(not probe_kernel.available(), reason="needs a CUDA GPU")
 
 
 def _buffers() -> list[mx.array]:
@@ -31,9 +31,36 @@ def _buffers() -> list[mx.array]:
     return out
 
 
+def _chunk_stats(values: np.ndarray) -> list[float]:
+    """What one block of the kernel computes over its chunk, in numpy."""
+    finite = values[np.isfinite(values)]
+    return [np.isnan(values).sum(), (values == np.inf).sum(), (values == -np.inf).sum(),
+            finite.size, finite.min(initial=np.inf), finite.max(initial=-np.inf),
+            finite.sum(), np.square(finite).sum()]
+
+
+def test_chunks_cover_every_buffer_and_combine_into_whole_buffer_statistics():
+    """The host's half, on any device: chunking and combining, against one pass over each
+    buffer."""
+    rng = np.random.default_rng(1)
+    sizes = [0, 1, probe_kernel.CHUNK, probe_kernel.CHUNK + 1, 3 * probe_kernel.CHUNK + 17]
+    buffers = [rng.normal(size=n).astype(np.float32) for n in sizes]
+    buffers[3][5], buffers[3][-1], buffers[4][probe_kernel.CHUNK] = np.nan, np.inf, -np.inf
+    blocks = probe_kernel.chunks(sizes)
+    assert blocks[:, 0].tolist() == [0, 1, 2, 3, 3, 4, 4, 4, 4]
+    partials = np.array([_chunk_stats(buffers[b][s:s + probe_kernel.CHUNK]) for b, s in blocks])
+    combined = probe_kernel.combine(partials, blocks[:, 0])
+    for buffer, row in zip(buffers, combined):
+        expected = _chunk_stats(buffer)
+        np.testing.assert_array_equal(row[:6], expected[:6])
+        np.testing.assert_allclose(row[6:], expected[6:], rtol=1e-6)
+
+
+@cuda
 def test_one_launch_gives_what_the_mlx_ops_give():
     buffers = _buffers()
-    fused = np.array(probe_kernel.stage_stats(buffers))
+    stats, owners = probe_kernel.stage_stats(buffers)
+    fused = probe_kernel.combine(np.array(stats), owners)
     for i, buffer in enumerate(buffers):
         if buffer.size == 0:  # _stats cannot reduce nothing; the kernel says: nothing counted
             np.testing.assert_array_equal(fused[i], [0, 0, 0, 0, np.inf, -np.inf, 0, 0])
@@ -48,6 +75,7 @@ def test_one_launch_gives_what_the_mlx_ops_give():
             np.testing.assert_allclose(fused[i, 7], expected[7], rtol=1e-5)
 
 
+@cuda
 def test_a_sink_on_the_gpu_reports_the_planted_values():
     sink = ProbeSink("draft")
     x = np.ones((4, 8), dtype=np.float32)
@@ -61,6 +89,7 @@ def test_a_sink_on_the_gpu_reports_the_planted_values():
     assert (y_row.min, y_row.max, y_row.mean) == (0.0, 9.0, 4.5)
 
 
+@cuda
 def test_a_session_probes_the_same_with_and_without_the_kernel(monkeypatch):
     from benchmarks.synthetic import TINY, synthetic_pair
     from dflash_tui.engine.session import Session, SessionOptions
