@@ -14,7 +14,6 @@ from typing import Iterable, Optional
 import mlx.core as mx
 import numpy as np
 
-from . import probe_kernel
 from .records import STAGE_ORDER, ProbeRow
 
 FP16_MAX = 65504.0
@@ -101,9 +100,6 @@ class ProbeSink:
     (`_moments`); only a buffer whose sums come back non-finite (a NaN, an infinity, or
     squares past float32's range) is measured again exactly (`_stats`), at the cost of one
     more wait, in a round where something has already gone wrong.
-
-    On a CUDA GPU, where each op dispatched costs more than the arithmetic of all of them,
-    one kernel computes every buffer's exact statistics at once (probe_kernel.py).
     """
 
     def __init__(self, stage: str, enabled: bool = True, keep_raw: bool = False):
@@ -114,8 +110,6 @@ class ProbeSink:
         self._tensors: list[mx.array] = []
         self._order: list[int] = []  # row of each buffer in the stacked table
         self._raw: list[mx.array] = []
-        self._exact: Optional[mx.array] = None  # per-chunk statistics from the CUDA kernel
-        self._owners: Optional[np.ndarray] = None  # each chunk's buffer
 
     def __call__(self, name: str, layer: Optional[int], tensor: mx.array) -> None:
         if not self.enabled:
@@ -127,11 +121,6 @@ class ProbeSink:
         """The arrays to evaluate with the stage's outputs (one wait for the stage)."""
         if not self._tensors:
             return []
-        # float32 copies, evaluated in the same wait (numpy has no bfloat16)
-        self._raw = [t.astype(mx.float32) for t in self._tensors] if self.keep_raw else []
-        if probe_kernel.available():
-            self._exact, self._owners = probe_kernel.stage_stats(self._tensors)
-            return [self._exact, *self._raw]
         groups: dict[int, list[int]] = {}
         for i, tensor in enumerate(self._tensors):
             groups.setdefault(tensor.size, []).append(i)
@@ -144,14 +133,13 @@ class ProbeSink:
                 self._order[i] = row
                 row += 1
         self._stacked = mx.concatenate(tables) if len(tables) > 1 else tables[0]
+        # float32 copies, evaluated in the same wait (numpy has no bfloat16)
+        self._raw = [t.astype(mx.float32) for t in self._tensors] if self.keep_raw else []
         return [self._stacked, *self._raw]
 
     def rows(self) -> list[ProbeRow]:
         if not self._tensors:
             return []
-        if self._exact is not None:
-            table = probe_kernel.combine(np.array(self._exact), self._owners)
-            return [_row(self.stage, meta, stats) for meta, stats in zip(self._meta, table.tolist())]
         moments = np.array(self._stacked)[self._order]  # one device->host transfer per stage
         sizes = np.array([t.size for t in self._tensors], dtype=np.float64)
         # as _stats lays them out: nan, +inf, -inf, finite count, min, max, sum, squares
