@@ -74,6 +74,7 @@ class FastTable(ScrollView, can_focus=True):
         self._lines: dict[int, Strip] = {}  # row index -> laid-out strip (no cursor / zebra)
         self._header: Optional[Strip] = None
         self.cursor_row = 0
+        self._scroll_pending = False  # the cursor moved while the table had no size
 
     # ---- DataTable-like API --------------------------------------------------------------
 
@@ -146,7 +147,8 @@ class FastTable(ScrollView, can_focus=True):
         changed = row != self.cursor_row
         self.cursor_row = row
         if scroll:
-            self._scroll_to_cursor()  # a hidden table has no size yet: on_resize scrolls again
+            self._scroll_pending = True
+            self._scroll_to_cursor()  # a hidden table has no size yet: scrolled once painted
         self.refresh()
         return changed
 
@@ -211,7 +213,11 @@ class FastTable(ScrollView, can_focus=True):
         self._lines = {i: s for i, s in self._lines.items() if i < len(self._rows)}
 
     def _scroll_to_cursor(self) -> None:
-        visible = max(self.scrollable_content_region.height - 1, 1)  # rows under the header
+        height = self.scrollable_content_region.height
+        if not height:
+            return  # hidden (its tab not shown): render_lines scrolls when it is painted
+        self._scroll_pending = False
+        visible = max(height - 1, 1)  # rows under the header
         top = int(self.scroll_offset.y)
         if self.cursor_row < top:
             self.scroll_to(y=self.cursor_row, animate=False)
@@ -235,6 +241,11 @@ class FastTable(ScrollView, can_focus=True):
         return Strip(segments, line.cell_len)
 
     def render_lines(self, crop):
+        if self._scroll_pending:
+            # The cursor moved while the table was hidden. A Resize when its tab is shown
+            # cannot be counted on (Textual sends none to a widget its lazily rebuilt map
+            # already holds), painting can: the rows drawn now are those at the new offset.
+            self._scroll_to_cursor()
         # the row styles come from CSS: look them up once per paint, not once per line
         base = self.rich_style
         self._styles = {

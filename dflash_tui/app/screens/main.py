@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from textual.containers import Horizontal, Vertical
+from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
 from ...panels.aggregates import AggregatesPanel
@@ -50,6 +52,11 @@ class MainScreen(Screen):
     MainScreen #inspector TabPane { padding: 0; }
     """
     AUTO_FOCUS = "#ranks-table"
+    # Textual repaints the whole screen when the focus moves (a second, full frame after a
+    # tab switch's layout: a third of its time, and every cell sent to the terminal again).
+    # What a focus change alters is redrawn without it: the widgets whose focus styles
+    # change refresh themselves, and the key bar follows the bindings signal.
+    focused: Reactive[Optional[Widget]] = Reactive(None, repaint=False)
     # Narrow screens stack what sits side by side on wide ones (the selector's candidates
     # and lattice need up to ~90 columns of inspector); short ones get compact panels.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]

@@ -1,0 +1,248 @@
+"""What a tab switch costs the TUI's process: CPU seconds from a key arriving to the new tab
+composited and written as terminal output, per tab, on the tiny fixture pair.
+
+    python -m benchmarks.bench_tab_switch [--rounds 8] [--switches 15] [--gamma 15]
+                                          [--size 120x35] [--profile FILE] [--json F]
+
+(from the repository root: it writes the fixture checkpoints with tests/fixtures.py)
+
+The live app runs headless on a real engine (the fixture pair, γ 15), steps --rounds rounds
+and pauses; then, --switches times over, each of the tabs 2-4 is shown by its key and tab 1
+again. A switch is timed as the process's CPU time (all threads: time.process_time) from
+handing the key to the driver, as a terminal's bytes would arrive, until the screen stands
+still; the frame is rendered to terminal bytes as a real terminal's driver does (headless
+Textual skips that), so what is counted is what a person waits for, less the terminal. The
+same wait with no key is reported as `idle` (timers that tick on their own).
+
+--profile FILE writes a cProfile of the switches alone (pstats format; `python -m pstats`).
+Goal: a tab switch under 50 ms from key to screen while rounds run (docs/TUI.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+KEYS = {"1": "ranks", "2": "selector", "3": "probes", "4": "aggregates"}
+SETTLE = 0.06  # seconds of wall clock after a key: the frame is on screen well within it
+BETWEEN = 0.15  # --running: seconds between keys (a round or two is drawn in between)
+
+
+def median_ms(values: list[float]) -> float:
+    return round(statistics.median(values) * 1000, 1)
+
+
+async def settle(app, seconds: float) -> None:
+    """Let the app run on its own (timers, the screen's update timer) for a while, and on
+    until the screen has nothing left to lay out or paint."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+    screen = app.screen
+    while screen._layout_required or screen._repaint_required or screen._dirty_widgets:
+        if time.monotonic() > deadline + 5:
+            raise AssertionError("the screen never stood still")
+        await asyncio.sleep(0.005)
+
+
+def render_frames_to_bytes(app, shown) -> None:
+    """Headless Textual composites each frame but writes nothing: render the update to the
+    terminal's bytes here, as the real driver path does (App._display). Then shown() is
+    called: a frame has reached the terminal."""
+    from textual._compositor import CompositorUpdate
+
+    original = app._display
+
+    def display(screen, renderable) -> None:
+        original(screen, renderable)
+        if isinstance(renderable, CompositorUpdate):
+            renderable.render_segments(app.console)
+            shown()
+
+    app._display = display
+
+
+def send_key(app, key: str) -> None:
+    """As a terminal's bytes arrive: the driver hands the app a key event."""
+    from textual import events
+
+    event = events.Key(key, key)
+    event.set_sender(app)
+    app._driver.send_message(event)
+
+
+async def switch(app, key: str) -> float:
+    """A switch with the session paused: CPU seconds until the screen stands still."""
+    start = time.process_time()
+    send_key(app, key)
+    await settle(app, SETTLE)
+    return time.process_time() - start
+
+
+class FrameWatch:
+    """While rounds run: wall and UI-thread CPU seconds from a key to the first frame with
+    the new tab on it (the engine's own thread is not counted)."""
+
+    def __init__(self, inspector) -> None:
+        self.inspector = inspector
+        self.tab: Optional[str] = None
+        self.start = (0.0, 0.0)
+        self.result: Optional[tuple[float, float]] = None
+
+    def press(self, app, key: str, tab: str) -> None:
+        self.tab, self.result = tab, None
+        self.start = (time.perf_counter(), time.thread_time())
+        send_key(app, key)
+
+    def shown(self) -> None:
+        if self.tab is not None and self.inspector.active == self.tab:
+            self.result = (time.perf_counter() - self.start[0], time.thread_time() - self.start[1])
+            self.tab = None
+
+    async def wait(self) -> tuple[float, float]:
+        deadline = time.monotonic() + 10
+        while self.result is None:
+            if time.monotonic() > deadline:
+                raise AssertionError("the tab never reached the screen")
+            await asyncio.sleep(0.001)
+        return self.result
+
+
+async def measure(pair, args, profiler) -> dict:
+    from dflash_tui.app.engine_thread import Launch
+    from dflash_tui.app.live import LiveApp
+    from textual.widgets import TabbedContent
+
+    from tests.app_helpers import wait_for, wait_idle, wait_loaded
+
+    target, draft = pair
+    launch = Launch(model=target, draft=draft, prompt=args.prompt, gamma=args.gamma,
+                    max_tokens=100000)
+    width, height = (int(v) for v in args.size.split("x"))
+    with tempfile.TemporaryDirectory() as out:
+        app = LiveApp(launch, show_timings=False, export_dir=Path(out))
+        async with app.run_test(size=(width, height)) as pilot:
+            await wait_loaded(pilot)
+            for _ in range(args.rounds):
+                await pilot.press("n")
+                await wait_idle(pilot)
+            await wait_for(pilot, lambda: app.record is not None and app.record.round == args.rounds - 1,
+                           what="the rounds")
+            inspector = app.main.query_one("#inspector", TabbedContent)
+            watch = FrameWatch(inspector)
+            render_frames_to_bytes(app, watch.shown)
+            await settle(app, SETTLE)
+            if args.running:
+                return await measure_running(app, inspector, watch, args, profiler)
+            return await measure_paused(app, inspector, args, profiler)
+
+
+async def measure_paused(app, inspector, args, profiler) -> dict:
+    times = {name: [] for name in KEYS.values()}
+    idle = []
+    for _ in range(args.switches):
+        for key in "2341":
+            if key != "1":
+                await switch(app, "1")  # from the ranks tab, each time
+            if profiler is not None:
+                profiler.enable()
+            times[KEYS[key]].append(await switch(app, key))
+            if profiler is not None:
+                profiler.disable()
+            assert inspector.active == f"tab-{KEYS[key]}", inspector.active
+        start = time.process_time()
+        await settle(app, SETTLE)
+        idle.append(time.process_time() - start)
+    return {"tab switch, session paused: median ms of CPU (all threads)":
+            {name: median_ms(v) for name, v in times.items()},
+            "all switches, median ms": median_ms([t for v in times.values() for t in v]),
+            "idle (no key), median ms": median_ms(idle)}
+
+
+async def measure_running(app, inspector, watch, args, profiler) -> dict:
+    send_key(app, "c")
+    deadline = time.monotonic() + args.warmup
+    while time.monotonic() < deadline or app.running != "run":
+        await asyncio.sleep(0.01)
+    rounds_before = len(app.history)
+    wall = {name: [] for name in KEYS.values()}
+    cpu = {name: [] for name in KEYS.values()}
+    started = time.monotonic()
+    for _ in range(args.switches):
+        for key in "2341":
+            if key != "1":
+                await asyncio.sleep(BETWEEN)
+                watch.press(app, "1", "tab-ranks")
+                await watch.wait()
+            await asyncio.sleep(BETWEEN)
+            if profiler is not None:
+                profiler.enable()
+            watch.press(app, key, f"tab-{KEYS[key]}")
+            seconds, thread_cpu = await watch.wait()
+            if profiler is not None:
+                profiler.disable()
+            wall[KEYS[key]].append(seconds)
+            cpu[KEYS[key]].append(thread_cpu)
+    assert app.running == "run", "the run stopped (EOS or --max-tokens): a longer --prompt?"
+    rate = (len(app.history) - rounds_before) / (time.monotonic() - started)
+    return {"tab switch while running: median ms from key to the frame":
+            {name: median_ms(v) for name, v in wall.items()},
+            "UI thread CPU in that time, median ms": {name: median_ms(v) for name, v in cpu.items()},
+            "all switches, median ms": median_ms([t for v in wall.values() for t in v]),
+            "rounds in the history at the end": len(app.history),
+            "rounds a second while switching": round(rate, 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", nargs="?", help="MODEL_DIR or .gguf (default: the tiny fixture pair; "
+                                                 "'sample': the bundled sample)")
+    parser.add_argument("--draft", help="drafter directory (default: MODEL_DIR/draft, or the sample's)")
+    parser.add_argument("--rounds", type=int, default=8, help="rounds stepped before switching")
+    parser.add_argument("--switches", type=int, default=15, help="switches to each tab")
+    parser.add_argument("--gamma", type=int, default=15)
+    parser.add_argument("--prompt", help="default: a fixture prompt, or the sample's")
+    parser.add_argument("--size", default="120x35", help="terminal WIDTHxHEIGHT")
+    parser.add_argument("--running", action="store_true",
+                        help="switch while a run (c) goes on: key to frame, wall and UI-thread CPU")
+    parser.add_argument("--warmup", type=float, default=2.0, help="--running: seconds run before switching")
+    parser.add_argument("--profile", type=Path, help="write a cProfile of the switches here")
+    parser.add_argument("--json", type=Path, help="write the numbers here")
+    args = parser.parse_args()
+
+    profiler = cProfile.Profile() if args.profile else None
+    with tempfile.TemporaryDirectory() as root:
+        if args.model is None:
+            from tests.fixtures import write_pair
+
+            pair = write_pair(Path(root))
+            args.prompt = args.prompt or "The quick brown fox"
+        else:
+            from dflash_tui.sample import DEFAULT_PROMPT, resolve
+
+            pair = resolve(None if args.model == "sample" else args.model, args.draft)
+            args.prompt = args.prompt or DEFAULT_PROMPT
+        result = asyncio.run(measure(pair, args, profiler))
+        for thread in threading.enumerate():
+            if thread.name == "dflash-engine":  # quits after its stage (the app sent Quit)
+                thread.join(30)
+    result = {"command": "python -m benchmarks.bench_tab_switch " + " ".join(sys.argv[1:]), **result}
+    if profiler is not None:
+        profiler.dump_stats(str(args.profile))
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
