@@ -133,12 +133,15 @@ class MainScreen(Screen):
         inspector = self.query_one("#inspector", TabbedContent)
         if inspector.active == tab:
             return
-        # Focus the new tab's table now (a widget in a hidden tab can take it): the table
-        # being hidden then has no focus to lose, so a switch moves the focus once (each
-        # move repaints the screen), and a question asked right after (F, a) keeps the
-        # focus it takes (a focus deferred to the next frame took it back from the question).
-        self.set_focus(self.query_one(focus), scroll_visible=False)
+        # Focus the new tab's table now, in the same step as the switch: the table being
+        # hidden then has no focus to lose, so a switch moves the focus once, and a question
+        # asked right after (F, a) keeps the focus it takes (a focus deferred to the next
+        # frame took it back from the question). The tab first, then the focus: the panes
+        # then ask for their layout before the tables restyled by the focus ask for a
+        # repaint, so the first frame after the key is the new tab's (focus first, it was
+        # a repaint of the old tab, and the new one came a frame, ~17 ms, later).
         inspector.active = tab
+        self.set_focus(self.query_one(focus), scroll_visible=False)
 
     def focus_tab(self) -> None:
         """Focus the active tab's table (after a tab switch, or a question answered)."""
