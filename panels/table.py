@@ -33,6 +33,13 @@ GAP = 1  # spaces between columns
 MAX_WIDTH = 24  # no auto-sized column grows wider (cells are cut with an ellipsis)
 
 
+def same_row(a: Sequence[Text], b: Sequence[Text]) -> bool:
+    """Two rows lay out the same (Text's == compares only the characters and spans)."""
+    return len(a) == len(b) and all(
+        x.plain == y.plain and x.style == y.style and x.justify == y.justify
+        and x.overflow == y.overflow and x.spans == y.spans for x, y in zip(a, b))
+
+
 class FastTable(ScrollView, can_focus=True):
     DEFAULT_CSS = """
     FastTable { height: auto; max-height: 100%; scrollbar-size: 1 1; }
@@ -129,11 +136,18 @@ class FastTable(ScrollView, can_focus=True):
 
     def set_rows(self, rows: Iterable[Sequence]) -> None:
         """Replace every row, keeping the cursor where it was when it still fits. Column
-        widths only grow, so rounds that show the same kind of rows lay out the same."""
+        widths only grow, so rounds that show the same kind of rows lay out the same, and
+        a row drawn the same as before keeps its laid-out line (laying a row out is most of
+        painting one: a tab shown again, the aggregates' buffers, repaints few)."""
+        old_rows, old_widths = self._rows, self._widths
         self._rows = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
         self._widths = self._measure(self._rows, self._widths)
-        self._lines.clear()
-        self._header = None
+        if self._widths == old_widths:
+            self._lines = {i: line for i, line in self._lines.items()
+                           if i < len(self._rows) and same_row(self._rows[i], old_rows[i])}
+        else:
+            self._lines = {}
+            self._header = None
         self._resize()
         self.cursor_row = min(self.cursor_row, max(len(self._rows) - 1, 0))
         self.refresh()
