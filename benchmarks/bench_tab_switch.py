@@ -107,24 +107,28 @@ class FrameWatch:
         self.written = ""  # terminal output since the key
         self.start = (0.0, 0.0)
         self.result: Optional[tuple[float, float]] = None
+        self.done = asyncio.Event()  # set when the tab is on screen: no polling to count
 
     def press(self, app, key: str, tab: str) -> None:
         self.tab, self.result, self.written = tab, None, ""
+        self.done.clear()
         self.start = (time.perf_counter(), time.thread_time())
         send_key(app, key)
 
     def shown(self, text: str) -> None:
+        if self.tab is None:
+            return
         self.written += text
-        if self.tab is not None and all(needle in self.written for needle in NEEDLES[self.tab]):
+        if all(needle in self.written for needle in NEEDLES[self.tab]):
             self.result = (time.perf_counter() - self.start[0], time.thread_time() - self.start[1])
             self.tab = None
+            self.done.set()
 
     async def wait(self) -> tuple[float, float]:
-        deadline = time.monotonic() + 10
-        while self.result is None:
-            if time.monotonic() > deadline:
-                raise AssertionError("the tab never reached the screen")
-            await asyncio.sleep(0.001)
+        try:
+            await asyncio.wait_for(self.done.wait(), 10)
+        except asyncio.TimeoutError:
+            raise AssertionError("the tab never reached the screen") from None
         return self.result
 
 
