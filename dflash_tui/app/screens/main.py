@@ -97,6 +97,10 @@ class MainScreen(Screen):
                 ("#header", "#stream", "#state", "#history", "#ranks", "#selector", "#probes",
                  "#aggregates", "#compare")]
 
+    def tab_panel(self, index: int):
+        """The panel on inspector tab `index`."""
+        return self.query_one(f"#{TABS[index][0].removeprefix('tab-')}")
+
     def show_compare(self, on: bool) -> None:
         """The compare tab is there while the session on screen runs with --compare."""
         if on == self.compare_shown:
