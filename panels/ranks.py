@@ -119,9 +119,8 @@ class RanksPanel(Vertical):
         drafter = self.query_one("#ranks-drafter-top", Static)
         target = self.query_one("#ranks-target-top", Static)
         drawn = (record, slot, drafter.content_size.width)
-        if self._tops is not None and all(a is b for a, b in zip(drawn[:1], self._tops[:1])) \
-                and drawn[1:] == self._tops[1:]:
-            return
+        if self._tops is not None and drawn[0] is self._tops[0] and drawn[1:] == self._tops[1:]:
+            return  # records are never changed in place: the same one draws the same
         self._tops = drawn
         rank = None
         if record is not None:
