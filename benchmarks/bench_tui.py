@@ -13,7 +13,7 @@ so what is measured is what a person sees: bytes reaching the terminal.
   key -> screen           with a continuous run going (`c`, the engine computing round after
                           round), the time from writing `?` to the help screen's text on the
                           terminal, from `3` to the probes tab's text and from `4` to the
-                          aggregates tab's
+                          aggregates tab's; then the same tab switches with the run paused
 
 Goals: first frame under 1 s, key -> screen under 50 ms.
 """
@@ -26,6 +26,7 @@ import os
 import shutil
 import statistics
 import sys
+import time
 from pathlib import Path
 
 from tests.pty_terminal import Terminal
@@ -33,6 +34,8 @@ from tests.pty_terminal import Terminal
 FIRST_FRAME = ("dflash-tui", "quit")  # header and key bar: the whole screen is drawn
 READY = "ready after prefill"
 RUNNING = "running ·"
+PAUSED = "paused after"  # the status line once c has stopped the run
+SETTLE = 0.15  # seconds between keys when paused: the previous switch's last frames are out
 HELP = "dflash-tui help"
 PROBES = "buffers"  # the probes tab's summary line
 AGGREGATES = "per slot"  # the aggregates tab's first table
@@ -74,6 +77,7 @@ def main() -> int:
 
     term = Terminal(base)
     help_open, probes_tab, aggregates_tab = [], [], []
+    probes_paused, aggregates_paused = [], []
     try:
         t_ready = term.when(READY, timeout=600)
         load_seconds = t_ready - term.started
@@ -93,6 +97,20 @@ def main() -> int:
                 since = term.mark()
                 term.type("1")
                 term.when(RANKS, since=since)
+        # the same tab switches with the session paused (c again): nothing else to draw
+        since = term.mark()
+        term.type("c")
+        term.when(PAUSED, since=since)
+        for _ in range(args.keys):
+            for key, text, times in (("3", PROBES, probes_paused), ("4", AGGREGATES, aggregates_paused)):
+                time.sleep(SETTLE)
+                since = term.mark()
+                pressed = term.type(key)
+                times.append(term.when(text, since=since) - pressed)
+                time.sleep(SETTLE)
+                since = term.mark()
+                term.type("1")
+                term.when(RANKS, since=since)
     finally:
         term.close()
 
@@ -102,6 +120,8 @@ def main() -> int:
         "model_ready_s": round(load_seconds, 2),
         "key_to_screen_while_running": {"help (?)": summary(help_open), "probes tab (3)": summary(probes_tab),
                                         **({"aggregates tab (4)": summary(aggregates_tab)} if aggregates_tab else {})},
+        "key_to_screen_paused": {"probes tab (3)": summary(probes_paused),
+                                 "aggregates tab (4)": summary(aggregates_paused)},
     }
     print(json.dumps(result, indent=2))
     if args.json:

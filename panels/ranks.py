@@ -53,6 +53,7 @@ class RanksPanel(Vertical):
         super().__init__(**kwargs)
         self._shown: Optional[tuple] = None  # (record, other) on screen
         self._slot = 0
+        self._tops: Optional[tuple] = None  # (record, slot, width) the top-5 lists show
 
     def compose(self):
         table = FastTable(id="ranks-table", grow_only=False)
@@ -85,7 +86,9 @@ class RanksPanel(Vertical):
         self.post_message(self.SlotSelected(event.cursor_row))
 
     def on_resize(self) -> None:
-        # the top-5 lists fit their width (a hidden tab has none: drawn again once shown)
+        # the top-5 lists fit their width (a hidden tab has none: drawn again once shown;
+        # shown again at the width they were drawn for, they are left as they are: redrawn
+        # they cost a second frame after a tab switch)
         if self._shown is not None:
             self._show_tops(self._shown[0], self._slot)
 
@@ -115,6 +118,10 @@ class RanksPanel(Vertical):
     def _show_tops(self, record: Optional[RoundRecord], slot: int) -> None:
         drafter = self.query_one("#ranks-drafter-top", Static)
         target = self.query_one("#ranks-target-top", Static)
+        drawn = (record, slot, drafter.content_size.width)
+        if self._tops is not None and drawn[0] is self._tops[0] and drawn[1:] == self._tops[1:]:
+            return  # records are never changed in place: the same one draws the same
+        self._tops = drawn
         rank = None
         if record is not None:
             rank = next((r for r in record.ranks if r.slot == slot), None)

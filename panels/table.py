@@ -33,6 +33,13 @@ GAP = 1  # spaces between columns
 MAX_WIDTH = 24  # no auto-sized column grows wider (cells are cut with an ellipsis)
 
 
+def same_row(a: Sequence[Text], b: Sequence[Text]) -> bool:
+    """Two rows lay out the same (Text's == compares only the characters and spans)."""
+    return len(a) == len(b) and all(
+        x.plain == y.plain and x.style == y.style and x.justify == y.justify
+        and x.overflow == y.overflow and x.spans == y.spans for x, y in zip(a, b))
+
+
 class FastTable(ScrollView, can_focus=True):
     DEFAULT_CSS = """
     FastTable { height: auto; max-height: 100%; scrollbar-size: 1 1; }
@@ -74,6 +81,7 @@ class FastTable(ScrollView, can_focus=True):
         self._lines: dict[int, Strip] = {}  # row index -> laid-out strip (no cursor / zebra)
         self._header: Optional[Strip] = None
         self.cursor_row = 0
+        self._scroll_pending = False  # the cursor moved while the table had no size
 
     # ---- DataTable-like API --------------------------------------------------------------
 
@@ -128,11 +136,18 @@ class FastTable(ScrollView, can_focus=True):
 
     def set_rows(self, rows: Iterable[Sequence]) -> None:
         """Replace every row, keeping the cursor where it was when it still fits. Column
-        widths only grow, so rounds that show the same kind of rows lay out the same."""
+        widths only grow, so rounds that show the same kind of rows lay out the same, and
+        a row drawn the same as before keeps its laid-out line (laying a row out is most of
+        painting one: a tab shown again, the aggregates' buffers, repaints few)."""
+        old_rows, old_widths = self._rows, self._widths
         self._rows = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
         self._widths = self._measure(self._rows, self._widths)
-        self._lines.clear()
-        self._header = None
+        if self._widths == old_widths:
+            self._lines = {i: line for i, line in self._lines.items()
+                           if i < len(self._rows) and same_row(self._rows[i], old_rows[i])}
+        else:
+            self._lines = {}
+            self._header = None
         self._resize()
         self.cursor_row = min(self.cursor_row, max(len(self._rows) - 1, 0))
         self.refresh()
@@ -146,7 +161,8 @@ class FastTable(ScrollView, can_focus=True):
         changed = row != self.cursor_row
         self.cursor_row = row
         if scroll:
-            self._scroll_to_cursor()  # a hidden table has no size yet: on_resize scrolls again
+            self._scroll_pending = True
+            self._scroll_to_cursor()  # a hidden table has no size yet: scrolled once painted
         self.refresh()
         return changed
 
@@ -211,7 +227,11 @@ class FastTable(ScrollView, can_focus=True):
         self._lines = {i: s for i, s in self._lines.items() if i < len(self._rows)}
 
     def _scroll_to_cursor(self) -> None:
-        visible = max(self.scrollable_content_region.height - 1, 1)  # rows under the header
+        height = self.scrollable_content_region.height
+        if not height:
+            return  # hidden (its tab not shown): render_lines scrolls when it is painted
+        self._scroll_pending = False
+        visible = max(height - 1, 1)  # rows under the header
         top = int(self.scroll_offset.y)
         if self.cursor_row < top:
             self.scroll_to(y=self.cursor_row, animate=False)
@@ -235,6 +255,11 @@ class FastTable(ScrollView, can_focus=True):
         return Strip(segments, line.cell_len)
 
     def render_lines(self, crop):
+        if self._scroll_pending:
+            # The cursor moved while the table was hidden. A Resize when its tab is shown
+            # cannot be counted on (Textual sends none to a widget its lazily rebuilt map
+            # already holds), painting can: the rows drawn now are those at the new offset.
+            self._scroll_to_cursor()
         # the row styles come from CSS: look them up once per paint, not once per line
         base = self.rich_style
         self._styles = {

@@ -204,6 +204,7 @@ class DebuggerApp(App[int]):
         self._panels: list = []
         self._status = _EarlyStatus()
         self._last_render = 0.0
+        self._drawn: Optional[Frame] = None  # the frame the panels show
         self._render_pending = False
 
     # ---- screen --------------------------------------------------------------------------
@@ -282,7 +283,7 @@ class DebuggerApp(App[int]):
         if not self.can_draw():
             return
         self._last_render = time.monotonic()
-        frame = self.frame()
+        frame = self._drawn = self.frame()
         with self.batch_update():
             self.main.show_compare(self.compared())
             for panel in self._panels:
@@ -336,7 +337,11 @@ class DebuggerApp(App[int]):
             self.notify(NO_REFERENCE + " (docs/COMPARE.md)", severity="warning")
             return
         self.main.show_tab(index)
-        self.render_now()  # the aggregates and compare tabs draw only when shown
+        # The aggregates and compare tabs draw only while shown: the tab shown draws now, the
+        # frame the other panels show. Records that came since are drawn at the next frame,
+        # as they would have been, so a switch during a run repaints the inspector alone.
+        if self.can_draw():
+            self.main.tab_panel(index).show(self._drawn if self._drawn is not None else self.frame())
 
     @needs_screen
     def action_slot(self, step: int) -> None:

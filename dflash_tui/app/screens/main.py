@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from textual.containers import Horizontal, Vertical
+from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
 from ...panels.aggregates import AggregatesPanel
@@ -50,6 +52,11 @@ class MainScreen(Screen):
     MainScreen #inspector TabPane { padding: 0; }
     """
     AUTO_FOCUS = "#ranks-table"
+    # Textual repaints the whole screen when the focus moves (a second, full frame after a
+    # tab switch's layout: a third of its time, and every cell sent to the terminal again).
+    # What a focus change alters is redrawn without it: the widgets whose focus styles
+    # change refresh themselves, and the key bar follows the bindings signal.
+    focused: Reactive[Optional[Widget]] = Reactive(None, repaint=False)
     # Narrow screens stack what sits side by side on wide ones (the selector's candidates
     # and lattice need up to ~90 columns of inspector); short ones get compact panels.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
@@ -90,6 +97,10 @@ class MainScreen(Screen):
                 ("#header", "#stream", "#state", "#history", "#ranks", "#selector", "#probes",
                  "#aggregates", "#compare")]
 
+    def tab_panel(self, index: int):
+        """The panel on inspector tab `index`."""
+        return self.query_one(f"#{TABS[index][0].removeprefix('tab-')}")
+
     def show_compare(self, on: bool) -> None:
         """The compare tab is there while the session on screen runs with --compare."""
         if on == self.compare_shown:
@@ -126,12 +137,15 @@ class MainScreen(Screen):
         inspector = self.query_one("#inspector", TabbedContent)
         if inspector.active == tab:
             return
-        # Focus the new tab's table now (a widget in a hidden tab can take it): the table
-        # being hidden then has no focus to lose, so a switch moves the focus once (each
-        # move repaints the screen), and a question asked right after (F, a) keeps the
-        # focus it takes (a focus deferred to the next frame took it back from the question).
-        self.set_focus(self.query_one(focus), scroll_visible=False)
+        # Focus the new tab's table now, in the same step as the switch: the table being
+        # hidden then has no focus to lose, so a switch moves the focus once, and a question
+        # asked right after (F, a) keeps the focus it takes (a focus deferred to the next
+        # frame took it back from the question). The tab first, then the focus: the panes
+        # then ask for their layout before the tables restyled by the focus ask for a
+        # repaint, so the first frame after the key is the new tab's (focus first, it was
+        # a repaint of the old tab, and the new one came a frame, ~17 ms, later).
         inspector.active = tab
+        self.set_focus(self.query_one(focus), scroll_visible=False)
 
     def focus_tab(self) -> None:
         """Focus the active tab's table (after a tab switch, or a question answered)."""
