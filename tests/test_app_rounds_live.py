@@ -290,6 +290,26 @@ def test_keys_typed_with_a_question_key_go_into_the_question(pair, typed, check)
     run(scenario())
 
 
+@pytest.mark.parametrize("typed, shown", [("34213", "tab-probes"), ("124", "tab-aggregates"),
+                                          ("43", "tab-probes")])
+def test_a_burst_of_tab_keys_ends_on_the_last_tab_typed(pair, typed, shown):
+    """Tab keys that arrive in one read (key auto-repeat, fast typing): the last one wins.
+    Each pane reports its focus from its own queue, so an earlier pane's report could come
+    last and take the tab back (seen in tmux: 3 4 2 1 3 ended on Ranks)."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            for char in typed:  # queued at once, as the driver queues one read's keys
+                app.post_message(events.Key(char, char))
+            await wait_idle(pilot)
+            await pilot.pause(0.2)
+            assert app.main.query_one("#inspector").active == shown
+
+    run(scenario())
+
+
 def test_slot_keys_select_without_echoes(pair):
     """The app moves the tables' cursors to show the slot it selected: no table may answer
     with a selection message of its own (echoes flipped the slot back and forth for ever
