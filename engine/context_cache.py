@@ -35,7 +35,8 @@ import numpy as np
 STEP = 256  # rows added to a buffer at a time, as mlx-lm's KVCache
 
 
-def _round_up(rows: int) -> int:
+def round_up(rows: int) -> int:
+    """`rows` rounded up to whole steps (buffer sizes)."""
     return (rows + STEP - 1) // STEP * STEP
 
 
@@ -100,7 +101,7 @@ class ContextCache:
         """Make `rows` free rows after `end`: allocate the buffers, or move the held rows to
         the front of larger ones (a full layer grows by whole steps; a sliding layer's
         buffer keeps its size and only drops the rows it no longer keeps)."""
-        size = _round_up(self._floor() + rows)
+        size = round_up(self._floor() + rows)
         if self.keys is None:
             shape = (1, like.shape[1], size, like.shape[3])
             self.keys, self.values = mx.zeros(shape, like.dtype), mx.zeros(shape, like.dtype)

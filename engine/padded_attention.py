@@ -24,16 +24,11 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import KVCache
 
-STEP = 256  # rows a buffer grows by, as mlx-lm's KVCache
-
+from .context_cache import STEP, round_up  # one step for both caches' buffers
 
 def pad_by_default() -> bool:
     """Whether attention shapes cost a kernel plan each: a CUDA GPU."""
     return mx.default_device() == mx.gpu and mx.cuda.is_available()
-
-
-def round_up(rows: int) -> int:
-    return (rows + STEP - 1) // STEP * STEP
 
 
 class PaddedKVCache(KVCache):
