@@ -4,7 +4,7 @@ weights made on the device (nothing downloaded), every proposal accepted.
     python -m benchmarks.bench_real_scale            # the full shape: a GPU (H200: ~3 min)
     python -m benchmarks.bench_real_scale --tiny     # the same structure at CPU size (~1 min)
         [--block 7] [--tokens 128] [--prompt-tokens 128] [--repeats 3] [--split-rounds 12]
-        [--dtype bfloat16] [--json FILE]
+        [--dtype bfloat16] [--attention padded,kernel] [--json FILE]
 
 benchmarks/synthetic.py builds the pair (REAL: hidden 4096, 36 layers, 32/8 heads,
 intermediate 12288, vocabulary 151,936; DFlash2 drafter with 5 layers, block 16, top-16,
@@ -13,6 +13,10 @@ selector rank 256). Measured in one process, methods interleaved:
   target alone    mlx-lm's generate_step, greedy (one forward per token, pipelined)
   engine, speed   Session.step_round, probes and ranks off (the bench's setting)
   engine, TUI     probes and ranks on (what the TUI computes every round)
+
+With --attention A,B,... each engine method runs once per attention route
+(SessionOptions.attention: mlx, padded, kernel), interleaved with the rest, and the split is
+measured per route.
 
 Proposals are forced to the engine's own greedy text at this block (SessionOptions.proposer).
 Not mlx-lm's: in bfloat16 a block verify and a one-token forward break near-ties
@@ -29,6 +33,7 @@ how long the device idles in a round).
 
 from __future__ import annotations
 
+import argparse
 import statistics
 from dataclasses import replace
 from typing import Optional
@@ -43,7 +48,7 @@ from dflash_tui.bench.runner import oracle_proposer
 from dflash_tui.engine.api import Pair
 from dflash_tui.engine.baseline import BaselineRun
 from dflash_tui.engine.records import STAGE_ORDER
-from dflash_tui.engine.session import Session, SessionOptions
+from dflash_tui.engine.session import ATTENTION_KINDS, Session, SessionOptions
 
 TARGET = "target alone (mlx-lm generate_step)"
 SPEED = "engine, probes + ranks off"
@@ -77,19 +82,29 @@ def own_greedy(pair: Pair, prompt: list[int], tokens: int, block: int, attempts:
     return text, attempts
 
 
+def routed(name: str, attention: Optional[str]) -> str:
+    return name if attention is None else f"{name} [{attention}]"
+
+
 def timed(pair: Pair, decodes: list[tuple[list[int], list[int]]], args) -> dict:
     """decodes: (prompt, forced text) for the warm-up pass and each repeat: one pair for all,
     or, with --fresh-shapes, one per pass (prompts of other lengths: every round meets
     context lengths no earlier pass met, as a real decode's rounds do)."""
     alone = mlx_lm_greedy(pair.target.model, set())
-    runs: dict[str, list] = {TARGET: [], SPEED: [], TUI: []}
+    runs: dict[str, list] = {TARGET: []}
+    for attention in args.attention:
+        runs[routed(SPEED, attention)] = []
+        runs[routed(TUI, attention)] = []
     names = list(runs)
     for repeat in range(args.repeats + 1):  # the first pass warms up (kernels, buffers)
         prompt, text = decodes[repeat % len(decodes)]
         base = SessionOptions(gamma=args.block, max_tokens=args.tokens, proposer=forced(prompt, text))
-        engines = {SPEED: replace(base, probes=False, ranks=False),
-                   TUI: replace(base, probes=True, ranks=True)}
-        for name in names[repeat % 3:] + names[:repeat % 3]:
+        engines = {}
+        for attention in args.attention:
+            engines[routed(SPEED, attention)] = replace(base, probes=False, ranks=False, attention=attention)
+            engines[routed(TUI, attention)] = replace(base, probes=True, ranks=True, attention=attention)
+        turn = repeat % len(names)
+        for name in names[turn:] + names[:turn]:
             if name == TARGET:
                 tokens, (wall, _), _ = alone(prompt, args.tokens)
                 row = {"tokens": len(tokens) - 1, "wall": wall, "rounds": 0, "wait": 0.0,
@@ -114,10 +129,10 @@ def timed(pair: Pair, decodes: list[tuple[list[int], list[int]]], args) -> dict:
     return out
 
 
-def split(pair: Pair, prompt: list[int], text: list[int], args) -> dict:
+def split(pair: Pair, prompt: list[int], text: list[int], args, attention: Optional[str]) -> dict:
     """Stage by stage, each waited for: every stage's cost, and the host's share."""
     options = SessionOptions(gamma=args.block, max_tokens=10 ** 9, probes=False, ranks=False,
-                             proposer=forced(prompt, text + [0] * 10 ** 4))
+                             proposer=forced(prompt, text + [0] * 10 ** 4), attention=attention)
     session = Session(pair, prompt, options=options)
     session.prefill()
     stage_ms = {s: [] for s in STAGE_ORDER}
@@ -177,7 +192,7 @@ def run(args) -> dict:
         "backend": "gpu" if mx.default_device() == mx.gpu else "cpu", "mlx": mx.__version__,
         "weights_made_s": made_s, "forcing_decodes": attempts + 1,
         "methods": speeds, "one_token_ms": one_token_ms(pair, prompt),
-        "split": split(pair, prompt, text, args),
+        "split": {a or "default": split(pair, prompt, text, args, a) for a in args.attention},
     }
 
 
@@ -195,14 +210,24 @@ def report(result: dict) -> str:
         accepted = "-" if name == TARGET else f"{100 * row['accepted_share']:.0f}%"
         lines.append(f"{name:32} {row['tokens_per_s']:8.1f} {row['speedup']:8.2f}x "
                      f"{round_ms:>9} {host:>8} {accepted:>9}")
-    s = result["split"]
-    stages = ", ".join(f"{k} {v:.2f}" for k, v in s["stage_ms"].items())
-    lines.append(f"stage by stage (ms, each stage waited for): {stages}; round {s['round_ms']:.2f}, "
-                 f"host {s['host_ms']:.2f} ({100 * s['host_ms'] / s['round_ms']:.1f}%)")
-    verify = s["stage_ms"]["verify"]
-    lines.append(f"one-token target forward {result['one_token_ms']:.2f} ms; verify of "
-                 f"{result['block'] + 1} rows = {verify / result['one_token_ms']:.2f} of it")
+    lines.append(f"one-token target forward {result['one_token_ms']:.2f} ms")
+    for attention, s in result["split"].items():
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in s["stage_ms"].items())
+        verify = s["stage_ms"]["verify"]
+        lines.append(f"stage by stage{'' if attention == 'default' else f' [{attention}]'} (ms, each "
+                     f"stage waited for): {stages}; round {s['round_ms']:.2f}, host "
+                     f"{s['host_ms']:.2f} ({100 * s['host_ms'] / s['round_ms']:.1f}%); verify of "
+                     f"{result['block'] + 1} rows = {verify / result['one_token_ms']:.2f} one-token forwards")
     return "\n".join(lines)
+
+
+def attention_routes(text: str) -> list[str]:
+    routes = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [r for r in routes if r not in ATTENTION_KINDS]
+    if not routes or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected attention routes among {', '.join(ATTENTION_KINDS)}, comma-separated")
+    return routes
 
 
 def main(argv: Optional[list[str]] = None) -> dict:
@@ -218,6 +243,9 @@ def main(argv: Optional[list[str]] = None) -> dict:
                              "length an earlier pass compiled for")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--split-rounds", type=int, default=12)
+    parser.add_argument("--attention", type=attention_routes, default=[None],
+                        help="comma-separated routes (mlx, padded, kernel) to run each engine "
+                             "method with; default: the session's own choice")
     args = parser.parse_args(argv)
     return finish(run(args), report, args.json)
 

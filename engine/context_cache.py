@@ -22,7 +22,9 @@ reordered rows sums in another order: close, not equal).
 Padded (`padded=True`, on a CUDA GPU by default: engine/padded_attention.py), `with_block`
 returns the whole buffer and a mask that hides the rows past the block, so attention's
 shapes change only when the buffer grows; a sliding layer whose window is full already has
-one shape (its window and the block) and keeps the exact slice.
+one shape (its window and the block) and keeps the exact slice. With `kernel=True` the
+rows are the exact slice and the drafter's attention goes through engine/block_attention.py,
+whose kernel plans nothing per length.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ def round_up(rows: int) -> int:
 class ContextCache:
     """One drafter layer's context K/V, [1, kv heads, rows, head dim] each."""
 
-    def __init__(self, keep: Optional[int] = None, padded: bool = False):
+    def __init__(self, keep: Optional[int] = None, padded: bool = False, kernel: bool = False):
         self.keep = keep  # sliding layers: rows kept (window - 1); None keeps every row
         self.padded = padded
+        self.kernel = kernel  # the block attends over the exact rows in engine/block_attention.py
         self.written = 0  # rows past end+block may hold an earlier, longer block up to here
         self.keys: Optional[mx.array] = None  # buffers; rows start..end are the context
         self.values: Optional[mx.array] = None

@@ -28,6 +28,7 @@ import mlx.nn as nn
 import numpy as np
 from mlx_lm.models.rope_utils import initialize_rope
 
+from . import block_attention
 from .draft_config import DraftConfig
 
 Probe = Callable[[str, Optional[int], mx.array], None]
@@ -106,6 +107,8 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.n_heads * d, h, bias=False)
         self.q_norm = nn.RMSNorm(d, eps=config.rms_norm_eps)
         self.k_norm = nn.RMSNorm(d, eps=config.rms_norm_eps)
+        # What a block row sees, as block_masks builds it, for block_attention's kernel
+        self.causal, self.window = layer_visibility(config, layer)
 
     def _heads(self, x: mx.array, n_heads: int) -> mx.array:
         n, rows, _ = x.shape
@@ -127,7 +130,10 @@ class Attention(nn.Module):
         probe("k", layer, k)
         probe("v", layer, v)
         keys, values, mask = with_block(context, k, v, mask)
-        out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.scale, mask=mask)
+        if getattr(context, "kernel", False) and block_attention.supports(q, keys, values, self.window):
+            out = block_attention.attend(q, keys, values, self.scale, self.causal, self.window)
+        else:
+            out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.scale, mask=mask)
         out = out.transpose(0, 2, 1, 3).reshape(n, rows, -1)
         probe("attn_out", layer, out)
         out = self.o_proj(divided(out, scale))
@@ -328,6 +334,14 @@ class DraftModel(nn.Module):
         return logits
 
 
+def layer_visibility(config: DraftConfig, layer: int) -> tuple[bool, int]:
+    """(causal inside the block, the window over the context or 0) of one drafter layer:
+    sliding layers are causal unless the config says is_causal, full layers are not."""
+    sliding = config.layer_types[layer] == "sliding_attention"
+    causal = sliding if config.is_causal is None else config.is_causal
+    return bool(causal), (config.sliding_window if sliding else 0)
+
+
 def block_masks(config: DraftConfig, ctx_lengths: list[int], rows: int, dtype=mx.bool_):
     """Per-layer inference masks for one block of `rows` after `ctx_lengths[i]` context rows.
 
@@ -336,9 +350,9 @@ def block_masks(config: DraftConfig, ctx_lengths: list[int], rows: int, dtype=mx
     within the window of each query's absolute position.
     """
     masks = []
-    for layer_type, ctx_len in zip(config.layer_types, ctx_lengths):
-        sliding = layer_type == "sliding_attention"
-        causal = sliding if config.is_causal is None else config.is_causal
+    for layer, ctx_len in enumerate(ctx_lengths):
+        causal, window = layer_visibility(config, layer)
+        sliding = window > 0
         if not sliding and not causal:
             masks.append(None)
             continue

@@ -15,7 +15,8 @@ write is zeroed again. One-row forwards (the target decoding alone) keep the exa
 their kernel plans nothing per length.
 
 Used where it pays: on a CUDA GPU by default (`pad_by_default`); anywhere when asked (the
-tests run it on the CPU against the unpadded forward).
+tests run it on the CPU against the unpadded forward). engine/block_attention.py is the
+route that needs neither plans nor padding, opt-in until measured in its final form.
 """
 
 from __future__ import annotations

@@ -60,6 +60,9 @@ if TYPE_CHECKING:
 Stage = Enum("Stage", [(name.upper(), name) for name in STAGE_ORDER], type=str)
 
 
+ATTENTION_KINDS = ("mlx", "padded", "kernel")  # SessionOptions.attention
+
+
 class SessionFinished(Exception):
     """Stepping a session that already hit EOS or its token budget."""
 
@@ -83,9 +86,12 @@ class SessionOptions:
     # and gamma, returns the gamma proposals to verify instead of the drafter's. The drafter
     # still runs, so its probes, ranks and selector stay visible.
     proposer: Optional[Callable[[list[int], int], list[int]]] = None
-    # Attention over whole cache buffers, masked (engine/padded_attention.py): None chooses
-    # it where attention's shapes cost a kernel plan each (a CUDA GPU).
-    padded_attention: Optional[bool] = None
+    # How the block's rows attend, in the drafter and the target's verify: "mlx" (MLX's
+    # attention over the rows held), "padded" (over whole cache buffers, masked:
+    # engine/padded_attention.py) or "kernel" (a CUDA kernel over the rows held:
+    # engine/block_attention.py). None chooses "padded" where attention's shapes cost a
+    # kernel plan each (a CUDA GPU), else "mlx".
+    attention: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -266,10 +272,10 @@ class Session:
         self._token_text: dict[int, str] = {}
         # The decode's state (module docstring): prefill() fills it in, once.
         self.rng = np.random.default_rng(options.seed)
-        padded = options.padded_attention
-        self.padded = pad_by_default() if padded is None else padded
+        self.attention = self._check_attention(options.attention)
         self.ctx_caches = [
-            ContextCache(config.sliding_window - 1 if t == "sliding_attention" else None, self.padded)
+            ContextCache(config.sliding_window - 1 if t == "sliding_attention" else None,
+                         padded=self.attention == "padded", kernel=self.attention == "kernel")
             for t in config.layer_types
         ]
         self.waits = Waits()
@@ -290,6 +296,14 @@ class Session:
         self.compare = pair.reference.open(self) if pair.reference is not None else None
 
     # ---- setup ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_attention(attention: Optional[str]) -> str:
+        if attention is None:
+            return "padded" if pad_by_default() else "mlx"
+        if attention not in ATTENTION_KINDS:
+            raise ParameterError("attention", attention, f"expected one of {', '.join(ATTENTION_KINDS)}")
+        return attention
 
     def _check_gamma(self, gamma: int) -> int:
         if gamma < 1:
@@ -368,7 +382,7 @@ class Session:
             raise RuntimeError("Session.prefill() already ran; open a new session to start again")
         t0 = time.perf_counter()
         bound_buffer_cache(self.pair)  # a decode would otherwise grow MLX's cache without end
-        self.target.reset(padded=self.padded)
+        self.target.reset(self.attention)
         self.target.hook(self.layer_ids, self.compare.layer_ids if self.compare else ())
         sink = ProbeSink("prefill", self.options.probes)
         logits, capture = self.target.prefill(self.prompt_ids)
@@ -561,7 +575,8 @@ class Session:
         block = mx.array([[r.anchor] + [self.config.mask_token_id] * r.gamma])
         x = self.target.embed_tokens(block) * self.embed_scale
         x = x.astype(self.drafter.dtype)
-        masks = block_masks(self.config, [c.length for c in self.ctx_caches], r.gamma + 1)
+        masks = (block_masks(self.config, [c.length for c in self.ctx_caches], r.gamma + 1)
+                 if self.attention != "kernel" else [None] * len(self.ctx_caches))
         hidden = self.drafter.block_hidden(x, self.ctx_caches, r.position, masks, sink)[0, 1:]
         sink("final_normed", None, hidden)
         logits = self.drafter.logits(hidden, self.target.lm_head)

@@ -28,6 +28,7 @@ from mlx.utils import tree_map, tree_map_with_path
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from .errors import InputError, ParameterError
+from .block_attention import kernel_caches, route_target_attention
 from .padded_attention import pad_caches
 from .paths import check_target_path
 
@@ -197,14 +198,21 @@ class Target:
 
     # ---- cache ---------------------------------------------------------------------------
 
-    def make_cache(self, padded: bool = False) -> list:
-        """A fresh cache; padded: multi-row forwards attend over whole KV buffers, masked
-        (engine/padded_attention.py)."""
+    def make_cache(self, attention: str = "mlx") -> list:
+        """A fresh cache whose multi-row forwards attend as `attention` says: "mlx" (MLX's
+        attention over the rows held), "padded" (over whole KV buffers, masked:
+        engine/padded_attention.py) or "kernel" (a block's rows through
+        engine/block_attention.py)."""
         cache = make_prompt_cache(self.model)
-        return pad_caches(cache) if padded else cache
+        if attention == "padded":
+            return pad_caches(cache)
+        if attention == "kernel":
+            route_target_attention(self.model)
+            return kernel_caches(cache)
+        return cache
 
-    def reset(self, padded: bool = False) -> None:
-        self.cache = self.make_cache(padded)
+    def reset(self, attention: str = "mlx") -> None:
+        self.cache = self.make_cache(attention)
 
     @property
     def offset(self) -> int:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import bench_long_context, bench_real_scale, bench_vs_reference, profile_round
+from benchmarks import (bench_block_attention, bench_long_context, bench_real_scale,
+                        bench_vs_reference, profile_round)
+from dflash_tui.engine import block_attention
 
 
 def test_side_by_side_decodes_are_identical(make_pair):
@@ -30,9 +32,24 @@ def test_real_scale_forcing_accepts_every_proposal():
     methods = result["methods"]
     assert methods[bench_real_scale.SPEED]["accepted_share"] == 1.0
     assert methods[bench_real_scale.TUI]["accepted_share"] == 1.0
-    split = result["split"]
+    split = result["split"]["default"]
     assert set(split["stage_ms"]) == {"context", "draft", "select", "verify", "commit"}
     assert 0 <= split["host_ms"] <= split["round_ms"]
+
+
+def test_real_scale_runs_each_attention_route():
+    result = bench_real_scale.main(["--tiny", "--tokens", "16", "--prompt-tokens", "16",
+                                    "--repeats", "1", "--split-rounds", "1", "--dtype", "float32",
+                                    "--attention", "mlx,kernel"])
+    for route in ("mlx", "kernel"):
+        assert result["methods"][f"{bench_real_scale.SPEED} [{route}]"]["accepted_share"] == 1.0
+        assert result["split"][route]["round_ms"] > 0
+
+
+def test_real_scale_refuses_an_unknown_route(capsys):
+    with pytest.raises(SystemExit) as exit:
+        bench_real_scale.main(["--tiny", "--attention", "mlx,flash"])
+    assert exit.value.code == 2 and "'mlx,flash': expected attention routes" in capsys.readouterr().err
 
 
 def test_long_context_keeps_sliding_buffers_flat():
@@ -52,3 +69,11 @@ def test_round_profile_times_every_piece():
         assert 0 <= ms[f"round, {setting} (host)"] <= ms[f"round, {setting}"]
     assert ms["draft probe buffers"] > 0 and ms["one BlockConv.convolve"] > 0
     assert "function calls" in result["profile"]  # the host profile came back
+
+
+@pytest.mark.skipif(block_attention.available(), reason="checks the refusal off a CUDA GPU")
+def test_the_block_attention_bench_says_it_needs_a_gpu(capsys):
+    with pytest.raises(SystemExit) as exit:
+        bench_block_attention.main([])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "CUDA GPU only" in err and len(err.strip().splitlines()) == 1

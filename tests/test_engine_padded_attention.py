@@ -23,11 +23,11 @@ TOKENS = 40
 # On the CPU padded and unpadded attention run the same kernel: equal to rounding. On a CUDA
 # GPU the unpadded one is another kernel whose float32 sums differ by up to ~7e-3 on these
 # logits (measured on an H200); the decode itself is still held equal.
-LOGITS_TOL = 1e-5 if mx.default_device() == mx.cpu else 2e-2
+LOGITS_TOL = 1e-4 if mx.default_device() == mx.cpu else 2e-2
 
 
 def _decode(pair, padded: bool, gamma: int, proposer=None):
-    options = SessionOptions(gamma=gamma, max_tokens=TOKENS, padded_attention=padded,
+    options = SessionOptions(gamma=gamma, max_tokens=TOKENS, attention="padded" if padded else "mlx",
                              keep_raw=True, proposer=proposer)
     session = pair.open(PROMPT, options=options)
     rounds = list(session.run())

@@ -1,0 +1,264 @@
+"""Attention of a block's few query rows over exact cache rows, in one CUDA kernel.
+
+MLX's CUDA backend plans its attention kernel (cuDNN) for every shape with more than one
+query row, and a plan costs 38-68 ms (H200, MLX 0.32.4: docs/PERFORMANCE.md); a decode
+meets a new key length every round, twice (the target's verify over its KV cache, the
+drafter's block over its context). Masked attention over a padded buffer avoids the plans
+but runs MLX's unfused path, ~0.2 ms a call where a planned one costs ~0.09
+(engine/padded_attention.py). A kernel of our own needs no plan: the key length is a
+runtime value, not part of the kernel. One thread block per query row and group of query
+heads sharing a KV head (each key row is read once for the group) splits the row's keys
+among its warps, each keeping an online softmax, and combines the warps in a fixed order:
+the same inputs give the same bits (a combine by atomic adds did not, and in bfloat16 that
+was enough to flip the target's argmax between two runs of one round).
+
+What a query row sees is one contiguous range of keys, which is every mask the engine
+builds (drafter.block_masks, mlx-lm's "causal"): with N keys and L query rows, the last L
+keys being the block's own,
+
+    row i sees keys [lo_i, hi_i):  hi_i = N - L + i + 1 if causal else N
+                                   lo_i = max(0, N - L + i - window + 1) if window else 0
+
+Keys outside the range are never read, so a non-finite value in a row the range excludes
+cannot leak in; one inside it gives NaN, as MLX's attention does. Sums are float32 (off
+float64 by ~1.6e-7 where MLX's own float32 attention on the GPU is off by ~3e-4).
+
+`attend` runs the kernel on a CUDA GPU and, elsewhere, MLX's attention under the same ranges
+as a mask, which is what the CPU tests run against the engine's own masks; on a GPU the
+tests check the kernel against float64 numpy (tests/test_engine_block_attention.py). A
+session takes this route when asked (SessionOptions.attention="kernel"); on a CUDA GPU the
+default is still the padded route, until the kernel's final form has been measured there
+(docs/PERFORMANCE.md, "A block attention kernel").
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+
+import mlx.core as mx
+import numpy as np
+from mlx_lm.models import base
+from mlx_lm.models.cache import KVCache
+
+MAX_ROWS = 64  # longer forwards (a prompt's prefill) keep MLX's attention: a plan is paid once
+MAX_HEAD_DIM = 256  # each lane of a warp holds every 32nd value of a row
+SHARED_BYTES = 32 * 1024  # the warps' partial rows, combined at the end
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the kernel is laid out (benchmarks/bench_block_attention.py times the choices)."""
+
+    threads: int = 512  # 16 warps, each walking every 16th key of the row's range
+    unroll: int = 4  # keys a warp loads before it waits for any of them
+    grouped: int = 4  # query heads of one KV head a block attends for (each key row read once)
+
+    def heads_per_block(self, group: int, dim: int) -> int:
+        """The most query heads of a KV head's `group` a block can take: a divisor of the
+        group, within `grouped`, whose partial rows fit the shared memory."""
+        return next(g for g in range(min(self.grouped, group), 0, -1)
+                    if group % g == 0 and g * self.threads // 32 * dim * 4 <= SHARED_BYTES)
+
+
+LAUNCH = Launch()
+
+_SOURCE = """
+  constexpr int WARPS = THREADS / 32;
+  constexpr int PER_LANE = (D + 31) / 32;  // lane holds elements lane, lane + 32, ...
+  const float neg_inf = __int_as_float(0xff800000);
+  const int rows = q_shape[2];
+  const int heads = q_shape[1];
+  const int keys = k_shape[2];
+  const int head0 = (blockIdx.x / rows) * HEADS;  // HEADS query heads of one KV head
+  const int row = blockIdx.x % rows;
+  const int batch = blockIdx.y;
+  const int kv_head = head0 / (heads / k_shape[1]);
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int last = keys - rows + row;  // the row's own key
+  const int hi = CAUSAL ? last + 1 : keys;
+  const int lo = WINDOW > 0 ? max(0, last - WINDOW + 1) : 0;
+
+  const T* kp = k + batch * k_strides[0] + kv_head * k_strides[1];
+  const T* vp = v + batch * v_strides[0] + kv_head * v_strides[1];
+  const float sc = scale[0];
+  float qv[HEADS][PER_LANE], acc[HEADS][PER_LANE], m[HEADS], l[HEADS];
+  for (int g = 0; g < HEADS; ++g) {
+    const T* qp = q + batch * q_strides[0] + (head0 + g) * q_strides[1] + row * q_strides[2];
+    for (int e = 0; e < PER_LANE; ++e) {
+      const int d = lane + 32 * e;
+      qv[g][e] = d < D ? static_cast<float>(qp[d * q_strides[3]]) * sc : 0.0f;
+      acc[g][e] = 0.0f;
+    }
+    m[g] = neg_inf;  // online softmax: the running max and sum of this warp's keys
+    l[g] = 0.0f;
+  }
+  // Warp w takes keys lo + w, lo + w + WARPS, ..., UNROLL of them at a time, each key row
+  // loaded once for the HEADS query heads that share it.
+  for (int j0 = lo + warp; j0 < hi; j0 += UNROLL * WARPS) {
+    float kf[UNROLL][PER_LANE], s[UNROLL][HEADS];
+    for (int u = 0; u < UNROLL; ++u) {
+      const int j = j0 + u * WARPS;
+      const T* kr = kp + (long long)(j < hi ? j : lo) * k_strides[2];
+      for (int e = 0; e < PER_LANE; ++e) {
+        const int d = lane + 32 * e;
+        kf[u][e] = d < D ? static_cast<float>(kr[d * k_strides[3]]) : 0.0f;
+      }
+    }
+    for (int u = 0; u < UNROLL; ++u) {
+      for (int g = 0; g < HEADS; ++g) {
+        float dot = 0.0f;
+        for (int e = 0; e < PER_LANE; ++e) dot += qv[g][e] * kf[u][e];
+        s[u][g] = dot;
+      }
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+      for (int u = 0; u < UNROLL; ++u) {
+        for (int g = 0; g < HEADS; ++g) s[u][g] += __shfl_xor_sync(0xffffffff, s[u][g], offset);
+      }
+    }
+    for (int u = 0; u < UNROLL; ++u) {
+      const int j = j0 + u * WARPS;
+      if (j >= hi) break;  // the same for every lane of the warp
+      const T* vr = vp + (long long)j * v_strides[2];
+      float vf[PER_LANE];
+      for (int e = 0; e < PER_LANE; ++e) {
+        const int d = lane + 32 * e;
+        vf[e] = d < D ? static_cast<float>(vr[d * v_strides[3]]) : 0.0f;
+      }
+      for (int g = 0; g < HEADS; ++g) {
+        const float m_new = fmaxf(m[g], s[u][g]);  // a NaN score leaves m; p below is NaN
+        const float correction = expf(m[g] - m_new);
+        const float p = expf(s[u][g] - m_new);
+        l[g] = l[g] * correction + p;
+        for (int e = 0; e < PER_LANE; ++e) acc[g][e] = acc[g][e] * correction + p * vf[e];
+        m[g] = m_new;
+      }
+    }
+  }
+  // Combine the warps, in a fixed order (the same inputs give the same bits every time).
+  __shared__ float s_max[HEADS][WARPS], s_sum[HEADS][WARPS], s_acc[HEADS][WARPS][D];
+  for (int g = 0; g < HEADS; ++g) {
+    if (lane == 0) {
+      s_max[g][warp] = m[g];
+      s_sum[g][warp] = l[g];
+    }
+    for (int e = 0; e < PER_LANE; ++e) {
+      if (lane + 32 * e < D) s_acc[g][warp][lane + 32 * e] = acc[g][e];
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < HEADS * D; i += THREADS) {
+    const int g = i / D, d = i % D;
+    float top = neg_inf;
+    for (int w = 0; w < WARPS; ++w) top = fmaxf(top, s_max[g][w]);
+    float num = 0.0f, den = 0.0f;
+    for (int w = 0; w < WARPS; ++w) {
+      const float f = s_max[g][w] == neg_inf ? 0.0f : expf(s_max[g][w] - top);  // an idle warp
+      num += f * s_acc[g][w][d];
+      den += f * s_sum[g][w];
+    }
+    const long long at = ((long long)(batch * heads + head0 + g) * rows + row) * D + d;
+    out[at] = static_cast<T>(num / den);
+  }
+"""
+
+
+def available() -> bool:
+    """Whether arrays are computed on a CUDA GPU (where the kernel runs)."""
+    return mx.default_device() == mx.gpu and mx.cuda.is_available()
+
+
+def supports(q: mx.array, k: mx.array, v: mx.array, window: int = 0) -> bool:
+    """Shapes the kernel takes: a block's few rows, a head of at most 256 values, one
+    float type, whole groups of query heads per KV head, and a window no shorter than the
+    block (a shorter one would hide block keys, which the engine's masks never do)."""
+    rows = q.shape[2]
+    return (1 <= rows <= MAX_ROWS and q.shape[-1] <= MAX_HEAD_DIM and k.shape[-1] == q.shape[-1]
+            and v.shape[-1] == q.shape[-1] and q.dtype == k.dtype == v.dtype
+            and q.dtype in (mx.float32, mx.float16, mx.bfloat16)
+            and q.shape[1] % k.shape[1] == 0 and k.shape[2] >= rows
+            and (window == 0 or window >= rows))
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel():
+    return mx.fast.cuda_kernel(
+        name="dflash_block_attention", input_names=["q", "k", "v", "scale"],
+        output_names=["out"], source=_SOURCE, ensure_row_contiguous=False)
+
+
+@functools.lru_cache(maxsize=16)
+def _scale(value: float) -> mx.array:
+    """The scale as a device array, made once (the kernel takes no scalar arguments)."""
+    return mx.array([value], dtype=mx.float32)
+
+
+def visible(keys: int, rows: int, causal: bool, window: int = 0) -> np.ndarray:
+    """[rows, keys] bool: the ranges above, as a mask."""
+    last = keys - rows + np.arange(rows)[:, None]
+    key = np.arange(keys)[None]
+    seen = key <= last if causal else np.ones((rows, keys), dtype=bool)
+    if window:
+        seen = seen & (key > last - window)
+    return seen
+
+
+def attend(q: mx.array, k: mx.array, v: mx.array, scale: float, causal: bool,
+           window: int = 0, launch: Launch = LAUNCH) -> mx.array:
+    """softmax(q k^T * scale) v over each row's range: q [B, Hq, L, D], k and v
+    [B, Hkv, N, D] (views are read in place), out [B, Hq, L, D] in q's type."""
+    if not available():
+        mask = mx.array(visible(k.shape[2], q.shape[2], causal, window))
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+    batch, heads, rows, dim = q.shape
+    grouped = launch.heads_per_block(heads // k.shape[1], dim)
+    (out,) = _kernel()(
+        inputs=[q, k, v, _scale(float(scale))],
+        template=[("T", q.dtype), ("D", dim), ("HEADS", grouped), ("THREADS", launch.threads),
+                  ("UNROLL", launch.unroll), ("CAUSAL", bool(causal)), ("WINDOW", int(window))],
+        grid=(heads // grouped * rows * launch.threads, batch, 1),
+        threadgroup=(launch.threads, 1, 1),
+        output_shapes=[q.shape], output_dtypes=[q.dtype])
+    return out
+
+
+# ---- the target's verify ------------------------------------------------------------------
+
+
+class KernelKVCache(KVCache):
+    """mlx-lm's KVCache, marking a cache whose few-row forwards attend through `attend`
+    (`route_target_attention`); it holds and trims rows exactly as KVCache does."""
+
+
+def kernel_caches(caches: list) -> list:
+    """The same caches with every plain (empty) KVCache made a KernelKVCache; other kinds
+    (rotating, recurrent, quantized) are kept as they are, and attend as before."""
+    return [KernelKVCache() if type(c) is KVCache and c.keys is None else c for c in caches]
+
+
+def _routed(original):
+    def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None):
+        causal = isinstance(mask, str) and mask == "causal"
+        if (isinstance(cache, KernelKVCache) and sinks is None and (mask is None or causal)
+                and queries.shape[2] > 1 and supports(queries, keys, values)):
+            return attend(queries, keys, values, scale, causal)
+        return original(queries, keys, values, cache=cache, scale=scale, mask=mask, sinks=sinks)
+
+    scaled_dot_product_attention.routed_from = original
+    return scaled_dot_product_attention
+
+
+def route_target_attention(model) -> None:
+    """Send the few-row attention of `model`'s layers through `attend` when their cache is a
+    KernelKVCache. mlx-lm's attention modules call the `scaled_dot_product_attention` of
+    their own model module (mlx_lm.models.llama, ...), so that name is wrapped there, once
+    per module; the wrapper calls mlx-lm's own function for every other cache, so other
+    models of the same family (a baseline decoding beside the engine) are untouched."""
+    for module in model.modules():
+        owner = sys.modules.get(type(module).__module__)
+        attention = getattr(owner, "scaled_dot_product_attention", None)
+        if attention is base.scaled_dot_product_attention:
+            owner.scaled_dot_product_attention = _routed(attention)

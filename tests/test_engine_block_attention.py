@@ -1,0 +1,182 @@
+"""The block attention route (engine/block_attention.py): its key ranges are the engine's own
+masks, a decode through it is the decode through MLX's attention (both target kinds, both
+drafter kinds, a sliding drafter past its window), and only the engine's caches take it.
+On a CUDA GPU the same tests run the kernel itself, and the kernel is checked against MLX's
+attention directly (views, every float type, planted NaNs); CI has no GPU, so those run
+where docs/PERFORMANCE.md says."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx_lm.models.cache import KVCache
+
+from conftest import DRAFTERS, TARGETS
+from greedy import greedy_tokens, load_reference, noisy_oracle
+
+from dflash_tui.engine import SessionOptions, load_pair
+from dflash_tui.engine import block_attention
+from dflash_tui.engine.block_attention import KernelKVCache, attend, route_target_attention, visible
+from dflash_tui.engine.drafter import block_masks, layer_visibility
+from dflash_tui.engine.errors import ParameterError
+
+cuda = pytest.mark.skipif(not block_attention.available(), reason="needs a CUDA GPU")
+PROMPT = "Seven times eight is"
+TOKENS = 40
+# On the CPU both routes run MLX's attention: equal to rounding. On a GPU MLX's own float32
+# attention is off float64 by ~3e-4 (the kernel by ~2e-7: measured on an H200), which these
+# random-weight models amplify to 0.024 in a logit (one of 1,280, once, on an H200).
+LOGITS_TOL = 1e-4 if not block_attention.available() else 5e-2
+
+
+def _decode(pair, attention: str, gamma: int, proposer=None):
+    options = SessionOptions(gamma=gamma, max_tokens=TOKENS, attention=attention,
+                             keep_raw=True, proposer=proposer)
+    session = pair.open(PROMPT, options=options)
+    rounds = list(session.run())
+    session.close()
+    return session, rounds
+
+
+def test_the_key_ranges_are_the_drafters_masks(make_pair):
+    config = load_pair(*make_pair("llama", "DFlash2DraftModel", sliding=True)).drafter.config
+    rows = 8
+    kinds = set()
+    for ctx_len in (3, 23, 40):  # short of, at and past the window of 24
+        masks = block_masks(config, [ctx_len] * config.num_hidden_layers, rows)
+        for layer, mask in enumerate(masks):
+            causal, window = layer_visibility(config, layer)
+            kinds.add((causal, window))
+            expected = np.ones((rows, ctx_len + rows), bool) if mask is None else np.array(mask)
+            assert (visible(ctx_len + rows, rows, causal, window) == expected).all()
+    assert kinds == {(False, 0), (True, 24)}
+
+
+def test_causal_ranges_are_mlx_lms_causal_mask():
+    from mlx_lm.models.base import create_causal_mask
+
+    for offset, rows in [(0, 5), (11, 8)]:
+        mask = np.array(create_causal_mask(rows, offset))
+        assert (visible(offset + rows, rows, causal=True) == mask).all()
+
+
+@pytest.mark.parametrize("target_kind", TARGETS)
+@pytest.mark.parametrize("drafter_kind", DRAFTERS)
+def test_a_decode_through_block_attention_is_the_mlx_decode(make_pair, target_kind, drafter_kind):
+    target_dir, draft_dir = make_pair(target_kind, drafter_kind)
+    pair = load_pair(target_dir, draft_dir)
+    model, _ = load_reference(str(target_dir))
+    plain, plain_rounds = _decode(pair, "mlx", 4)
+    expected = greedy_tokens(model, plain.prompt_ids, TOKENS, plain.eos_ids)
+    # rejections of every length: the target's cache is trimmed between verifies
+    oracle = noisy_oracle(expected, len(plain.prompt_ids), 4)
+    routed, rounds = _decode(pair, "kernel", 4, proposer=oracle)
+    assert routed.generated == expected
+    assert len({r.accepted for r in rounds}) > 1
+    assert any(isinstance(c, KernelKVCache) for c in pair.target.cache)
+    routed, rounds = _decode(pair, "kernel", 4)
+    assert routed.generated == plain.generated == expected
+    assert [r.accepted for r in rounds] == [r.accepted for r in plain_rounds]
+    for ours, theirs in zip(rounds, plain_rounds):
+        np.testing.assert_allclose(ours.raw["draft/logits"], theirs.raw["draft/logits"],
+                                   rtol=LOGITS_TOL, atol=LOGITS_TOL)
+        np.testing.assert_allclose(ours.raw["verify/target_logits"], theirs.raw["verify/target_logits"],
+                                   rtol=LOGITS_TOL, atol=LOGITS_TOL)
+
+
+@pytest.mark.parametrize("drafter_kind", DRAFTERS)
+def test_a_sliding_drafter_through_block_attention_decodes_past_its_window(make_pair, drafter_kind):
+    target_dir, draft_dir = make_pair("llama", drafter_kind, sliding=True)
+    pair = load_pair(target_dir, draft_dir)
+    plain, plain_rounds = _decode(pair, "mlx", 7)
+    routed, rounds = _decode(pair, "kernel", 7)
+    assert routed.generated == plain.generated
+    assert rounds[-1].position > 2 * 24  # well past the window of 24
+    for ours, theirs in zip(rounds, plain_rounds):
+        np.testing.assert_allclose(ours.raw["draft/logits"], theirs.raw["draft/logits"],
+                                   rtol=LOGITS_TOL, atol=LOGITS_TOL)
+
+
+def test_only_a_kernel_cache_takes_the_route(make_pair, monkeypatch):
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    model, _ = load_reference(str(target_dir))
+    route_target_attention(model)
+    route_target_attention(model)  # twice: one wrapper, not two
+    calls = []
+    real = block_attention.attend
+    monkeypatch.setattr(block_attention, "attend", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
+    ids = mx.array([list(range(1, 9))])
+    plain = model(ids, cache=[KVCache() for _ in model.layers])
+    assert calls == []
+    routed = model(ids, cache=[KernelKVCache() for _ in model.layers])
+    assert len(calls) == len(model.layers)
+    np.testing.assert_allclose(np.array(routed), np.array(plain), rtol=LOGITS_TOL, atol=LOGITS_TOL)
+    calls.clear()
+    model(mx.array([[9]]), cache=[KernelKVCache() for _ in model.layers])  # one row: MLX's own
+    assert calls == []
+
+
+def test_an_unknown_attention_is_refused(make_pair):
+    pair = load_pair(*make_pair("llama", "DFlash2DraftModel"))
+    with pytest.raises(ParameterError, match="attention"):
+        pair.open(PROMPT, options=SessionOptions(attention="flash"))
+
+
+# ---- the kernel itself (a CUDA GPU) --------------------------------------------------------
+
+
+def _reference(q, k, v, scale, causal, window) -> np.ndarray:
+    """The same attention in numpy, float64, written out: softmax over each row's range."""
+    q, k, v = (np.array(t.astype(mx.float32)).astype(np.float64) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    scores = q @ k.transpose(0, 1, 3, 2) * scale
+    scores = np.where(visible(k.shape[2], q.shape[2], causal, window), scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (weights / weights.sum(axis=-1, keepdims=True)) @ v
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
+@pytest.mark.parametrize("dim", [16, 64, 128, 256])
+def test_the_kernel_is_mlxs_attention(dtype, dim):
+    rng = np.random.default_rng(dim)
+    tol = 1e-5 if dtype == mx.float32 else 2e-2  # float32 sums; a 16-bit output's rounding
+    for rows, keys, heads, kv_heads, causal, window in [
+            (1, 1, 4, 4, False, 0), (8, 8, 4, 2, True, 0), (8, 300, 32, 8, True, 0),
+            (16, 1500, 8, 8, False, 0), (16, 40, 4, 1, True, 24), (5, 3000, 4, 2, False, 64)]:
+        q = mx.array(rng.normal(size=(1, rows, heads, dim)).astype(np.float32)).astype(dtype)
+        q = q.transpose(0, 2, 1, 3)  # a view, as the models make it
+        buffer = rng.normal(size=(2, 1, kv_heads, keys + 256, dim)).astype(np.float32)
+        k, v = (mx.array(b).astype(dtype)[:, :, :keys] for b in buffer)  # views of a buffer
+        ours = attend(q, k, v, dim ** -0.5, causal, window)
+        assert ours.dtype == dtype and ours.shape == q.shape
+        theirs = _reference(q, k, v, dim ** -0.5, causal, window)
+        np.testing.assert_allclose(np.array(ours.astype(mx.float32)), theirs,
+                                   rtol=tol, atol=tol, err_msg=f"{rows} rows over {keys} keys")
+
+
+@cuda
+def test_the_kernel_reads_no_key_outside_a_rows_range():
+    rng = np.random.default_rng(1)
+    q = mx.array(rng.normal(size=(1, 4, 8, 64)).astype(np.float32))
+    keys = rng.normal(size=(1, 2, 100, 64)).astype(np.float32)
+    hidden, seen = keys.copy(), keys.copy()
+    hidden[:, :, 10] = np.nan  # before every row's window of 24 (rows see 69.. 99)
+    seen[:, :, 95] = np.nan  # the last rows see it; causal, the first rows do not
+    v = mx.array(rng.normal(size=(1, 2, 100, 64)).astype(np.float32))
+    out = np.array(attend(q, mx.array(hidden), v, 0.125, causal=True, window=24))
+    assert np.isfinite(out).all()
+    out = np.array(attend(q, mx.array(seen), v, 0.125, causal=True))
+    assert np.isfinite(out[:, :, :3]).all() and np.isnan(out[:, :, 3:]).all()
+
+
+@cuda
+def test_the_kernel_gives_the_same_bits_every_time():
+    """A combine whose order varied (atomic adds) flipped bfloat16 argmaxes between runs."""
+    rng = np.random.default_rng(2)
+    q = mx.array(rng.normal(size=(1, 32, 8, 128)).astype(np.float32)).astype(mx.bfloat16)
+    k = mx.array(rng.normal(size=(1, 8, 1000, 128)).astype(np.float32)).astype(mx.bfloat16)
+    first = attend(q, k, k, 128 ** -0.5, causal=True)
+    assert all(bool(mx.array_equal(attend(q, k, k, 128 ** -0.5, causal=True), first)) for _ in range(8))
