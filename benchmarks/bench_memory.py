@@ -3,6 +3,7 @@ rounds it runs? (A benchmark that reports numbers, not a test.)
 
     python benchmarks/bench_memory.py [--rounds 5000] [--block 4] [--keep-rounds 100]
                                       [--every 500] [--json F] [MODEL --draft DRAFT_DIR | --sample]
+                                      [--restarts N] [--no-freeze]
 
 Runs the real live app (engine thread, history, trace, panels drawing frames, headless)
 with `c` running round after round, by default on the tiny fixture pair of tests/fixtures.py
@@ -21,12 +22,18 @@ prompt), and samples every `--every` rounds:
 and reports the growth per 1,000 rounds of each, and of rss - mlx: what the rest of the
 process (the app above all) adds beyond the model's memory. The ceiling stated in
 docs/TUI.md comes from this.
+
+--restarts N: instead, restart the session N times (`r`), running --every rounds after each,
+and sample after each restart: what a restart leaves behind. The app freezes what is alive
+once the pair has loaded, as `dflash-tui` does (Launch.freeze_loaded; a frozen cycle is
+never collected); --no-freeze leaves that out, for a before/after.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import sys
 import tempfile
@@ -81,7 +88,7 @@ async def measure(args, model: Path, draft: Path, prompt: str, out: Path) -> lis
     per_target, per_drafter = kv_bytes_per_position(model, draft)
     # a prompt given is raw text to continue; the sample's own goes through its chat template
     launch = Launch(model=model, draft=draft, prompt=prompt, chat=False if args.prompt else None,
-                    gamma=args.block,
+                    gamma=args.block, freeze_loaded=not args.no_freeze,
                     max_tokens=args.rounds * (args.block + 1) + 16)
     app = LiveApp(launch, export_dir=out, keep_rounds=args.keep_rounds, show_timings=False)
     samples = []
@@ -93,7 +100,7 @@ async def measure(args, model: Path, draft: Path, prompt: str, out: Path) -> lis
         await pilot.press("c")
         t0 = time.perf_counter()
         target = args.every
-        while target <= args.rounds:
+        while target <= args.rounds and not args.restarts:
             await pilot.pause(0.2)
             if app.history is not None and len(app.history) >= target:
                 record = app.live
@@ -114,9 +121,42 @@ async def measure(args, model: Path, draft: Path, prompt: str, out: Path) -> lis
                       f"({app.finished or app.failure.message})", file=sys.stderr)
                 break
         await pilot.press("c")  # pause the run
+        if args.restarts:
+            samples = await restarts(args, app, pilot)
     # The engine thread ends after its stage: left running, MLX's threads would be torn
     # down under it as the interpreter exits (an abort after the numbers are out).
     app.engine.join(60)
+    return samples
+
+
+async def restarts(args, app, pilot) -> list[dict]:
+    """Restart the session again and again, running --every rounds each time."""
+    import mlx.core as mx
+
+    samples = []
+    for restart in range(args.restarts + 1):
+        while app.running is not None:
+            await pilot.pause(0.05)
+        if restart:
+            await pilot.press("r")
+            while app.loading and app.failure is None:
+                await pilot.pause(0.05)
+        await pilot.press("c")
+        while len(app.history) < args.every and app.finished is None and app.failure is None:
+            await pilot.pause(0.05)
+        await pilot.press("c")
+        while app.running is not None:
+            await pilot.pause(0.05)
+        gc.collect()
+        samples.append({"rounds": restart, "restarts": restart, "rss_mb": rss_bytes() / MB,
+                        "kv_mb": 0.0, "app_mb": app_bytes(app) / MB,
+                        "mlx_active_mb": mx.get_active_memory() / MB,
+                        "mlx_cache_mb": mx.get_cache_memory() / MB,
+                        "trace_mb": app.trace.stat().st_size / MB if app.trace else 0.0,
+                        "collected_objects": len(gc.get_objects()),
+                        "frozen_objects": gc.get_freeze_count()})
+        print(json.dumps({k: round(v, 2) if isinstance(v, float) else v
+                          for k, v in samples[-1].items()}), flush=True)
     return samples
 
 
@@ -138,6 +178,10 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=4, help="proposals per round")
     parser.add_argument("--keep-rounds", type=int, default=100, help="the app's --keep-rounds")
     parser.add_argument("--json", help="write the samples and the summary here")
+    parser.add_argument("--restarts", type=int, default=0,
+                        help="restart the session N times instead, --every rounds each")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="leave the collector as it is after loading (before/after)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
@@ -160,9 +204,11 @@ def main() -> int:
     for s in samples:
         s["rss_beyond_mlx_mb"] = s["rss_mb"] - s["mlx_active_mb"] - s["mlx_cache_mb"]
     last = samples[-1]
+    per, scale = ("per_restart_mb", 1 / 1000) if args.restarts else ("per_1000_rounds_mb", 1)
     summary = {
         "rounds": last["rounds"], "keep_rounds": args.keep_rounds, "block": args.block,
-        "per_1000_rounds_mb": {key: round(slope(samples, key), 2) for key in (
+        "frozen": not args.no_freeze,
+        per: {key: round(scale * slope(samples, key), 2) for key in (
             "rss_mb", "kv_mb", "mlx_active_mb", "mlx_cache_mb", "app_mb",
             "rss_beyond_mlx_mb", "trace_mb")},
         "at_the_end_mb": {key: round(last[key], 1) for key in (

@@ -3,6 +3,7 @@ process on the tiny fixture pair (or a real one).
 
     python -m benchmarks.bench_tab_switch [MODEL|sample] [--running] [--switches 15]
                                           [--gamma 15] [--size 120x35] [--profile FILE]
+                                          [--no-freeze]
 
 (from the repository root: it writes the fixture checkpoints with tests/fixtures.py)
 
@@ -20,7 +21,10 @@ The live app runs headless on a real engine (the fixture pair, γ 15, by default
 
 Each frame is rendered to terminal bytes as the real driver does (headless Textual skips
 that), so what is counted is what a person waits for, less the terminal itself.
---profile FILE writes a cProfile of the switches alone (pstats format).
+--profile FILE writes a cProfile of the switches alone (pstats format). The app freezes
+what is alive once the pair has loaded, as `dflash-tui` does (Launch.freeze_loaded);
+--no-freeze leaves that out, for a before/after. Both report the full (generation 2)
+garbage collections made while switching: how many, and their median and longest time.
 Goal: a tab switch under 50 ms from key to screen while rounds run (docs/TUI.md).
 """
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import json
 import statistics
 import sys
@@ -140,7 +145,7 @@ async def measure(pair, args, profiler) -> dict:
 
     target, draft = pair
     launch = Launch(model=target, draft=draft, prompt=args.prompt, gamma=args.gamma,
-                    max_tokens=100000)
+                    max_tokens=100000, freeze_loaded=not args.no_freeze)
     width, height = (int(v) for v in args.size.split("x"))
     with tempfile.TemporaryDirectory() as out:
         app = LiveApp(launch, show_timings=False, export_dir=Path(out))
@@ -154,9 +159,42 @@ async def measure(pair, args, profiler) -> dict:
             watch = FrameWatch()
             render_frames_to_bytes(app, watch.shown)
             await settle(app, SETTLE)
-            if args.running:
-                return await measure_running(app, watch, args, profiler)
-            return await measure_paused(app, watch, args, profiler)
+            with FullCollections() as collections:
+                if args.running:
+                    result = await measure_running(app, watch, args, profiler)
+                else:
+                    result = await measure_paused(app, watch, args, profiler)
+            return {**result, "full garbage collections while switching": collections.summary()}
+
+
+class FullCollections:
+    """Times every full (generation 2) garbage collection while it is entered (gc.callbacks)."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self._start = 0.0
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.seconds.append(time.perf_counter() - self._start)
+
+    def __enter__(self) -> "FullCollections":
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def summary(self) -> dict:
+        if not self.seconds:
+            return {"count": 0}
+        return {"count": len(self.seconds), "median ms": median_ms(self.seconds),
+                "longest ms": round(max(self.seconds) * 1000, 1),
+                "objects it walks": len(gc.get_objects()), "frozen objects": gc.get_freeze_count()}
 
 
 async def measure_paused(app, watch, args, profiler) -> dict:
@@ -231,6 +269,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=2.0, help="--running: seconds run before switching")
     parser.add_argument("--profile", type=Path, help="write a cProfile of the switches here")
     parser.add_argument("--json", type=Path, help="write the numbers here")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="leave the collector as it is after loading (before/after)")
     args = parser.parse_args()
 
     profiler = cProfile.Profile() if args.profile else None

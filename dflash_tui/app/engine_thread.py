@@ -13,6 +13,7 @@ for MLX, mlx-lm or transformers to load.
 
 from __future__ import annotations
 
+import gc
 import queue
 from collections import deque
 import threading
@@ -53,6 +54,11 @@ class Launch:
     # reference configuration runs beside the drafter every round (docs/COMPARE.md).
     compare: Optional[object] = None
     compare_tol: Optional[float] = None
+    # Once the pair has loaded, move what is alive then (the model, the tokenizer, Textual,
+    # every module) out of the garbage collector's sight: a full collection then walks what
+    # the session makes, not all of that (docs/TUI.md, "The collector"). The app sets it;
+    # tests, which open many apps in one process, leave it off.
+    freeze_loaded: bool = False
 
 
 # ---- commands (app -> engine) ----------------------------------------------------------------
@@ -302,6 +308,9 @@ class EngineThread(threading.Thread):
                 from .lockstep import Leader
 
                 self._pair = Leader(self._pair, launch.mesh)
+            if launch.freeze_loaded:
+                gc.collect()  # garbage made while loading is freed, not frozen for good
+                gc.freeze()
         keep_raw = self.session.keep_raw if self.session is not None else launch.keep_raw
         options = SessionOptions(
             gamma=self.session.gamma if self.session is not None else launch.gamma,

@@ -46,6 +46,7 @@ def launch_from_args(args) -> Launch:
         temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens,
         trace=append_file("--trace", args.trace),
         mesh=getattr(args, "mesh", None), compare=args.compare, compare_tol=args.compare_tol,
+        freeze_loaded=True,
     )
 
 
