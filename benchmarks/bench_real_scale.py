@@ -16,7 +16,8 @@ selector rank 256). Measured in one process, methods interleaved:
 
 With --attention A,B,... each engine method runs once per attention route
 (SessionOptions.attention: mlx, padded, kernel), interleaved with the rest, and the split is
-measured per route.
+measured per route. Each route forces its own greedy text: two routes round bfloat16
+near-ties apart as a block verify and a one-token forward do.
 
 Proposals are forced to the engine's own greedy text at this block (SessionOptions.proposer).
 Not mlx-lm's: in bfloat16 a block verify and a one-token forward break near-ties
@@ -69,9 +70,11 @@ def decode(pair: Pair, prompt: list[int], options: SessionOptions):
     return session, records, wall, session.waits.seconds - waits
 
 
-def own_greedy(pair: Pair, prompt: list[int], tokens: int, block: int, attempts: int = 4):
-    """The engine's greedy text at this block, and how many decodes it took to find."""
-    quick = SessionOptions(gamma=1, max_tokens=tokens, probes=False, ranks=False)
+def own_greedy(pair: Pair, prompt: list[int], tokens: int, block: int,
+               attention: Optional[str] = None, attempts: int = 4):
+    """The engine's greedy text at this block through this attention route (routes round
+    near-ties apart too), and how many decodes it took to find."""
+    quick = SessionOptions(gamma=1, max_tokens=tokens, probes=False, ranks=False, attention=attention)
     text = decode(pair, prompt, quick)[0].generated
     for attempt in range(1, attempts + 1):
         options = replace(quick, gamma=block, proposer=forced(prompt, text))
@@ -86,10 +89,11 @@ def routed(name: str, attention: Optional[str]) -> str:
     return name if attention is None else f"{name} [{attention}]"
 
 
-def timed(pair: Pair, decodes: list[tuple[list[int], list[int]]], args) -> dict:
-    """decodes: (prompt, forced text) for the warm-up pass and each repeat: one pair for all,
-    or, with --fresh-shapes, one per pass (prompts of other lengths: every round meets
-    context lengths no earlier pass met, as a real decode's rounds do)."""
+def timed(pair: Pair, decodes: dict, args) -> dict:
+    """decodes: per attention route, (prompt, forced text) for the warm-up pass and each
+    repeat: one pair for all, or, with --fresh-shapes, one per pass (prompts of other
+    lengths: every round meets context lengths no earlier pass met, as a real decode's
+    rounds do). The routes share the prompts; each forces its own greedy text."""
     alone = mlx_lm_greedy(pair.target.model, set())
     runs: dict[str, list] = {TARGET: []}
     for attention in args.attention:
@@ -97,12 +101,13 @@ def timed(pair: Pair, decodes: list[tuple[list[int], list[int]]], args) -> dict:
         runs[routed(TUI, attention)] = []
     names = list(runs)
     for repeat in range(args.repeats + 1):  # the first pass warms up (kernels, buffers)
-        prompt, text = decodes[repeat % len(decodes)]
-        base = SessionOptions(gamma=args.block, max_tokens=args.tokens, proposer=forced(prompt, text))
         engines = {}
         for attention in args.attention:
-            engines[routed(SPEED, attention)] = replace(base, probes=False, ranks=False, attention=attention)
-            engines[routed(TUI, attention)] = replace(base, probes=True, ranks=True, attention=attention)
+            prompt, text = decodes[attention][repeat % len(decodes[attention])]
+            base = SessionOptions(gamma=args.block, max_tokens=args.tokens, attention=attention,
+                                  proposer=forced(prompt, text))
+            engines[routed(SPEED, attention)] = (prompt, replace(base, probes=False, ranks=False))
+            engines[routed(TUI, attention)] = (prompt, replace(base, probes=True, ranks=True))
         turn = repeat % len(names)
         for name in names[turn:] + names[:turn]:
             if name == TARGET:
@@ -110,7 +115,7 @@ def timed(pair: Pair, decodes: list[tuple[list[int], list[int]]], args) -> dict:
                 row = {"tokens": len(tokens) - 1, "wall": wall, "rounds": 0, "wait": 0.0,
                        "accepted": 0, "proposed": 0}
             else:
-                session, records, wall, wait = decode(pair, prompt, engines[name])
+                session, records, wall, wait = decode(pair, *engines[name])
                 row = {"tokens": len(session.generated) - 1, "wall": wall, "rounds": len(records),
                        "wait": wait, "accepted": sum(r.accepted for r in records),
                        "proposed": sum(r.gamma for r in records)}
@@ -174,13 +179,14 @@ def run(args) -> dict:
     made_s = clock.read()[0]
     rng = np.random.default_rng(0)
     longest = rng.integers(0, shape.vocab - 1, args.prompt_tokens + args.repeats).tolist()
-    decodes, attempts = [], 0
+    decodes, attempts = {a: [] for a in args.attention}, 0
     for extra in range(args.repeats + 1 if args.fresh_shapes else 1):
         prompt = longest[: args.prompt_tokens + extra]
-        text, tries = own_greedy(pair, prompt, args.tokens, args.block)
-        decodes.append((prompt, text))
-        attempts = max(attempts, tries)
-    prompt, text = decodes[0]
+        for attention in args.attention:
+            text, tries = own_greedy(pair, prompt, args.tokens, args.block, attention)
+            decodes[attention].append((prompt, text))
+            attempts = max(attempts, tries)
+    prompt = decodes[args.attention[0]][0][0]
     speeds = timed(pair, decodes, args)
     alone = speeds[TARGET]["tokens_per_s"]
     for row in speeds.values():
@@ -192,7 +198,7 @@ def run(args) -> dict:
         "backend": "gpu" if mx.default_device() == mx.gpu else "cpu", "mlx": mx.__version__,
         "weights_made_s": made_s, "forcing_decodes": attempts + 1,
         "methods": speeds, "one_token_ms": one_token_ms(pair, prompt),
-        "split": {a or "default": split(pair, prompt, text, args, a) for a in args.attention},
+        "split": {a or "default": split(pair, *decodes[a][0], args, a) for a in args.attention},
     }
 
 
