@@ -233,12 +233,6 @@ class KernelKVCache(KVCache):
     (`route_target_attention`); it holds and trims rows exactly as KVCache does."""
 
 
-def kernel_caches(caches: list) -> list:
-    """The same caches with every plain (empty) KVCache made a KernelKVCache; other kinds
-    (rotating, recurrent, quantized) are kept as they are, and attend as before."""
-    return [KernelKVCache() if type(c) is KVCache and c.keys is None else c for c in caches]
-
-
 def _routed(original):
     def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None):
         causal = isinstance(mask, str) and mask == "causal"

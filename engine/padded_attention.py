@@ -77,8 +77,3 @@ class PaddedKVCache(KVCache):
         key = np.arange(self._capacity_for(rows))[None, :]
         return mx.array(key <= query)
 
-
-def pad_caches(caches: list) -> list:
-    """The same caches with every plain (empty) KVCache made a PaddedKVCache; other kinds
-    (rotating, recurrent, quantized) are kept as they are."""
-    return [PaddedKVCache() if type(c) is KVCache and c.keys is None else c for c in caches]

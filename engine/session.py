@@ -575,8 +575,7 @@ class Session:
         block = mx.array([[r.anchor] + [self.config.mask_token_id] * r.gamma])
         x = self.target.embed_tokens(block) * self.embed_scale
         x = x.astype(self.drafter.dtype)
-        masks = (block_masks(self.config, [c.length for c in self.ctx_caches], r.gamma + 1)
-                 if self.attention != "kernel" else [None] * len(self.ctx_caches))
+        masks = block_masks(self.config, [c.length for c in self.ctx_caches], r.gamma + 1)
         hidden = self.drafter.block_hidden(x, self.ctx_caches, r.position, masks, sink)[0, 1:]
         sink("final_normed", None, hidden)
         logits = self.drafter.logits(hidden, self.target.lm_head)

@@ -25,11 +25,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: paths onl
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_map, tree_map_with_path
-from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
+from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
+from .block_attention import KernelKVCache, route_target_attention
 from .errors import InputError, ParameterError
-from .block_attention import kernel_caches, route_target_attention
-from .padded_attention import pad_caches
+from .padded_attention import PaddedKVCache
 from .paths import check_target_path
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
@@ -204,12 +204,13 @@ class Target:
         engine/padded_attention.py) or "kernel" (a block's rows through
         engine/block_attention.py)."""
         cache = make_prompt_cache(self.model)
-        if attention == "padded":
-            return pad_caches(cache)
-        if attention == "kernel":
+        kind = {"padded": PaddedKVCache, "kernel": KernelKVCache}.get(attention)
+        if kind is None:
+            return cache
+        if kind is KernelKVCache:
             route_target_attention(self.model)
-            return kernel_caches(cache)
-        return cache
+        # plain attention caches only: rotating, recurrent and quantized ones attend as before
+        return [kind() if type(c) is KVCache and c.keys is None else c for c in cache]
 
     def reset(self, attention: str = "mlx") -> None:
         self.cache = self.make_cache(attention)
