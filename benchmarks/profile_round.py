@@ -35,7 +35,6 @@ from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
 from benchmarks import common
 from benchmarks.synthetic import REAL, TINY, synthetic_pair, with_shape
-from dflash_tui.engine import block_attention
 from dflash_tui.engine.context_cache import ContextCache
 from dflash_tui.engine.device_walk import greedy_walk
 from dflash_tui.engine.drafter import block_masks
@@ -186,20 +185,6 @@ def attention(shape, dtype, rows: int, out: dict) -> None:
         padded(290)  # the one shape's plan
         out[f"attention, {queries} queries, padded to 512, new length held"] = statistics.median(
             [padded(300 + i) for i in range(8)])
-    # the block kernel (engine/block_attention.py) over the exact rows: nothing planned
-    for queries, causal in ((rows, True), (16, False)):
-        def kernel(keys: int) -> float:
-            q = mx.random.normal((1, shape.heads, queries, shape.head_dim)).astype(dtype)
-            k = mx.random.normal((1, shape.kv_heads, keys, shape.head_dim)).astype(dtype)
-            mx.eval(q, k)
-            t0 = time.perf_counter()
-            mx.eval(block_attention.attend(q, k, k, 0.1, causal))
-            return (time.perf_counter() - t0) * 1000
-
-        kernel(290)  # its one compilation
-        for base in (300, 4096, 16384):
-            out[f"attention, {queries} queries{', causal' if causal else ''}, block kernel, "
-                f"new key length ~{base}"] = statistics.median([kernel(base + i) for i in range(8)])
 
 
 def rounds(pair, args, out: dict) -> str:

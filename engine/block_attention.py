@@ -241,7 +241,6 @@ def _routed(original):
             return attend(queries, keys, values, scale, causal)
         return original(queries, keys, values, cache=cache, scale=scale, mask=mask, sinks=sinks)
 
-    scaled_dot_product_attention.routed_from = original
     return scaled_dot_product_attention
 
 
