@@ -1,10 +1,10 @@
 """The block attention kernel's layouts at real shape, against MLX's attention (CUDA GPU only).
 
-    python -m benchmarks.bench_block_attention [--lengths 300,4096,16384] [--repeats 8]
+    python -m benchmarks.bench_block_attention [--lengths 300,1024,4096,16384] [--repeats 8]
         [--dtype bfloat16] [--json FILE]
 
 For each layout (engine/block_attention.py, `Launch`: threads per block, keys in flight per
-warp, query heads per block) and each key length: the median time of one waited call at key
+warp, query heads per block, keys per block before a row's range is split) and each key length: the median time of one waited call at key
 lengths never met before, for the verify's block (8 rows, causal) and the drafter's (16
 rows, all visible), at the real target's heads (32 query / 8 KV, head size 128); whether
 five calls on the same inputs give the same bits; and the largest error against float64
@@ -30,8 +30,8 @@ from benchmarks.synthetic import REAL
 from dflash_tui.engine import block_attention
 from dflash_tui.engine.block_attention import Launch, attend, visible
 
-LAYOUTS = (Launch(512, 4, 4), Launch(512, 4, 2), Launch(1024, 1, 1), Launch(1024, 4, 1),
-           Launch(256, 4, 4))
+LAYOUTS = (Launch(512, 4, 4, 0), Launch(512, 4, 4, 1024), Launch(512, 4, 4, 256), Launch(256, 4, 4, 512),
+           Launch(1024, 1, 1, 0), Launch(1024, 1, 1, 1024))
 SHAPES = ((8, True), (16, False))  # (rows, causal): the verify's block, the drafter's
 CALLS = {8: 36, 16: 5}  # calls of each shape in a real-scale round
 
@@ -66,7 +66,8 @@ def kernel_rows(args, dtype) -> list[dict]:
     rows_out = []
     for launch in LAYOUTS:
         row = {"layout": f"{launch.threads} threads, {launch.unroll} keys in flight, "
-                         f"{launch.heads_per_block(REAL.heads // REAL.kv_heads, REAL.head_dim)} heads a block",
+                         f"{launch.heads_per_block(REAL.heads // REAL.kv_heads, REAL.head_dim)} heads a block, "
+                         + (f"chunks of {launch.chunk} keys" if launch.chunk else "no chunks"),
                "ms": {}}
         for rows, causal in SHAPES:
             q, k = _inputs(rows, 290, dtype)
@@ -133,7 +134,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     parser.add_argument("--json", type=Path, help="write the numbers here")
-    parser.add_argument("--lengths", default="300,4096,16384",
+    parser.add_argument("--lengths", default="300,1024,4096,16384",
                         type=lambda text: [int(n) for n in text.split(",")])
     parser.add_argument("--repeats", type=int, default=8)
     args = parser.parse_args(argv)

@@ -4,7 +4,7 @@ rounds, with a drafter whose layers slide (all but the last, which attends to ev
     python -m benchmarks.bench_long_context           # the full shape: a GPU (H200: ~3 min)
     python -m benchmarks.bench_long_context --tiny    # CPU-sized (a minute or two)
         [--contexts 1024,16384] [--rounds 16] [--block 7] [--window 2048]
-        [--memory-rounds 300] [--dtype bfloat16] [--json FILE]
+        [--memory-rounds 300] [--attention mlx|padded|kernel] [--dtype bfloat16] [--json FILE]
 
 The pair is benchmarks/synthetic.py's (REAL or TINY) with sliding-window drafter layers. Per
 context length: a prompt of that many random tokens, prefilled, then rounds with the
@@ -32,7 +32,7 @@ from benchmarks.common import Clock, finish
 from benchmarks.synthetic import REAL, TINY, synthetic_pair, with_shape
 from dflash_tui.engine.api import Pair
 from dflash_tui.engine.records import STAGE_ORDER
-from dflash_tui.engine.session import Session, SessionOptions
+from dflash_tui.engine.session import ATTENTION_KINDS, Session, SessionOptions
 
 MiB = 2 ** 20
 
@@ -48,11 +48,12 @@ def rss_mib() -> Optional[float]:
     return None
 
 
-def open_session(pair: Pair, length: int, block: int, seed: int) -> Session:
+def open_session(pair: Pair, length: int, block: int, seed: int,
+                 attention: Optional[str] = None) -> Session:
     vocab = pair.target.vocab_size
     prompt = np.random.default_rng(seed).integers(0, vocab - 1, length).tolist()
     session = Session(pair, prompt, options=SessionOptions(
-        gamma=block, max_tokens=10 ** 9, probes=False, ranks=False))
+        gamma=block, max_tokens=10 ** 9, probes=False, ranks=False, attention=attention))
     session.prefill()
     return session
 
@@ -127,14 +128,14 @@ def run(args) -> dict:
     for i, length in enumerate(contexts):
         if session is not None:
             session.close()
-        session = open_session(pair, length, args.block, seed=i)
+        session = open_session(pair, length, args.block, seed=i, attention=args.attention)
         round_ms, host_ms = round_times(session, args.rounds)
         rows[length] = {"round_ms": round_ms, "host_ms": host_ms,
                         "stage_ms": stage_times(session, max(args.rounds // 2, 1))}
     result = {
         "shape": shape.describe(), "dtype": args.dtype, "block": args.block,
         "backend": "gpu" if mx.default_device() == mx.gpu else "cpu", "mlx": mx.__version__,
-        "contexts": rows,
+        "attention": session.attention, "contexts": rows,
         "ratio": rows[contexts[-1]]["round_ms"] / rows[contexts[0]]["round_ms"],
         "memory": memory(session, args.memory_rounds),
     }
@@ -144,7 +145,7 @@ def run(args) -> dict:
 
 def report(result: dict) -> str:
     lines = [result["shape"], f"{result['backend']} (MLX {result['mlx']}), {result['dtype']}, "
-             f"block {result['block']}, probes and ranks off"]
+             f"block {result['block']}, attention {result.get('attention')}, probes and ranks off"]
     for length, row in result["contexts"].items():
         stages = ", ".join(f"{k} {v:.1f}" for k, v in row["stage_ms"].items())
         lines.append(f"context {int(length):>6}: round {row['round_ms']:8.2f} ms (host "
@@ -173,6 +174,8 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--window", type=int, help="sliding window (default 2048; 64 with --tiny)")
     parser.add_argument("--memory-rounds", type=int, default=600)
+    parser.add_argument("--attention", choices=ATTENTION_KINDS,
+                        help="the attention route (default: the session's, kernel on a CUDA GPU)")
     args = parser.parse_args(argv)
     return finish(run(args), report, args.json)
 

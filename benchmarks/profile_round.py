@@ -17,7 +17,8 @@ what the piece adds to a round), median of `--repeats`:
   probe rows      the host side of a draft stage's probes: rows() after the wait
   rounds          whole chained rounds with probes and ranks off / on, round and host ms
                   (host: outside the one wait), and a profile of the host's functions in
-                  rounds with both on (`--profile-top` lines)
+                  rounds with both on (`--profiled off`: both off), by own time and by
+                  cumulative time (`--profile-top` lines each)
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def run(args) -> dict:
     profile = rounds(pair, args, out)
     return {"shape": shape.describe(), "dtype": args.dtype, "block": args.block,
             "backend": "gpu" if mx.default_device() == mx.gpu else "cpu",
-            "mlx": mx.__version__, "ms": out, "profile": profile}
+            "mlx": mx.__version__, "ms": out, "profiled": args.profiled, "profile": profile}
 
 
 def attention(shape, dtype, rows: int, out: dict) -> None:
@@ -211,14 +212,15 @@ def rounds(pair, args, out: dict) -> str:
             name = f"round, probes {'on' if probes else 'off'}, ranks {'on' if ranks else 'off'}"
             out[name] = 1000 * statistics.median(w for w, _ in times)
             out[name + " (host)"] = 1000 * statistics.median(h for _, h in times)
-    opened, profiler = session(True, True), cProfile.Profile()
+    opened, profiler = session(args.profiled == "on", args.profiled == "on"), cProfile.Profile()
     profiler.enable()
     for _ in range(args.rounds):
         opened.step_round()
     profiler.disable()
     opened.close()
     text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.profile_top)
+    for order in ("tottime", "cumulative"):
+        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(args.profile_top)
     return text.getvalue()
 
 
@@ -226,7 +228,8 @@ def report(result: dict) -> str:
     lines = [result["shape"], f"{result['backend']} (MLX {result['mlx']}), {result['dtype']}, "
              f"block {result['block']}; each piece alone, median ms"]
     lines += [f"  {name:44} {value:9.3f}" for name, value in result["ms"].items()]
-    return "\n".join(lines) + "\nhost profile, rounds with probes and ranks on:\n" + result["profile"]
+    return ("\n".join(lines) + f"\nhost profile, rounds with probes and ranks {result['profiled']}:\n"
+            + result["profile"])
 
 
 def main(argv: Optional[list[str]] = None) -> dict:
@@ -236,6 +239,8 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--profile-top", type=int, default=25)
+    parser.add_argument("--profiled", choices=("on", "off"), default="on",
+                        help="profile the host in rounds with probes and ranks on, or off")
     args = parser.parse_args(argv)
     return common.finish(run(args), report, args.json)
 

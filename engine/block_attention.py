@@ -10,7 +10,10 @@ runtime value, not part of the kernel. One thread block per query row and group 
 heads sharing a KV head (each key row is read once for the group) splits the row's keys
 among its warps, each keeping an online softmax, and combines the warps in a fixed order:
 the same inputs give the same bits (a combine by atomic adds did not, and in bfloat16 that
-was enough to flip the target's argmax between two runs of one round).
+was enough to flip the target's argmax between two runs of one round). A range longer than
+`Launch.chunk` keys is split over several blocks, whose partial rows a second kernel
+combines, in a fixed order too: one block walking a 16k-token context is slow, and a block
+per row and head group leaves most of the GPU idle.
 
 What a query row sees is one contiguous range of keys, which is every mask the engine
 builds (drafter.block_masks, mlx-lm's "causal"): with N keys and L query rows, the last L
@@ -25,9 +28,9 @@ float64 by ~1.6e-7 where MLX's own float32 attention on the GPU is off by ~3e-4)
 
 `attend` runs the kernel on a CUDA GPU and, elsewhere, MLX's attention under the same ranges
 as a mask, which is what the CPU tests run against the engine's own masks; on a GPU the
-tests check the kernel against float64 numpy (tests/test_engine_block_attention.py). A
-session takes this route when asked (SessionOptions.attention="kernel"); on a CUDA GPU the
-default is still the padded route, until the kernel's final form has been measured there
+tests check the kernel against float64 numpy (tests/test_engine_block_attention.py). It is
+a session's route on a CUDA GPU unless another is asked for (SessionOptions.attention): at
+real scale on an H200 it beat the padded route at every context length measured
 (docs/PERFORMANCE.md, "A block attention kernel").
 """
 
@@ -51,9 +54,17 @@ SHARED_BYTES = 32 * 1024  # the warps' partial rows, combined at the end
 class Launch:
     """How the kernel is laid out (benchmarks/bench_block_attention.py times the choices)."""
 
-    threads: int = 512  # 16 warps, each walking every 16th key of the row's range
+    threads: int = 256  # 8 warps, each walking every 8th key of the block's keys
     unroll: int = 4  # keys a warp loads before it waits for any of them
     grouped: int = 4  # query heads of one KV head a block attends for (each key row read once)
+    chunk: int = 512  # keys a block takes; a longer range is split over blocks, 0: never
+
+    def chunks(self, keys: int, rows: int, window: int = 0) -> int:
+        """Blocks a row's range is split over: the longest range any row of the call has,
+        in chunks (a long context would otherwise leave most of the GPU idle, one block
+        walking thousands of keys per row and head group)."""
+        longest = min(keys, window + rows - 1) if window else keys
+        return 1 if self.chunk <= 0 else -(-longest // self.chunk)
 
     def heads_per_block(self, group: int, dim: int) -> int:
         """The most query heads of a KV head's `group` a block can take: a divisor of the
@@ -78,8 +89,12 @@ _SOURCE = """
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   const int last = keys - rows + row;  // the row's own key
-  const int hi = CAUSAL ? last + 1 : keys;
-  const int lo = WINDOW > 0 ? max(0, last - WINDOW + 1) : 0;
+  const int row_hi = CAUSAL ? last + 1 : keys;
+  const int row_lo = WINDOW > 0 ? max(0, last - WINDOW + 1) : 0;
+  // With CHUNK, block z takes the CHUNK keys of the row's range from row_lo + z * CHUNK on
+  // (possibly none: its partial row then has max -inf and weight 0).
+  const int lo = CHUNK > 0 ? row_lo + blockIdx.z * CHUNK : row_lo;
+  const int hi = CHUNK > 0 ? min(row_hi, lo + CHUNK) : row_hi;
 
   const T* kp = k + batch * k_strides[0] + kv_head * k_strides[1];
   const T* vp = v + batch * v_strides[0] + kv_head * v_strides[1];
@@ -160,9 +175,43 @@ _SOURCE = """
       num += f * s_acc[g][w][d];
       den += f * s_sum[g][w];
     }
-    const long long at = ((long long)(batch * heads + head0 + g) * rows + row) * D + d;
-    out[at] = static_cast<T>(num / den);
+    const long long at = (long long)(batch * heads + head0 + g) * rows + row;
+"""
+
+# One block's whole range: the normalized row.
+_WHOLE = """    out[at * D + d] = static_cast<T>(num / den);
   }
+"""
+
+# One chunk of the range: the partial row, unnormalized, with its max and sum (_COMBINE).
+_PART = """    const long long part = at * gridDim.z + blockIdx.z;
+    part_acc[part * D + d] = num;
+    if (d == 0) {
+      part_ml[part * 2] = top;
+      part_ml[part * 2 + 1] = den;
+    }
+  }
+"""
+
+# The chunks of each row, in a fixed order: one thread per output value.
+_COMBINE = """
+  const float neg_inf = __int_as_float(0xff800000);
+  const int chunks = part_ml_shape[3];
+  const long long total = (long long)part_ml_shape[0] * part_ml_shape[1] * part_ml_shape[2] * D;
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const long long at = i / D;
+  const int d = i % D;
+  const float* ml = part_ml + at * chunks * 2;
+  float top = neg_inf;
+  for (int c = 0; c < chunks; ++c) top = fmaxf(top, ml[c * 2]);
+  float num = 0.0f, den = 0.0f;
+  for (int c = 0; c < chunks; ++c) {
+    const float f = ml[c * 2] == neg_inf ? 0.0f : expf(ml[c * 2] - top);  // a chunk with no keys
+    num += f * part_acc[(at * chunks + c) * D + d];
+    den += f * ml[c * 2 + 1];
+  }
+  out[i] = static_cast<T>(num / den);
 """
 
 
@@ -187,7 +236,21 @@ def supports(q: mx.array, k: mx.array, v: mx.array, window: int = 0) -> bool:
 def _kernel():
     return mx.fast.cuda_kernel(
         name="dflash_block_attention", input_names=["q", "k", "v", "scale"],
-        output_names=["out"], source=_SOURCE, ensure_row_contiguous=False)
+        output_names=["out"], source=_SOURCE + _WHOLE, ensure_row_contiguous=False)
+
+
+@functools.lru_cache(maxsize=1)
+def _chunk_kernel():
+    return mx.fast.cuda_kernel(
+        name="dflash_block_attention_chunks", input_names=["q", "k", "v", "scale"],
+        output_names=["part_acc", "part_ml"], source=_SOURCE + _PART, ensure_row_contiguous=False)
+
+
+@functools.lru_cache(maxsize=1)
+def _combine_kernel():
+    return mx.fast.cuda_kernel(
+        name="dflash_block_attention_combine", input_names=["part_acc", "part_ml"],
+        output_names=["out"], source=_COMBINE)
 
 
 @functools.lru_cache(maxsize=16)
@@ -215,12 +278,25 @@ def attend(q: mx.array, k: mx.array, v: mx.array, scale: float, causal: bool,
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
     batch, heads, rows, dim = q.shape
     grouped = launch.heads_per_block(heads // k.shape[1], dim)
-    (out,) = _kernel()(
-        inputs=[q, k, v, _scale(float(scale))],
-        template=[("T", q.dtype), ("D", dim), ("HEADS", grouped), ("THREADS", launch.threads),
-                  ("UNROLL", launch.unroll), ("CAUSAL", bool(causal)), ("WINDOW", int(window))],
-        grid=(heads // grouped * rows * launch.threads, batch, 1),
-        threadgroup=(launch.threads, 1, 1),
+    chunks = launch.chunks(k.shape[2], rows, window)
+    template = [("T", q.dtype), ("D", dim), ("HEADS", grouped), ("THREADS", launch.threads),
+                ("UNROLL", launch.unroll), ("CAUSAL", bool(causal)), ("WINDOW", int(window))]
+    inputs = [q, k, v, _scale(float(scale))]
+    blocks = heads // grouped * rows * launch.threads
+    if chunks == 1:
+        (out,) = _kernel()(
+            inputs=inputs, template=template + [("CHUNK", 0)], grid=(blocks, batch, 1),
+            threadgroup=(launch.threads, 1, 1), output_shapes=[q.shape], output_dtypes=[q.dtype])
+        return out
+    parts = (batch, heads, rows, chunks)
+    part_acc, part_ml = _chunk_kernel()(
+        inputs=inputs, template=template + [("CHUNK", launch.chunk)], grid=(blocks, batch, chunks),
+        threadgroup=(launch.threads, 1, 1), output_shapes=[parts + (dim,), parts + (2,)],
+        output_dtypes=[mx.float32, mx.float32])
+    values = batch * heads * rows * dim
+    (out,) = _combine_kernel()(
+        inputs=[part_acc, part_ml], template=[("T", q.dtype), ("D", dim)],
+        grid=(-(-values // 256) * 256, 1, 1), threadgroup=(256, 1, 1),
         output_shapes=[q.shape], output_dtypes=[q.dtype])
     return out
 

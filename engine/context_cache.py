@@ -19,12 +19,12 @@ of `keep` rows once every ~STEP appended rows), so its memory stays flat however
 decode runs. Rows keep their temporal order, which a ring buffer would not (attention over
 reordered rows sums in another order: close, not equal).
 
-Padded (`padded=True`, on a CUDA GPU by default: engine/padded_attention.py), `with_block`
+Padded (`padded=True`: engine/padded_attention.py), `with_block`
 returns the whole buffer and a mask that hides the rows past the block, so attention's
 shapes change only when the buffer grows; a sliding layer whose window is full already has
 one shape (its window and the block) and keeps the exact slice. With `kernel=True` the
 rows are the exact slice and the drafter's attention goes through engine/block_attention.py,
-whose kernel plans nothing per length.
+whose kernel plans nothing per length (the default on a CUDA GPU).
 """
 
 from __future__ import annotations

@@ -14,9 +14,10 @@ forward wrote are zeros: a buffer starts zeroed and any stale row left past the 
 write is zeroed again. One-row forwards (the target decoding alone) keep the exact slice:
 their kernel plans nothing per length.
 
-Used where it pays: on a CUDA GPU by default (`pad_by_default`); anywhere when asked (the
-tests run it on the CPU against the unpadded forward). engine/block_attention.py is the
-route that needs neither plans nor padding, opt-in until measured in its final form.
+Taken when asked (SessionOptions.attention="padded"; the tests run it on the CPU against the
+unpadded forward). It was the CUDA default until engine/block_attention.py, which needs
+neither plans nor padding, measured faster there at every context length
+(docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -26,10 +27,6 @@ import numpy as np
 from mlx_lm.models.cache import KVCache
 
 from .context_cache import STEP, round_up  # one step for both caches' buffers
-
-def pad_by_default() -> bool:
-    """Whether attention shapes cost a kernel plan each: a CUDA GPU."""
-    return mx.default_device() == mx.gpu and mx.cuda.is_available()
 
 
 class PaddedKVCache(KVCache):

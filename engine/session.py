@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional
 import mlx.core as mx
 import numpy as np
 
+from . import block_attention
 from .acceptance import greedy_accept, rejection_sample, softmax_rows
 from .context_cache import ContextCache
 from .device_walk import greedy_walk, picked_tokens
@@ -41,7 +42,6 @@ from .draft_config import DraftConfig
 from .drafter import block_masks
 from .errors import InputError, ParameterError
 from .memory import bound_buffer_cache
-from .padded_attention import pad_by_default
 from .probes import ProbeSink, first_nonfinite
 from .ranks import rank_arrays, slot_ranks
 from .quantize import describe as describe_quantization
@@ -89,8 +89,8 @@ class SessionOptions:
     # How the block's rows attend, in the drafter and the target's verify: "mlx" (MLX's
     # attention over the rows held), "padded" (over whole cache buffers, masked:
     # engine/padded_attention.py) or "kernel" (a CUDA kernel over the rows held:
-    # engine/block_attention.py). None chooses "padded" where attention's shapes cost a
-    # kernel plan each (a CUDA GPU), else "mlx".
+    # engine/block_attention.py). None chooses "kernel" where MLX's attention would plan a
+    # kernel for each new shape (a CUDA GPU), else "mlx".
     attention: Optional[str] = None
 
 
@@ -300,7 +300,7 @@ class Session:
     @staticmethod
     def _check_attention(attention: Optional[str]) -> str:
         if attention is None:
-            return "padded" if pad_by_default() else "mlx"
+            return "kernel" if block_attention.available() else "mlx"
         if attention not in ATTENTION_KINDS:
             raise ParameterError("attention", attention, f"expected one of {', '.join(ATTENTION_KINDS)}")
         return attention

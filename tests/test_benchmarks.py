@@ -55,7 +55,8 @@ def test_real_scale_refuses_an_unknown_route(capsys):
 def test_long_context_keeps_sliding_buffers_flat():
     result = bench_long_context.main(["--tiny", "--contexts", "48,400", "--rounds", "2",
                                       "--window", "16", "--memory-rounds", "60",
-                                      "--dtype", "float32"])
+                                      "--dtype", "float32", "--attention", "kernel"])
+    assert result["attention"] == "kernel"
     memory = result["memory"]
     assert memory["sliding_cache_bytes"][0] == memory["sliding_cache_bytes"][1] > 0
     assert set(result["contexts"]) == {48, 400}

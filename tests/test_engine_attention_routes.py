@@ -39,8 +39,16 @@ def _decode(pair, attention: str, gamma: int, proposer=None):
 
 def _same_logits(rounds, plain_rounds, *keys: str) -> None:
     for ours, theirs in zip(rounds, plain_rounds, strict=True):
+        # Verify row r reads the proposals before it, so rows past a proposal the two
+        # drafters broke a near-tie over are other forwards: on the GPU, where the drafter's
+        # logits are equal only to 5e-2, a rejected slot's proposal may differ (an H200 run
+        # had one in 29 rounds); on the CPU none may.
+        same = next((i for i, (a, b) in enumerate(zip(ours.proposals, theirs.proposals)) if a != b),
+                    len(ours.proposals))
+        assert block_attention.available() or same == len(ours.proposals), f"round {ours.round}"
         for key in keys:
-            np.testing.assert_allclose(ours.raw[key], theirs.raw[key], rtol=LOGITS_TOL,
+            rows = slice(None) if key.startswith("draft") else slice(0, same + 1)
+            np.testing.assert_allclose(ours.raw[key][rows], theirs.raw[key][rows], rtol=LOGITS_TOL,
                                        atol=LOGITS_TOL, err_msg=f"round {ours.round} {key}")
 
 

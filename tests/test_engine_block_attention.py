@@ -16,7 +16,7 @@ from greedy import load_reference
 
 from dflash_tui.engine import SessionOptions, load_pair
 from dflash_tui.engine import block_attention
-from dflash_tui.engine.block_attention import KernelKVCache, attend, route_target_attention, visible
+from dflash_tui.engine.block_attention import KernelKVCache, Launch, attend, route_target_attention, visible
 from dflash_tui.engine.drafter import block_masks, layer_visibility
 from dflash_tui.engine.errors import ParameterError
 
@@ -66,6 +66,15 @@ def test_only_a_kernel_cache_takes_the_route(make_pair, monkeypatch):
     assert calls == []
 
 
+def test_a_session_attends_through_the_kernel_by_default_on_a_gpu_only(make_pair):
+    pair = load_pair(*make_pair("llama", "DFlash2DraftModel"))
+    session = pair.open(PROMPT, options=SessionOptions(max_tokens=4))
+    on_gpu = block_attention.available()
+    assert session.attention == ("kernel" if on_gpu else "mlx")
+    assert any(isinstance(c, KernelKVCache) for c in pair.target.cache) == on_gpu
+    session.close()
+
+
 def test_an_unknown_attention_is_refused(make_pair):
     pair = load_pair(*make_pair("llama", "DFlash2DraftModel"))
     with pytest.raises(ParameterError, match="attention"):
@@ -106,6 +115,36 @@ def test_the_kernel_is_mlxs_attention(dtype, dim):
                                    rtol=tol, atol=tol, err_msg=f"{rows} rows over {keys} keys")
 
 
+def test_a_range_is_split_in_chunks_only_when_longer_than_one():
+    launch = Launch(chunk=256)
+    assert launch.chunks(256, 8) == 1 and launch.chunks(257, 8) == 2
+    assert launch.chunks(4096, 16, window=64) == 1  # a window bounds every row's range
+    assert launch.chunks(4096, 16, window=300) == 2  # 300 + 15 keys for the first row
+    assert Launch(chunk=0).chunks(100_000, 8) == 1
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
+def test_a_range_split_in_chunks_is_the_whole_range(dtype):
+    """Chunks of 64 keys, combined by a second kernel, some of them empty for some rows (a
+    causal row's range ends before the last chunk, 260 keys in 5; a window's last row fits in
+    the first)."""
+    rng = np.random.default_rng(3)
+    tol = 1e-5 if dtype == mx.float32 else 2e-2
+    for rows, keys, causal, window in [(8, 260, True, 0), (16, 1000, False, 0), (16, 1000, False, 60),
+                                       (8, 500, True, 70), (3, 65, False, 0)]:
+        q = mx.array(rng.normal(size=(1, 8, rows, 128)).astype(np.float32)).astype(dtype)
+        k, v = (mx.array(rng.normal(size=(1, 2, keys, 128)).astype(np.float32)).astype(dtype)
+                for _ in range(2))
+        chunked = attend(q, k, v, 128 ** -0.5, causal, window, launch=Launch(chunk=64))
+        assert Launch(chunk=64).chunks(keys, rows, window) > 1
+        theirs = _reference(q, k, v, 128 ** -0.5, causal, window)
+        np.testing.assert_allclose(np.array(chunked.astype(mx.float32)), theirs, rtol=tol, atol=tol,
+                                   err_msg=f"{rows} rows over {keys} keys, window {window}")
+        assert bool(mx.array_equal(attend(q, k, v, 128 ** -0.5, causal, window, launch=Launch(chunk=64)),
+                                   chunked))
+
+
 @cuda
 def test_the_kernel_reads_no_key_outside_a_rows_range():
     rng = np.random.default_rng(1)
@@ -115,10 +154,11 @@ def test_the_kernel_reads_no_key_outside_a_rows_range():
     hidden[:, :, 10] = np.nan  # before every row's window of 24 (rows see 69.. 99)
     seen[:, :, 95] = np.nan  # the last rows see it; causal, the first rows do not
     v = mx.array(rng.normal(size=(1, 2, 100, 64)).astype(np.float32))
-    out = np.array(attend(q, mx.array(hidden), v, 0.125, causal=True, window=24))
-    assert np.isfinite(out).all()
-    out = np.array(attend(q, mx.array(seen), v, 0.125, causal=True))
-    assert np.isfinite(out[:, :, :3]).all() and np.isnan(out[:, :, 3:]).all()
+    for launch in (Launch(chunk=0), Launch(chunk=32)):  # one block a row; chunks of 32 keys
+        out = np.array(attend(q, mx.array(hidden), v, 0.125, causal=True, window=24, launch=launch))
+        assert np.isfinite(out).all()
+        out = np.array(attend(q, mx.array(seen), v, 0.125, causal=True, launch=launch))
+        assert np.isfinite(out[:, :, :3]).all() and np.isnan(out[:, :, 3:]).all()
 
 
 @cuda
@@ -127,5 +167,7 @@ def test_the_kernel_gives_the_same_bits_every_time():
     rng = np.random.default_rng(2)
     q = mx.array(rng.normal(size=(1, 32, 8, 128)).astype(np.float32)).astype(mx.bfloat16)
     k = mx.array(rng.normal(size=(1, 8, 1000, 128)).astype(np.float32)).astype(mx.bfloat16)
-    first = attend(q, k, k, 128 ** -0.5, causal=True)
-    assert all(bool(mx.array_equal(attend(q, k, k, 128 ** -0.5, causal=True), first)) for _ in range(8))
+    for launch in (Launch(chunk=0), Launch(chunk=128)):
+        first = attend(q, k, k, 128 ** -0.5, causal=True, launch=launch)
+        assert all(bool(mx.array_equal(attend(q, k, k, 128 ** -0.5, causal=True, launch=launch), first))
+                   for _ in range(8))

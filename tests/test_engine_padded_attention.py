@@ -1,5 +1,5 @@
-"""Padded attention (engine/padded_attention.py), run here on the CPU although only a CUDA
-GPU chooses it by default: the target's padded cache gives the unpadded forward's logits,
+"""Padded attention (engine/padded_attention.py), a route a session takes when asked, run
+here on the CPU: the target's padded cache gives the unpadded forward's logits,
 and a NaN in a row past the rows held (a rejected forward's, an earlier longer block's)
 never leaks into attention. (A decode through it: tests/test_engine_attention_routes.py.)"""
 
