@@ -70,6 +70,10 @@ def run_live(launch: Launch, **app_options) -> Optional[int]:
     # The engine thread runs Python between MLX ops; a short switch interval hands the GIL
     # to the UI thread within a millisecond when a key arrives (default: 5 ms).
     sys.setswitchinterval(UI_SWITCH_INTERVAL)
+    # Likewise the engine's BLAS threads leave the UI thread a core of its own.
+    from ..blas import leave_a_core_for_the_ui
+
+    leave_a_core_for_the_ui()
     app = LiveApp(launch, **app_options)
     with _terminal(launch, app):
         code = app.run()
