@@ -14,6 +14,7 @@ so what is measured is what a person sees: bytes reaching the terminal.
                           round), the time from writing `?` to the help screen's text on the
                           terminal, from `3` to the probes tab's text and from `4` to the
                           aggregates tab's; then the same tab switches with the run paused
+  rounds per second       rounds the status line counted while the run went on (keys and all)
 
 Goals: first frame under 1 s, key -> screen under 50 ms.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -46,6 +48,14 @@ def summary(values: list[float]) -> dict:
     ms = sorted(v * 1000 for v in values)
     return {"n": len(ms), "median_ms": round(statistics.median(ms), 1),
             "p90_ms": round(ms[min(len(ms) - 1, int(0.9 * len(ms)))], 1), "max_ms": round(ms[-1], 1)}
+
+
+def last_round(term: Terminal, since: int) -> int:
+    """The last round number the status line showed after output offset `since`."""
+    with term.changed:
+        data = bytes(term.output[since:])
+    plain = re.sub(r"\x1b\[[0-9;?<>=$]*[a-zA-Z~]", "", data.decode("utf-8", "replace"))
+    return int(re.findall(r"round (\d+)", plain)[-1])
 
 
 def main() -> int:
@@ -81,8 +91,10 @@ def main() -> int:
     try:
         t_ready = term.when(READY, timeout=600)
         load_seconds = t_ready - term.started
+        since = term.mark()
         term.type("c")
-        term.when(RUNNING, since=term.mark())
+        run_started = term.when(RUNNING, since=since)
+        first_round = last_round(term, since)
         for _ in range(args.keys):
             since = term.mark()
             pressed = term.type("?")
@@ -100,7 +112,8 @@ def main() -> int:
         # the same tab switches with the session paused (c again): nothing else to draw
         since = term.mark()
         term.type("c")
-        term.when(PAUSED, since=since)
+        run_ended = term.when(PAUSED, since=since)
+        rounds_per_s = (last_round(term, since) - first_round) / (run_ended - run_started)
         for _ in range(args.keys):
             for key, text, times in (("3", PROBES, probes_paused), ("4", AGGREGATES, aggregates_paused)):
                 time.sleep(SETTLE)
@@ -120,6 +133,7 @@ def main() -> int:
         "model_ready_s": round(load_seconds, 2),
         "key_to_screen_while_running": {"help (?)": summary(help_open), "probes tab (3)": summary(probes_tab),
                                         **({"aggregates tab (4)": summary(aggregates_tab)} if aggregates_tab else {})},
+        "rounds_per_s_while_running": round(rounds_per_s, 3),
         "key_to_screen_paused": {"probes tab (3)": summary(probes_paused),
                                  "aggregates tab (4)": summary(aggregates_paused)},
     }
