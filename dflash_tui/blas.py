@@ -53,9 +53,10 @@ def maybe_reexec_with_openblas() -> None:
 
 def leave_a_core_for_the_ui(cpus: int | None = None) -> int | None:
     """In the TUI, run OpenBLAS on all cores but one, so the UI thread has a core to draw
-    on while the engine multiplies (docs/TUI.md: on 2 cores, tab switches while a run goes
-    on took 42-66 ms with OpenBLAS on both, 27-39 ms with one thread). Returns the threads
-    set, or None where nothing was changed: not OpenBLAS, a single core, or the user set
+    on while the engine multiplies. On 2 cores the sample's rounds were no slower on one
+    thread (OpenBLAS's second one spins more than it helps at these sizes) and tab
+    switches no slower either (docs/TUI.md, "A core for the UI"). Returns the threads set,
+    or None where nothing was changed: not OpenBLAS, a single core, or the user set
     OPENBLAS_NUM_THREADS (their choice stands)."""
     if os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("DFLASH_TUI_BLAS") == "reference":
         return None
@@ -71,4 +72,3 @@ def leave_a_core_for_the_ui(cpus: int | None = None) -> int | None:
     except (OSError, AttributeError):
         return None
     return cpus - 1
-
