@@ -62,6 +62,12 @@ def test_long_context_keeps_sliding_buffers_flat():
     assert set(result["contexts"]) == {48, 400}
 
 
+def test_long_context_refuses_an_unknown_attention_route(capsys):
+    with pytest.raises(SystemExit) as exit:
+        bench_long_context.main(["--tiny", "--attention", "flash"])
+    assert exit.value.code == 2 and "invalid choice: 'flash'" in capsys.readouterr().err
+
+
 def test_round_profile_times_every_piece():
     result = profile_round.main(["--tiny", "--repeats", "1", "--rounds", "2", "--profile-top", "5",
                                  "--dtype", "float32"])
