@@ -17,6 +17,7 @@ from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.files import write_json_atomic
 
 from . import dataset, state as state_lib
+from .decode_eval import decode_acceptance, whole_length
 from .evaluate import eval_blocks, evaluate, session_check, summary_line
 from .objective import target_parts
 from .settings import RunSettings
@@ -24,6 +25,7 @@ from .settings import RunSettings
 Say = Callable[[str], None]
 FINAL_BLOCKS_FACTOR = 4
 SESSION_GAMMA = 7
+DECODE_BATCH = 16
 
 
 def run_eval_phase(load_target32, out: Path, data_dir: Path, run: RunSettings, say: Say) -> dict:
@@ -44,11 +46,17 @@ def run_eval_phase(load_target32, out: Path, data_dir: Path, run: RunSettings, s
     blocks = eval_blocks(held, FINAL_BLOCKS_FACTOR * run.eval_blocks, seq_len, max(gammas))
     result = evaluate(drafter, target_parts(target, config), target, held, blocks, gammas,
                       seq_len, batch=8)
+    result["decode"] = decode_acceptance(drafter, target_parts(target, config), target, held, gammas,
+                                         whole_length(held), batch=DECODE_BATCH)
     result.update({"final": True, "step": training.get("step")})
     say(f"eval: step {training.get('step')}, {result['blocks']} validation blocks")
     say("eval: " + summary_line(result))
     for g, r in result["gamma"].items():
         say(f"eval: g={g} slot accuracy (walk) {r['slot_acc']}")
+    for g, r in result["decode"]["gamma"].items():
+        kinds = " ".join(f"{k} {v:.2f}" for k, v in r["by_kind"].items())
+        say(f"eval: g={g} as decoded ({result['decode']['sequences']} answers, {r['rounds']} rounds): "
+            f"{r['accepted']:.3f} accepted/round ({kinds})")
     if run.session_tokens:
         gamma = min(SESSION_GAMMA, config.block_size - 1)
         sessions = session_check(target, out, held, gamma, run.session_tokens)

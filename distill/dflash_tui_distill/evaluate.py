@@ -87,6 +87,19 @@ def walk_proposals(selector, hidden: mx.array, logits: mx.array, anchor_tokens: 
     return mx.stack(picks, axis=1)
 
 
+def propose(drafter: DraftModel, parts: TargetParts, hidden: mx.array,
+            anchor_tokens: mx.array) -> tuple[mx.array, mx.array]:
+    """What the engine proposes at temperature 0 for blocks whose rows 1..g are `hidden`
+    (the selector's walk for DFlash2, the argmax for DFlash), and the argmax: [n, g] each."""
+    config = drafter.config
+    logits = drafter.logits(hidden, parts.lm_head).astype(mx.float32)
+    argmax = mx.argmax(logits, axis=-1)
+    if not config.is_dflash2:
+        return argmax, argmax
+    return walk_proposals(drafter.candidate_selector, hidden, logits, anchor_tokens,
+                          config.selector_top_k), argmax
+
+
 def accepted_lengths(proposals: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Longest prefix of each row of proposals equal to labels."""
     return np.cumprod(proposals == labels, axis=1).sum(axis=1)
@@ -127,13 +140,7 @@ def evaluate(drafter: DraftModel, parts: TargetParts, target, sequences: Sequenc
             lengths = np.where(valid, g, 0).astype(np.int32)
             hidden = draft_hidden(drafter, parts, capture, mx.array(safe.astype(np.int32)),
                                   mx.array(block), mx.array(lengths))
-            logits = drafter.logits(hidden, parts.lm_head).astype(mx.float32)
-            if config.is_dflash2:
-                proposals = walk_proposals(drafter.candidate_selector, hidden, logits,
-                                           mx.array(block[:, 0]), config.selector_top_k)
-            else:
-                proposals = mx.argmax(logits, axis=-1)
-            argmax = mx.argmax(logits, axis=-1)
+            proposals, argmax = propose(drafter, parts, hidden, mx.array(block[:, 0]))
             mx.eval(proposals, argmax)
             p, a = np.array(proposals)[valid], np.array(argmax)[valid]
             lab = labels[valid]
@@ -159,7 +166,11 @@ def summary_line(result: dict) -> str:
     for g, r in result.get("gamma", {}).items():
         kinds = " ".join(f"{k} {v:.2f}" for k, v in r["by_kind"].items())
         parts.append(f"g={g}: {r['accepted']:.3f} ({kinds})")
-    return "validation accepted/round  " + "  |  ".join(parts)
+    line = "validation accepted/round  " + "  |  ".join(parts)
+    decode = result.get("decode", {}).get("gamma", {})
+    if decode:
+        line += "  ||  as decoded: " + "  ".join(f"g={g} {r['accepted']:.3f}" for g, r in decode.items())
+    return line
 
 
 def session_check(target, drafter_dir, sequences: Sequences, gamma: int, max_tokens: int,

@@ -76,6 +76,21 @@ def packed_masks(anchors: mx.array, lengths: mx.array, seq_len: int, rows: int,
     return [mask] * layers
 
 
+def context_kv(drafter: DraftModel, capture: mx.array) -> list[tuple[mx.array, mx.array]]:
+    """Each drafter layer's keys/values of every context row of capture [B, S, n*H]."""
+    ctx = drafter.project_context(capture.astype(drafter.fc.weight.dtype))
+    return drafter.context_kv(ctx, 0)
+
+
+def block_hidden_on(drafter: DraftModel, parts: TargetParts, kv, seq_len: int, anchors: mx.array,
+                    block: mx.array, lengths: mx.array) -> mx.array:
+    """Final-normed hidden of rows 1..gamma of blocks [n, rows] over context K/V that
+    already has one entry per block: [n, gamma, H]."""
+    x = (parts.embed_tokens(block) * parts.embed_scale).astype(drafter.fc.weight.dtype)
+    masks = packed_masks(anchors, lengths, seq_len, block.shape[1], len(drafter.layers))
+    return drafter.block_hidden(x, kv, anchors, masks)[:, 1:]
+
+
 def draft_hidden(drafter: DraftModel, parts: TargetParts, capture: mx.array, anchors: mx.array,
                  block: mx.array, lengths: mx.array) -> mx.array:
     """Final-normed hidden of rows 1..gamma of every block: [n, gamma, H].
@@ -83,18 +98,11 @@ def draft_hidden(drafter: DraftModel, parts: TargetParts, capture: mx.array, anc
     capture [B, S, n*H]; anchors/lengths [n]; block [n, rows]; blocks are grouped by
     sequence (n = B * blocks per sequence, sequence-major).
     """
-    dtype = drafter.fc.weight.dtype
-    batch, seq_len = capture.shape[0], capture.shape[1]
-    n, rows = block.shape
-    per_sequence = n // batch
-    ctx = drafter.project_context(capture.astype(dtype))
-    kv = drafter.context_kv(ctx, 0)
+    per_sequence = block.shape[0] // capture.shape[0]
+    kv = context_kv(drafter, capture)
     if per_sequence > 1:
         kv = [(mx.repeat(k, per_sequence, axis=0), mx.repeat(v, per_sequence, axis=0)) for k, v in kv]
-    x = (parts.embed_tokens(block) * parts.embed_scale).astype(dtype)
-    masks = packed_masks(anchors, lengths, seq_len, rows, len(drafter.layers))
-    hidden = drafter.block_hidden(x, kv, anchors, masks)
-    return hidden[:, 1:]
+    return block_hidden_on(drafter, parts, kv, capture.shape[1], anchors, block, lengths)
 
 
 def top_candidates(logits: mx.array, k: int) -> tuple[mx.array, mx.array]:

@@ -21,6 +21,7 @@ from dflash_tui.engine.target import DTYPES, backend
 from . import dataset, state as state_lib
 from .architecture import build_config, choose_mask_token, init_drafter, parameter_bytes, target_shape
 from .batches import BatchSampler
+from .decode_eval import decode_acceptance, whole_length
 from .evaluate import EvalBlocks, eval_blocks, evaluate, summary_line
 from .init_from import start_record, start_weights
 from .objective import target_parts
@@ -31,6 +32,9 @@ from .trainer import Deadline, Trainer
 
 Say = Callable[[str], None]
 SAVE_SECONDS_GUESS = 10.0  # until the first save is timed
+# The evals during training walk this many validation answers as a decode would (decode_eval);
+# the eval phase walks them all.
+DECODE_SEQUENCES = 64
 
 
 def training_record(train: TrainSettings, data_manifest: dict, step: int, target,
@@ -168,6 +172,9 @@ class TrainPhase:
         drafter = self.trainer.load_into_drafter()
         result = evaluate(drafter, self.parts, self.target, self.eval_set, self.blocks,
                           self.eval_gammas, self.train.seq_len, max(1, self.train.batch))
+        result["decode"] = decode_acceptance(drafter, self.parts, self.target, self.eval_set,
+                                             self.eval_gammas, whole_length(self.eval_set),
+                                             max(1, self.train.batch), limit=DECODE_SEQUENCES)
         result["step"] = self.trainer.step
         result["tokens_seen"] = self.tokens_seen
         result["train_seconds"] = round(self.elapsed_before + self.train_seconds(), 1)
@@ -255,6 +262,11 @@ def _flat(tree) -> dict:
 def _brief(result: Optional[dict]) -> dict:
     if not result:
         return {}
-    return {"step": result.get("step"), "blocks": result.get("blocks"),
-            "accepted": {g: {"all": round(r["accepted"], 4), **r["by_kind"]}
-                         for g, r in result.get("gamma", {}).items()}}
+    brief = {"step": result.get("step"), "blocks": result.get("blocks"),
+             "accepted": {g: {"all": round(r["accepted"], 4), **r["by_kind"]}
+                          for g, r in result.get("gamma", {}).items()}}
+    if "decode" in result:
+        brief["decode_sequences"] = result["decode"]["sequences"]
+        brief["decode_accepted"] = {g: {"all": round(r["accepted"], 4), **r["by_kind"]}
+                                    for g, r in result["decode"]["gamma"].items()}
+    return brief
