@@ -30,8 +30,8 @@ from benchmarks.synthetic import REAL
 from dflash_tui.engine import block_attention
 from dflash_tui.engine.block_attention import Launch, attend, visible
 
-LAYOUTS = (Launch(512, 4, 4, 0), Launch(512, 4, 4, 1024), Launch(512, 4, 4, 256), Launch(256, 4, 4, 512),
-           Launch(1024, 1, 1, 0), Launch(1024, 1, 1, 1024))
+LAYOUTS = (Launch(256, 4, 4, 512, values_ahead=False), Launch(256, 4, 4, 512), Launch(256, 8, 4, 512),
+           Launch(256, 4, 4, 256), Launch(128, 4, 4, 256), Launch(512, 4, 4, 1024))
 SHAPES = ((8, True), (16, False))  # (rows, causal): the verify's block, the drafter's
 CALLS = {8: 36, 16: 5}  # calls of each shape in a real-scale round
 
@@ -39,9 +39,10 @@ CALLS = {8: 36, 16: 5}  # calls of each shape in a real-scale round
 def _inputs(rows: int, keys: int, dtype, seed: int = 0):
     rng = np.random.default_rng(seed)
     q = mx.array(rng.normal(size=(1, REAL.heads, rows, REAL.head_dim)).astype(np.float32)).astype(dtype)
-    k = mx.array(rng.normal(size=(1, REAL.kv_heads, keys, REAL.head_dim)).astype(np.float32)).astype(dtype)
-    mx.eval(q, k)
-    return q, k
+    k, v = (mx.array(rng.normal(size=(1, REAL.kv_heads, keys, REAL.head_dim)).astype(np.float32)).astype(dtype)
+            for _ in range(2))  # values apart from keys: a value row is not in cache for a key's load
+    mx.eval(q, k, v)
+    return q, k, v
 
 
 def _waited_ms(call) -> float:
@@ -50,14 +51,14 @@ def _waited_ms(call) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-def _error(q, k, out, causal: bool) -> float:
+def _error(q, k, v, out, causal: bool) -> float:
     """Largest |out - attention in float64| (values as the kernel read them)."""
-    q64, k64 = (np.array(t.astype(mx.float32)).astype(np.float64) for t in (q, k))
-    k64 = np.repeat(k64, q64.shape[1] // k64.shape[1], axis=1)
+    q64, k64, v64 = (np.array(t.astype(mx.float32)).astype(np.float64) for t in (q, k, v))
+    k64, v64 = (np.repeat(t, q64.shape[1] // t.shape[1], axis=1) for t in (k64, v64))
     scores = q64 @ k64.transpose(0, 1, 3, 2) * REAL.head_dim ** -0.5
     scores = np.where(visible(k64.shape[2], q64.shape[2], causal), scores, -np.inf)
     weights = np.exp(scores - scores.max(-1, keepdims=True))
-    expected = (weights / weights.sum(-1, keepdims=True)) @ k64
+    expected = (weights / weights.sum(-1, keepdims=True)) @ v64
     return float(np.abs(np.array(out.astype(mx.float32)) - expected).max())
 
 
@@ -67,22 +68,23 @@ def kernel_rows(args, dtype) -> list[dict]:
     for launch in LAYOUTS:
         row = {"layout": f"{launch.threads} threads, {launch.unroll} keys in flight, "
                          f"{launch.heads_per_block(REAL.heads // REAL.kv_heads, REAL.head_dim)} heads a block, "
-                         + (f"chunks of {launch.chunk} keys" if launch.chunk else "no chunks"),
+                         + (f"chunks of {launch.chunk} keys" if launch.chunk else "no chunks")
+                         + (", values with keys" if launch.values_ahead else ", values after"),
                "ms": {}}
         for rows, causal in SHAPES:
-            q, k = _inputs(rows, 290, dtype)
-            mx.eval(attend(q, k, k, scale, causal, launch=launch))  # its compilation
+            q, k, v = _inputs(rows, 290, dtype)
+            mx.eval(attend(q, k, v, scale, causal, launch=launch))  # its compilation
             for base in args.lengths:
                 times = []
                 for i in range(args.repeats):
-                    q, k = _inputs(rows, base + i, dtype, seed=i)
-                    times.append(_waited_ms(lambda: attend(q, k, k, scale, causal, launch=launch)))
+                    q, k, v = _inputs(rows, base + i, dtype, seed=i)
+                    times.append(_waited_ms(lambda: attend(q, k, v, scale, causal, launch=launch)))
                 row["ms"][f"{rows} rows, {base} keys"] = statistics.median(times)
-            q, k = _inputs(rows, 1000, dtype)
-            first = attend(q, k, k, scale, causal, launch=launch)
+            q, k, v = _inputs(rows, 1000, dtype)
+            first = attend(q, k, v, scale, causal, launch=launch)
             row[f"{rows} rows deterministic"] = all(
-                bool(mx.array_equal(attend(q, k, k, scale, causal, launch=launch), first)) for _ in range(5))
-            row[f"{rows} rows max error"] = _error(q, k, first, causal)
+                bool(mx.array_equal(attend(q, k, v, scale, causal, launch=launch), first)) for _ in range(5))
+            row[f"{rows} rows max error"] = _error(q, k, v, first, causal)
         row["round ms"] = {base: sum(CALLS[r] * row["ms"][f"{r} rows, {base} keys"] for r, _ in SHAPES)
                            for base in args.lengths}
         rows_out.append(row)
@@ -95,15 +97,15 @@ def mlx_rows(args, dtype) -> dict:
         mask = "causal" if causal else None
         new = []
         for i in range(args.repeats):
-            q, k = _inputs(rows, 300 + i, dtype, seed=i)
-            new.append(_waited_ms(lambda: mx.fast.scaled_dot_product_attention(q, k, k, scale=scale, mask=mask)))
-        again = [_waited_ms(lambda: mx.fast.scaled_dot_product_attention(q, k, k, scale=scale, mask=mask))
+            q, k, v = _inputs(rows, 300 + i, dtype, seed=i)
+            new.append(_waited_ms(lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)))
+        again = [_waited_ms(lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask))
                  for _ in range(args.repeats)]
-        q, k = _inputs(rows, 512, dtype)
+        q, k, v = _inputs(rows, 512, dtype)
         padded = []
         for i in range(args.repeats):
             held = mx.array(visible(512, rows, causal) & (np.arange(512)[None] < 300 + i + rows))
-            padded.append(_waited_ms(lambda: mx.fast.scaled_dot_product_attention(q, k, k, scale=scale, mask=held)))
+            padded.append(_waited_ms(lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=held)))
         out[f"{rows} rows"] = {"new key length": statistics.median(new),
                                "same length again": statistics.median(again[1:]),
                                "padded to 512, masked": statistics.median(padded[1:])}

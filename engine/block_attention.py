@@ -58,6 +58,9 @@ class Launch:
     unroll: int = 4  # keys a warp loads before it waits for any of them
     grouped: int = 4  # query heads of one KV head a block attends for (each key row read once)
     chunk: int = 512  # keys a block takes; a longer range is split over blocks, 0: never
+    # Load the UNROLL keys' value rows together with their key rows, so a warp waits on memory
+    # once per UNROLL keys instead of once for the keys and once for each value row.
+    values_ahead: bool = True
 
     def chunks(self, keys: int, rows: int, window: int = 0) -> int:
         """Blocks a row's range is split over: the longest range any row of the call has,
@@ -113,13 +116,16 @@ _SOURCE = """
   // Warp w takes keys lo + w, lo + w + WARPS, ..., UNROLL of them at a time, each key row
   // loaded once for the HEADS query heads that share it.
   for (int j0 = lo + warp; j0 < hi; j0 += UNROLL * WARPS) {
-    float kf[UNROLL][PER_LANE], s[UNROLL][HEADS];
+    float kf[UNROLL][PER_LANE], vf[VALUES_AHEAD ? UNROLL : 1][PER_LANE], s[UNROLL][HEADS];
     for (int u = 0; u < UNROLL; ++u) {
       const int j = j0 + u * WARPS;
-      const T* kr = kp + (long long)(j < hi ? j : lo) * k_strides[2];
+      const long long r = j < hi ? j : lo;  // past the range: a row that exists, never used
+      const T* kr = kp + r * k_strides[2];
+      const T* vr = vp + r * v_strides[2];
       for (int e = 0; e < PER_LANE; ++e) {
         const int d = lane + 32 * e;
         kf[u][e] = d < D ? static_cast<float>(kr[d * k_strides[3]]) : 0.0f;
+        if (VALUES_AHEAD) vf[VALUES_AHEAD ? u : 0][e] = d < D ? static_cast<float>(vr[d * v_strides[3]]) : 0.0f;
       }
     }
     for (int u = 0; u < UNROLL; ++u) {
@@ -137,18 +143,20 @@ _SOURCE = """
     for (int u = 0; u < UNROLL; ++u) {
       const int j = j0 + u * WARPS;
       if (j >= hi) break;  // the same for every lane of the warp
-      const T* vr = vp + (long long)j * v_strides[2];
-      float vf[PER_LANE];
-      for (int e = 0; e < PER_LANE; ++e) {
-        const int d = lane + 32 * e;
-        vf[e] = d < D ? static_cast<float>(vr[d * v_strides[3]]) : 0.0f;
+      const int vu = VALUES_AHEAD ? u : 0;
+      if (!VALUES_AHEAD) {
+        const T* vr = vp + (long long)j * v_strides[2];
+        for (int e = 0; e < PER_LANE; ++e) {
+          const int d = lane + 32 * e;
+          vf[0][e] = d < D ? static_cast<float>(vr[d * v_strides[3]]) : 0.0f;
+        }
       }
       for (int g = 0; g < HEADS; ++g) {
         const float m_new = fmaxf(m[g], s[u][g]);  // a NaN score leaves m; p below is NaN
         const float correction = expf(m[g] - m_new);
         const float p = expf(s[u][g] - m_new);
         l[g] = l[g] * correction + p;
-        for (int e = 0; e < PER_LANE; ++e) acc[g][e] = acc[g][e] * correction + p * vf[e];
+        for (int e = 0; e < PER_LANE; ++e) acc[g][e] = acc[g][e] * correction + p * vf[vu][e];
         m[g] = m_new;
       }
     }
@@ -270,9 +278,11 @@ def visible(keys: int, rows: int, causal: bool, window: int = 0) -> np.ndarray:
 
 
 def attend(q: mx.array, k: mx.array, v: mx.array, scale: float, causal: bool,
-           window: int = 0, launch: Launch = LAUNCH) -> mx.array:
+           window: int = 0, launch: Launch | None = None) -> mx.array:
     """softmax(q k^T * scale) v over each row's range: q [B, Hq, L, D], k and v
-    [B, Hkv, N, D] (views are read in place), out [B, Hq, L, D] in q's type."""
+    [B, Hkv, N, D] (views are read in place), out [B, Hq, L, D] in q's type. `launch`
+    defaults to the module's LAUNCH, read at call time (a benchmark may swap it)."""
+    launch = launch or LAUNCH
     if not available():
         mask = mx.array(visible(k.shape[2], q.shape[2], causal, window))
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
@@ -280,7 +290,8 @@ def attend(q: mx.array, k: mx.array, v: mx.array, scale: float, causal: bool,
     grouped = launch.heads_per_block(heads // k.shape[1], dim)
     chunks = launch.chunks(k.shape[2], rows, window)
     template = [("T", q.dtype), ("D", dim), ("HEADS", grouped), ("THREADS", launch.threads),
-                ("UNROLL", launch.unroll), ("CAUSAL", bool(causal)), ("WINDOW", int(window))]
+                ("UNROLL", launch.unroll), ("CAUSAL", bool(causal)), ("WINDOW", int(window)),
+                ("VALUES_AHEAD", bool(launch.values_ahead))]
     inputs = [q, k, v, _scale(float(scale))]
     blocks = heads // grouped * rows * launch.threads
     if chunks == 1:

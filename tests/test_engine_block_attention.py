@@ -136,13 +136,13 @@ def test_a_range_split_in_chunks_is_the_whole_range(dtype):
         q = mx.array(rng.normal(size=(1, 8, rows, 128)).astype(np.float32)).astype(dtype)
         k, v = (mx.array(rng.normal(size=(1, 2, keys, 128)).astype(np.float32)).astype(dtype)
                 for _ in range(2))
-        chunked = attend(q, k, v, 128 ** -0.5, causal, window, launch=Launch(chunk=64))
-        assert Launch(chunk=64).chunks(keys, rows, window) > 1
         theirs = _reference(q, k, v, 128 ** -0.5, causal, window)
-        np.testing.assert_allclose(np.array(chunked.astype(mx.float32)), theirs, rtol=tol, atol=tol,
-                                   err_msg=f"{rows} rows over {keys} keys, window {window}")
-        assert bool(mx.array_equal(attend(q, k, v, 128 ** -0.5, causal, window, launch=Launch(chunk=64)),
-                                   chunked))
+        for launch in (Launch(chunk=64), Launch(chunk=64, values_ahead=False)):
+            chunked = attend(q, k, v, 128 ** -0.5, causal, window, launch=launch)
+            assert launch.chunks(keys, rows, window) > 1
+            np.testing.assert_allclose(np.array(chunked.astype(mx.float32)), theirs, rtol=tol, atol=tol,
+                                       err_msg=f"{rows} rows over {keys} keys, window {window}, {launch}")
+            assert bool(mx.array_equal(attend(q, k, v, 128 ** -0.5, causal, window, launch=launch), chunked))
 
 
 @cuda
@@ -154,8 +154,14 @@ def test_the_kernel_reads_no_key_outside_a_rows_range():
     hidden[:, :, 10] = np.nan  # before every row's window of 24 (rows see 69.. 99)
     seen[:, :, 95] = np.nan  # the last rows see it; causal, the first rows do not
     v = mx.array(rng.normal(size=(1, 2, 100, 64)).astype(np.float32))
-    for launch in (Launch(chunk=0), Launch(chunk=32)):  # one block a row; chunks of 32 keys
+    hidden_v = np.array(v)
+    hidden_v[:, :, 10] = np.nan
+    # one block a row; chunks of 32 keys; value rows loaded after their keys' scores
+    for launch in (Launch(chunk=0), Launch(chunk=32), Launch(chunk=32, values_ahead=False)):
         out = np.array(attend(q, mx.array(hidden), v, 0.125, causal=True, window=24, launch=launch))
+        assert np.isfinite(out).all()
+        out = np.array(attend(q, mx.array(keys), mx.array(hidden_v), 0.125, causal=True, window=24,
+                              launch=launch))
         assert np.isfinite(out).all()
         out = np.array(attend(q, mx.array(seen), v, 0.125, causal=True, launch=launch))
         assert np.isfinite(out[:, :, :3]).all() and np.isnan(out[:, :, 3:]).all()
