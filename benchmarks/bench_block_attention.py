@@ -31,7 +31,7 @@ from dflash_tui.engine import block_attention
 from dflash_tui.engine.block_attention import Launch, attend, visible
 
 LAYOUTS = (Launch(256, 4, 4, 512, values_ahead=False), Launch(256, 4, 4, 512), Launch(256, 8, 4, 512),
-           Launch(256, 4, 4, 256), Launch(128, 4, 4, 256), Launch(512, 4, 4, 1024))
+           Launch(256, 4, 4, 256))
 SHAPES = ((8, True), (16, False))  # (rows, causal): the verify's block, the drafter's
 CALLS = {8: 36, 16: 5}  # calls of each shape in a real-scale round
 

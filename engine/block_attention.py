@@ -58,8 +58,9 @@ class Launch:
     unroll: int = 4  # keys a warp loads before it waits for any of them
     grouped: int = 4  # query heads of one KV head a block attends for (each key row read once)
     chunk: int = 512  # keys a block takes; a longer range is split over blocks, 0: never
-    # Load the UNROLL keys' value rows together with their key rows, so a warp waits on memory
-    # once per UNROLL keys instead of once for the keys and once for each value row.
+    # A warp takes its UNROLL keys as a group: their value rows loaded with their key rows (one
+    # wait on memory per group, not one for the keys and one per value row) and the running
+    # softmax rescaled once per group, not once per key. False: key by key, as before.
     values_ahead: bool = True
 
     def chunks(self, keys: int, rows: int, window: int = 0) -> int:
@@ -101,7 +102,8 @@ _SOURCE = """
 
   const T* kp = k + batch * k_strides[0] + kv_head * k_strides[1];
   const T* vp = v + batch * v_strides[0] + kv_head * v_strides[1];
-  const float sc = scale[0];
+  // Scores in base 2 (q scaled by log2 e as well): exp2f is one instruction, expf several.
+  const float sc = scale[0] * 1.4426950408889634f;
   float qv[HEADS][PER_LANE], acc[HEADS][PER_LANE], m[HEADS], l[HEADS];
   for (int g = 0; g < HEADS; ++g) {
     const T* qp = q + batch * q_strides[0] + (head0 + g) * q_strides[1] + row * q_strides[2];
@@ -140,24 +142,39 @@ _SOURCE = """
         for (int g = 0; g < HEADS; ++g) s[u][g] += __shfl_xor_sync(0xffffffff, s[u][g], offset);
       }
     }
-    for (int u = 0; u < UNROLL; ++u) {
-      const int j = j0 + u * WARPS;
-      if (j >= hi) break;  // the same for every lane of the warp
-      const int vu = VALUES_AHEAD ? u : 0;
-      if (!VALUES_AHEAD) {
+    if (VALUES_AHEAD) {
+      // The group's keys at once: one rescale of the running sums per group, not per key.
+      const int n = min(UNROLL, (hi - j0 + WARPS - 1) / WARPS);  // the group's keys in range
+      for (int g = 0; g < HEADS; ++g) {
+        float m_new = m[g];
+        for (int u = 0; u < n; ++u) m_new = fmaxf(m_new, s[u][g]);  // a NaN score leaves m ...
+        const float correction = exp2f(m[g] - m_new);
+        l[g] *= correction;
+        for (int e = 0; e < PER_LANE; ++e) acc[g][e] *= correction;
+        for (int u = 0; u < n; ++u) {
+          const float p = exp2f(s[u][g] - m_new);  // ... and its p is NaN
+          l[g] += p;
+          for (int e = 0; e < PER_LANE; ++e) acc[g][e] += p * vf[u][e];
+        }
+        m[g] = m_new;
+      }
+    } else {
+      for (int u = 0; u < UNROLL; ++u) {
+        const int j = j0 + u * WARPS;
+        if (j >= hi) break;  // the same for every lane of the warp
         const T* vr = vp + (long long)j * v_strides[2];
         for (int e = 0; e < PER_LANE; ++e) {
           const int d = lane + 32 * e;
           vf[0][e] = d < D ? static_cast<float>(vr[d * v_strides[3]]) : 0.0f;
         }
-      }
-      for (int g = 0; g < HEADS; ++g) {
-        const float m_new = fmaxf(m[g], s[u][g]);  // a NaN score leaves m; p below is NaN
-        const float correction = expf(m[g] - m_new);
-        const float p = expf(s[u][g] - m_new);
-        l[g] = l[g] * correction + p;
-        for (int e = 0; e < PER_LANE; ++e) acc[g][e] = acc[g][e] * correction + p * vf[vu][e];
-        m[g] = m_new;
+        for (int g = 0; g < HEADS; ++g) {
+          const float m_new = fmaxf(m[g], s[u][g]);  // a NaN score leaves m; p below is NaN
+          const float correction = exp2f(m[g] - m_new);
+          const float p = exp2f(s[u][g] - m_new);
+          l[g] = l[g] * correction + p;
+          for (int e = 0; e < PER_LANE; ++e) acc[g][e] = acc[g][e] * correction + p * vf[0][e];
+          m[g] = m_new;
+        }
       }
     }
   }
@@ -179,7 +196,7 @@ _SOURCE = """
     for (int w = 0; w < WARPS; ++w) top = fmaxf(top, s_max[g][w]);
     float num = 0.0f, den = 0.0f;
     for (int w = 0; w < WARPS; ++w) {
-      const float f = s_max[g][w] == neg_inf ? 0.0f : expf(s_max[g][w] - top);  // an idle warp
+      const float f = s_max[g][w] == neg_inf ? 0.0f : exp2f(s_max[g][w] - top);  // an idle warp
       num += f * s_acc[g][w][d];
       den += f * s_sum[g][w];
     }
@@ -215,7 +232,7 @@ _COMBINE = """
   for (int c = 0; c < chunks; ++c) top = fmaxf(top, ml[c * 2]);
   float num = 0.0f, den = 0.0f;
   for (int c = 0; c < chunks; ++c) {
-    const float f = ml[c * 2] == neg_inf ? 0.0f : expf(ml[c * 2] - top);  // a chunk with no keys
+    const float f = ml[c * 2] == neg_inf ? 0.0f : exp2f(ml[c * 2] - top);  // a chunk with no keys
     num += f * part_acc[(at * chunks + c) * D + d];
     den += f * ml[c * 2 + 1];
   }
