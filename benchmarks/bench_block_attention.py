@@ -30,8 +30,7 @@ from benchmarks.synthetic import REAL
 from dflash_tui.engine import block_attention
 from dflash_tui.engine.block_attention import Launch, attend, visible
 
-LAYOUTS = (Launch(256, 4, 4, 512, values_ahead=False), Launch(256, 4, 4, 512), Launch(256, 8, 4, 512),
-           Launch(256, 4, 4, 256))
+LAYOUTS = (Launch(256, 4, 4, 512), Launch(256, 8, 4, 512), Launch(256, 4, 4, 256), Launch(512, 4, 4, 1024))
 SHAPES = ((8, True), (16, False))  # (rows, causal): the verify's block, the drafter's
 CALLS = {8: 36, 16: 5}  # calls of each shape in a real-scale round
 
@@ -68,8 +67,7 @@ def kernel_rows(args, dtype) -> list[dict]:
     for launch in LAYOUTS:
         row = {"layout": f"{launch.threads} threads, {launch.unroll} keys in flight, "
                          f"{launch.heads_per_block(REAL.heads // REAL.kv_heads, REAL.head_dim)} heads a block, "
-                         + (f"chunks of {launch.chunk} keys" if launch.chunk else "no chunks")
-                         + (", values with keys" if launch.values_ahead else ", values after"),
+                         + (f"chunks of {launch.chunk} keys" if launch.chunk else "no chunks"),
                "ms": {}}
         for rows, causal in SHAPES:
             q, k, v = _inputs(rows, 290, dtype)

@@ -4,8 +4,7 @@ rounds, with a drafter whose layers slide (all but the last, which attends to ev
     python -m benchmarks.bench_long_context           # the full shape: a GPU (H200: ~3 min)
     python -m benchmarks.bench_long_context --tiny    # CPU-sized (a minute or two)
         [--contexts 1024,16384] [--rounds 16] [--block 7] [--window 2048]
-        [--memory-rounds 300] [--attention mlx|padded|kernel] [--values-after] [--dtype bfloat16]
-        [--json FILE]
+        [--memory-rounds 300] [--attention mlx|padded|kernel] [--dtype bfloat16] [--json FILE]
 
 The pair is benchmarks/synthetic.py's (REAL or TINY) with sliding-window drafter layers. Per
 context length: a prompt of that many random tokens, prefilled, then rounds with the
@@ -23,7 +22,6 @@ flat), MLX's cache of freed buffers (bounded, engine/memory.py) and the process'
 from __future__ import annotations
 
 import statistics
-from dataclasses import replace
 from typing import Optional
 
 import mlx.core as mx
@@ -32,7 +30,6 @@ import numpy as np
 from benchmarks import common
 from benchmarks.common import Clock, finish
 from benchmarks.synthetic import REAL, TINY, synthetic_pair, with_shape
-from dflash_tui.engine import block_attention
 from dflash_tui.engine.api import Pair
 from dflash_tui.engine.records import STAGE_ORDER
 from dflash_tui.engine.session import ATTENTION_KINDS, Session, SessionOptions
@@ -138,7 +135,7 @@ def run(args) -> dict:
     result = {
         "shape": shape.describe(), "dtype": args.dtype, "block": args.block,
         "backend": "gpu" if mx.default_device() == mx.gpu else "cpu", "mlx": mx.__version__,
-        "attention": session.attention, "kernel_layout": repr(block_attention.LAUNCH), "contexts": rows,
+        "attention": session.attention, "contexts": rows,
         "ratio": rows[contexts[-1]]["round_ms"] / rows[contexts[0]]["round_ms"],
         "memory": memory(session, args.memory_rounds),
     }
@@ -179,12 +176,7 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--memory-rounds", type=int, default=600)
     parser.add_argument("--attention", choices=ATTENTION_KINDS,
                         help="the attention route (default: the session's, kernel on a CUDA GPU)")
-    parser.add_argument("--values-after", action="store_true",
-                        help="the kernel loads each value row after its key's score, as before "
-                             "Launch.values_ahead (to time the two layouts on one machine)")
     args = parser.parse_args(argv)
-    if args.values_after:
-        block_attention.LAUNCH = replace(block_attention.LAUNCH, values_ahead=False)
     return finish(run(args), report, args.json)
 
 

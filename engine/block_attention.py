@@ -58,10 +58,6 @@ class Launch:
     unroll: int = 4  # keys a warp loads before it waits for any of them
     grouped: int = 4  # query heads of one KV head a block attends for (each key row read once)
     chunk: int = 512  # keys a block takes; a longer range is split over blocks, 0: never
-    # A warp takes its UNROLL keys as a group: their value rows loaded with their key rows (one
-    # wait on memory per group, not one for the keys and one per value row) and the running
-    # softmax rescaled once per group, not once per key. False: key by key, as before.
-    values_ahead: bool = True
 
     def chunks(self, keys: int, rows: int, window: int = 0) -> int:
         """Blocks a row's range is split over: the longest range any row of the call has,
@@ -118,7 +114,7 @@ _SOURCE = """
   // Warp w takes keys lo + w, lo + w + WARPS, ..., UNROLL of them at a time, each key row
   // loaded once for the HEADS query heads that share it.
   for (int j0 = lo + warp; j0 < hi; j0 += UNROLL * WARPS) {
-    float kf[UNROLL][PER_LANE], vf[VALUES_AHEAD ? UNROLL : 1][PER_LANE], s[UNROLL][HEADS];
+    float kf[UNROLL][PER_LANE], vf[UNROLL][PER_LANE], s[UNROLL][HEADS];
     for (int u = 0; u < UNROLL; ++u) {
       const int j = j0 + u * WARPS;
       const long long r = j < hi ? j : lo;  // past the range: a row that exists, never used
@@ -127,7 +123,7 @@ _SOURCE = """
       for (int e = 0; e < PER_LANE; ++e) {
         const int d = lane + 32 * e;
         kf[u][e] = d < D ? static_cast<float>(kr[d * k_strides[3]]) : 0.0f;
-        if (VALUES_AHEAD) vf[VALUES_AHEAD ? u : 0][e] = d < D ? static_cast<float>(vr[d * v_strides[3]]) : 0.0f;
+        vf[u][e] = d < D ? static_cast<float>(vr[d * v_strides[3]]) : 0.0f;
       }
     }
     for (int u = 0; u < UNROLL; ++u) {
@@ -142,40 +138,20 @@ _SOURCE = """
         for (int g = 0; g < HEADS; ++g) s[u][g] += __shfl_xor_sync(0xffffffff, s[u][g], offset);
       }
     }
-    if (VALUES_AHEAD) {
-      // The group's keys at once: one rescale of the running sums per group, not per key.
-      const int n = min(UNROLL, (hi - j0 + WARPS - 1) / WARPS);  // the group's keys in range
-      for (int g = 0; g < HEADS; ++g) {
-        float m_new = m[g];
-        for (int u = 0; u < n; ++u) m_new = fmaxf(m_new, s[u][g]);  // a NaN score leaves m ...
-        const float correction = exp2f(m[g] - m_new);
-        l[g] *= correction;
-        for (int e = 0; e < PER_LANE; ++e) acc[g][e] *= correction;
-        for (int u = 0; u < n; ++u) {
-          const float p = exp2f(s[u][g] - m_new);  // ... and its p is NaN
-          l[g] += p;
-          for (int e = 0; e < PER_LANE; ++e) acc[g][e] += p * vf[u][e];
-        }
-        m[g] = m_new;
+    // The group's keys at once: one rescale of the running sums per group, not per key.
+    const int n = min(UNROLL, (hi - j0 + WARPS - 1) / WARPS);  // the group's keys in range
+    for (int g = 0; g < HEADS; ++g) {
+      float m_new = m[g];
+      for (int u = 0; u < n; ++u) m_new = fmaxf(m_new, s[u][g]);  // a NaN score leaves m ...
+      const float correction = exp2f(m[g] - m_new);
+      l[g] *= correction;
+      for (int e = 0; e < PER_LANE; ++e) acc[g][e] *= correction;
+      for (int u = 0; u < n; ++u) {
+        const float p = exp2f(s[u][g] - m_new);  // ... and its p is NaN
+        l[g] += p;
+        for (int e = 0; e < PER_LANE; ++e) acc[g][e] += p * vf[u][e];
       }
-    } else {
-      for (int u = 0; u < UNROLL; ++u) {
-        const int j = j0 + u * WARPS;
-        if (j >= hi) break;  // the same for every lane of the warp
-        const T* vr = vp + (long long)j * v_strides[2];
-        for (int e = 0; e < PER_LANE; ++e) {
-          const int d = lane + 32 * e;
-          vf[0][e] = d < D ? static_cast<float>(vr[d * v_strides[3]]) : 0.0f;
-        }
-        for (int g = 0; g < HEADS; ++g) {
-          const float m_new = fmaxf(m[g], s[u][g]);  // a NaN score leaves m; p below is NaN
-          const float correction = exp2f(m[g] - m_new);
-          const float p = exp2f(s[u][g] - m_new);
-          l[g] = l[g] * correction + p;
-          for (int e = 0; e < PER_LANE; ++e) acc[g][e] = acc[g][e] * correction + p * vf[0][e];
-          m[g] = m_new;
-        }
-      }
+      m[g] = m_new;
     }
   }
   // Combine the warps, in a fixed order (the same inputs give the same bits every time).
@@ -208,7 +184,7 @@ _WHOLE = """    out[at * D + d] = static_cast<T>(num / den);
   }
 """
 
-# One chunk of the range: the partial row, unnormalized, with its max and sum (_COMBINE).
+# One chunk of the range: the partial row, unnormalized, with its max (base 2) and sum (_COMBINE).
 _PART = """    const long long part = at * gridDim.z + blockIdx.z;
     part_acc[part * D + d] = num;
     if (d == 0) {
@@ -295,11 +271,9 @@ def visible(keys: int, rows: int, causal: bool, window: int = 0) -> np.ndarray:
 
 
 def attend(q: mx.array, k: mx.array, v: mx.array, scale: float, causal: bool,
-           window: int = 0, launch: Launch | None = None) -> mx.array:
+           window: int = 0, launch: Launch = LAUNCH) -> mx.array:
     """softmax(q k^T * scale) v over each row's range: q [B, Hq, L, D], k and v
-    [B, Hkv, N, D] (views are read in place), out [B, Hq, L, D] in q's type. `launch`
-    defaults to the module's LAUNCH, read at call time (a benchmark may swap it)."""
-    launch = launch or LAUNCH
+    [B, Hkv, N, D] (views are read in place), out [B, Hq, L, D] in q's type."""
     if not available():
         mask = mx.array(visible(k.shape[2], q.shape[2], causal, window))
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
@@ -307,8 +281,7 @@ def attend(q: mx.array, k: mx.array, v: mx.array, scale: float, causal: bool,
     grouped = launch.heads_per_block(heads // k.shape[1], dim)
     chunks = launch.chunks(k.shape[2], rows, window)
     template = [("T", q.dtype), ("D", dim), ("HEADS", grouped), ("THREADS", launch.threads),
-                ("UNROLL", launch.unroll), ("CAUSAL", bool(causal)), ("WINDOW", int(window)),
-                ("VALUES_AHEAD", bool(launch.values_ahead))]
+                ("UNROLL", launch.unroll), ("CAUSAL", bool(causal)), ("WINDOW", int(window))]
     inputs = [q, k, v, _scale(float(scale))]
     blocks = heads // grouped * rows * launch.threads
     if chunks == 1:

@@ -137,12 +137,12 @@ def test_a_range_split_in_chunks_is_the_whole_range(dtype):
         k, v = (mx.array(rng.normal(size=(1, 2, keys, 128)).astype(np.float32)).astype(dtype)
                 for _ in range(2))
         theirs = _reference(q, k, v, 128 ** -0.5, causal, window)
-        for launch in (Launch(chunk=64), Launch(chunk=64, values_ahead=False)):
-            chunked = attend(q, k, v, 128 ** -0.5, causal, window, launch=launch)
-            assert launch.chunks(keys, rows, window) > 1
-            np.testing.assert_allclose(np.array(chunked.astype(mx.float32)), theirs, rtol=tol, atol=tol,
-                                       err_msg=f"{rows} rows over {keys} keys, window {window}, {launch}")
-            assert bool(mx.array_equal(attend(q, k, v, 128 ** -0.5, causal, window, launch=launch), chunked))
+        launch = Launch(chunk=64)
+        chunked = attend(q, k, v, 128 ** -0.5, causal, window, launch=launch)
+        assert launch.chunks(keys, rows, window) > 1
+        np.testing.assert_allclose(np.array(chunked.astype(mx.float32)), theirs, rtol=tol, atol=tol,
+                                   err_msg=f"{rows} rows over {keys} keys, window {window}")
+        assert bool(mx.array_equal(attend(q, k, v, 128 ** -0.5, causal, window, launch=launch), chunked))
 
 
 @cuda
@@ -156,8 +156,7 @@ def test_the_kernel_reads_no_key_outside_a_rows_range():
     v = mx.array(rng.normal(size=(1, 2, 100, 64)).astype(np.float32))
     hidden_v = np.array(v)
     hidden_v[:, :, 10] = np.nan
-    # one block a row; chunks of 32 keys; value rows loaded after their keys' scores
-    for launch in (Launch(chunk=0), Launch(chunk=32), Launch(chunk=32, values_ahead=False)):
+    for launch in (Launch(chunk=0), Launch(chunk=32)):  # one block a row; chunks of 32 keys
         out = np.array(attend(q, mx.array(hidden), v, 0.125, causal=True, window=24, launch=launch))
         assert np.isfinite(out).all()
         out = np.array(attend(q, mx.array(keys), mx.array(hidden_v), 0.125, causal=True, window=24,
