@@ -72,6 +72,10 @@ def test_distill_end_to_end_gives_a_checkpoint_the_engine_runs(data_dir, tmp_pat
     assert [c["step"] for c in curve] == [4, 8, 8] and curve[-1]["final"]
     assert not curve[1].get("final") and curve[1]["blocks"] < curve[2]["blocks"]
     assert set(curve[-1]["gamma"]) == {"2", "4", "7"}
+    # Beside the evenly spread blocks, every eval walks validation answers as a decode does.
+    assert set(curve[0]["decode"]["gamma"]) == set(curve[-1]["decode"]["gamma"]) == {"2", "4", "7"}
+    assert curve[-1]["decode"]["sequences"] == record["data"]["sequences"]["validation"]
+    assert set(record["held_out_final"]["decode_accepted"]) == {"2", "4", "7"}
     # The checkpoint is bfloat16 on disk and runs a real round in the engine.
     stored = mx.load(str(out / "model.safetensors"))
     assert all(v.dtype == mx.bfloat16 for v in stored.values())

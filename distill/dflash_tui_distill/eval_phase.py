@@ -82,4 +82,8 @@ def _record_in_config(out: Path, result: dict) -> None:
         "accepted": {g: {"all": round(r["accepted"], 4), **r["by_kind"]}
                      for g, r in result["gamma"].items()},
     }
+    if "decode" in result:  # what a decode of the same answers accepts per round
+        record["held_out_final"]["decode_sequences"] = result["decode"]["sequences"]
+        record["held_out_final"]["decode_accepted"] = {
+            g: {"all": round(r["accepted"], 4), **r["by_kind"]} for g, r in result["decode"]["gamma"].items()}
     write_json_atomic(path, config)
