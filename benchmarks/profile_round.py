@@ -2,6 +2,7 @@
 
     python -m benchmarks.profile_round            # the full shape: a GPU (H200: ~1 min)
     python -m benchmarks.profile_round --tiny     # CPU-sized, to check the script runs
+    python -m benchmarks.profile_round --deep --profiled off   # CPU: the host's work at real depth
 
 bench_real_scale.py times whole rounds and stages; this times the pieces inside them, each
 built and evaluated on its own (graph building, launches and the device work together:
@@ -59,7 +60,11 @@ def median_ms(make: Callable[[], list], repeats: int, after: Optional[Callable] 
 
 
 def run(args) -> dict:
-    shape = with_shape(TINY if args.tiny else REAL, vocab=args.vocab)
+    # --deep: TINY's widths at REAL's depths, so a CPU builds the graphs of a real-scale round
+    # (the same ops, one by one) while computing next to nothing: round time ~ host time.
+    base = with_shape(TINY, layers=REAL.layers, draft_layers=REAL.draft_layers) if args.deep else (
+        TINY if args.tiny else REAL)
+    shape = with_shape(base, vocab=args.vocab)
     pair = synthetic_pair(shape, args.dtype)
     target, drafter, config = pair.target, pair.drafter, pair.drafter.config
     dtype = drafter.dtype
@@ -235,6 +240,8 @@ def report(result: dict) -> str:
 def main(argv: Optional[list[str]] = None) -> dict:
     parser = common.parser(__doc__, "bfloat16")
     parser.add_argument("--tiny", action="store_true", help="CPU-sized shapes")
+    parser.add_argument("--deep", action="store_true",
+                        help="CPU-sized widths at the real depths (36 target layers, 5 drafter layers)")
     parser.add_argument("--vocab", type=int)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=12)
