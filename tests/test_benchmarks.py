@@ -78,6 +78,13 @@ def test_round_profile_times_every_piece():
     assert "function calls" in result["profile"]  # the host profile came back
 
 
+def test_profile_round_deep_builds_the_real_depths_at_tiny_widths():
+    result = profile_round.main(["--deep", "--repeats", "1", "--rounds", "1", "--profile-top", "1",
+                                 "--dtype", "float32", "--profiled", "off"])
+    assert result["shape"].startswith("llama target: hidden 64, 36 layers")
+    assert "DFlash2 5 layers" in result["shape"]
+
+
 @pytest.mark.skipif(block_attention.available(), reason="checks the refusal off a CUDA GPU")
 def test_the_block_attention_bench_says_it_needs_a_gpu(capsys):
     with pytest.raises(SystemExit) as exit:
