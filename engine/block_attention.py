@@ -55,7 +55,7 @@ class Launch:
     """How the kernel is laid out (benchmarks/bench_block_attention.py times the choices)."""
 
     threads: int = 256  # 8 warps, each walking every 8th key of the block's keys
-    unroll: int = 4  # keys a warp loads before it waits for any of them
+    unroll: int = 4  # keys (their key and value rows) a warp loads before it waits for any of them
     grouped: int = 4  # query heads of one KV head a block attends for (each key row read once)
     chunk: int = 512  # keys a block takes; a longer range is split over blocks, 0: never
 

@@ -47,7 +47,7 @@ def test_decoded_rounds_are_the_rounds_an_engine_session_makes(trained):
     target.hook(drafter.config.target_layer_ids)
     rows = list(range(len(held)))
     decoded = decode_rounds(drafter, target_parts(target, drafter.config), target, held, rows,
-                            GAMMA, WHOLE, batch=2)
+                            [GAMMA], WHOLE, batch=2)[GAMMA]
     target.unhook()
     pair = Pair(target, drafter, out)
     compared = 0
@@ -78,7 +78,7 @@ def test_decode_acceptance_pools_rounds_per_kind(trained):
     target.hook(drafter.config.target_layer_ids)
     parts = target_parts(target, drafter.config)
     result = decode_acceptance(drafter, parts, target, held, [2, GAMMA], WHOLE, batch=3)
-    decoded = decode_rounds(drafter, parts, target, held, list(range(len(held))), GAMMA, WHOLE, batch=1)
+    decoded = decode_rounds(drafter, parts, target, held, list(range(len(held))), [GAMMA], WHOLE, batch=1)[GAMMA]
     target.unhook()
     rounds = [x for seq in decoded for x in seq]
     assert result["sequences"] == len(held)

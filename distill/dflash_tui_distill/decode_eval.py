@@ -39,11 +39,12 @@ class DecodedRound:
 
 
 def decode_rounds(drafter: DraftModel, parts: TargetParts, target, sequences: Sequences,
-                  rows: list[int], gamma: int, seq_len: int, batch: int) -> list[list[DecodedRound]]:
-    """The rounds a greedy decode at `gamma` proposals makes along each listed sequence's
-    stored continuation (truncated to seq_len), in the order of `rows`."""
-    mask_token = drafter.config.mask_token_id
-    out: list[list[DecodedRound]] = []
+                  rows: list[int], gammas, seq_len: int, batch: int) -> dict[int, list[list[DecodedRound]]]:
+    """For each gamma, the rounds a greedy decode at that many proposals makes along each
+    listed sequence's stored continuation (truncated to seq_len), in the order of `rows`.
+    The target's features and the drafter's context K/V are computed once per group of
+    sequences, for every gamma."""
+    out: dict[int, list[list[DecodedRound]]] = {g: [] for g in gammas}
     for start in range(0, len(rows), batch):
         group = rows[start:start + batch]
         width = min(seq_len, max(len(sequences.tokens[r]) for r in group))
@@ -55,29 +56,35 @@ def decode_rounds(drafter: DraftModel, parts: TargetParts, target, sequences: Se
             ends[j] = len(tokens)
         kv = context_kv(drafter, target_features(target, mx.array(ids)))
         mx.eval(kv)
-        anchors = np.array([int(sequences.prompt_lens[r]) for r in group], dtype=np.int64)
-        rounds: list[list[DecodedRound]] = [[] for _ in group]
-        # A round needs at least one token after its anchor to check against.
-        active = anchors < ends - 1
-        while active.any():
-            safe = np.where(active, anchors, 0)
-            block = np.full((len(group), gamma + 1), mask_token, dtype=np.int32)
-            block[:, 0] = ids[np.arange(len(group)), safe]
-            at = safe[:, None] + np.arange(1, gamma + 1)[None, :]
-            labels = np.where(at < ends[:, None], ids[np.arange(len(group))[:, None],
-                                                      at.clip(max=width - 1)], -1)
-            lengths = np.where(active, gamma, 0).astype(np.int32)
-            hidden = block_hidden_on(drafter, parts, kv, width, mx.array(safe.astype(np.int32)),
-                                     mx.array(block), mx.array(lengths))
-            proposals, _ = propose(drafter, parts, hidden, mx.array(block[:, 0]))
-            proposals = np.array(proposals)
-            accepted = accepted_lengths(proposals, labels)
-            for j in np.flatnonzero(active):
-                rounds[j].append(DecodedRound(int(safe[j]), proposals[j].tolist(), int(accepted[j])))
-            anchors = np.where(active, anchors + accepted + 1, anchors)
-            active = anchors < ends - 1
-        out.extend(rounds)
+        starts = np.array([int(sequences.prompt_lens[r]) for r in group], dtype=np.int64)
+        for g in gammas:
+            out[g].extend(_walk(drafter, parts, kv, ids, starts, ends, g))
     return out
+
+
+def _walk(drafter: DraftModel, parts: TargetParts, kv, ids: np.ndarray, anchors: np.ndarray,
+          ends: np.ndarray, gamma: int) -> list[list[DecodedRound]]:
+    """Rounds along every row of ids [n, width] at once, each row from its anchor to its end."""
+    n, width = ids.shape
+    rounds: list[list[DecodedRound]] = [[] for _ in range(n)]
+    active = anchors < ends - 1  # a round needs at least one token after its anchor to check
+    while active.any():
+        safe = np.where(active, anchors, 0)  # a finished row runs a one-row block, unused
+        block = np.full((n, gamma + 1), drafter.config.mask_token_id, dtype=np.int32)
+        block[:, 0] = ids[np.arange(n), safe]
+        at = safe[:, None] + np.arange(1, gamma + 1)[None, :]
+        labels = np.where(at < ends[:, None], ids[np.arange(n)[:, None], at.clip(max=width - 1)], -1)
+        lengths = np.where(active, gamma, 0).astype(np.int32)
+        hidden = block_hidden_on(drafter, parts, kv, width, mx.array(safe.astype(np.int32)),
+                                 mx.array(block), mx.array(lengths))
+        proposals, _ = propose(drafter, parts, hidden, mx.array(block[:, 0]))
+        proposals = np.array(proposals)
+        accepted = accepted_lengths(proposals, labels)
+        for j in np.flatnonzero(active):
+            rounds[j].append(DecodedRound(int(safe[j]), proposals[j].tolist(), int(accepted[j])))
+        anchors = np.where(active, anchors + accepted + 1, anchors)
+        active = anchors < ends - 1
+    return rounds
 
 
 def whole_length(sequences: Sequences) -> int:
@@ -96,21 +103,23 @@ def spread_rows(sequences: Sequences, limit: int | None) -> list[int]:
 
 def decode_acceptance(drafter: DraftModel, parts: TargetParts, target, sequences: Sequences,
                       gammas, seq_len: int, batch: int, limit: int | None = None) -> dict:
-    """{"g": {"accepted", "rounds", "by_kind"}}: accepted proposals per round, pooled over
-    every round of every decoded sequence (overall and per kind), as the bench pools them."""
+    """{"sequences": n, "gamma": {"g": {"accepted", "rounds", "by_kind"}}}: accepted
+    proposals per round, pooled over every round of every decoded sequence (overall and per
+    kind), as the bench pools them. A kind whose answers left no round to walk is left out."""
     rows = spread_rows(sequences, limit)
     results = {}
-    for g in gammas:
-        decoded = decode_rounds(drafter, parts, target, sequences, rows, g, seq_len, batch)
+    for g, decoded in decode_rounds(drafter, parts, target, sequences, rows, gammas, seq_len,
+                                    batch).items():
         totals: dict[str, list[int]] = {}
         for r, rounds in zip(rows, decoded):
-            kind = totals.setdefault(sequences.kinds[r], [0, 0])
-            kind[0] += sum(x.accepted for x in rounds)
-            kind[1] += len(rounds)
+            if rounds:
+                kind = totals.setdefault(sequences.kinds[r], [0, 0])
+                kind[0] += sum(x.accepted for x in rounds)
+                kind[1] += len(rounds)
         accepted = sum(a for a, _ in totals.values())
         count = sum(n for _, n in totals.values())
         results[str(g)] = {
             "accepted": accepted / max(count, 1), "rounds": count,
-            "by_kind": {k: round(a / max(n, 1), 4) for k, (a, n) in sorted(totals.items())},
+            "by_kind": {k: round(a / n, 4) for k, (a, n) in sorted(totals.items())},
         }
     return {"sequences": len(rows), "gamma": results}

@@ -18,7 +18,7 @@ from dflash_tui.engine.files import write_json_atomic
 
 from . import dataset, state as state_lib
 from .decode_eval import decode_acceptance, whole_length
-from .evaluate import eval_blocks, evaluate, session_check, summary_line
+from .evaluate import accepted_by_gamma, eval_blocks, evaluate, session_check, summary_line
 from .objective import target_parts
 from .settings import RunSettings
 
@@ -44,10 +44,10 @@ def run_eval_phase(load_target32, out: Path, data_dir: Path, run: RunSettings, s
     target.hook(config.target_layer_ids)
     gammas = list(run.eval_gammas)
     blocks = eval_blocks(held, FINAL_BLOCKS_FACTOR * run.eval_blocks, seq_len, max(gammas))
-    result = evaluate(drafter, target_parts(target, config), target, held, blocks, gammas,
-                      seq_len, batch=8)
-    result["decode"] = decode_acceptance(drafter, target_parts(target, config), target, held, gammas,
-                                         whole_length(held), batch=DECODE_BATCH)
+    parts = target_parts(target, config)
+    result = evaluate(drafter, parts, target, held, blocks, gammas, seq_len, batch=8)
+    result["decode"] = decode_acceptance(drafter, parts, target, held, gammas, whole_length(held),
+                                         batch=DECODE_BATCH)
     result.update({"final": True, "step": training.get("step")})
     say(f"eval: step {training.get('step')}, {result['blocks']} validation blocks")
     say("eval: " + summary_line(result))
@@ -79,11 +79,9 @@ def _record_in_config(out: Path, result: dict) -> None:
     record = config.setdefault("dflash_tui_training", {})
     record["held_out_final"] = {
         "blocks": result["blocks"],
-        "accepted": {g: {"all": round(r["accepted"], 4), **r["by_kind"]}
-                     for g, r in result["gamma"].items()},
+        "accepted": accepted_by_gamma(result["gamma"]),
+        # what a decode of the same answers accepts per round (decode_eval.py)
+        "decode_sequences": result["decode"]["sequences"],
+        "decode_accepted": accepted_by_gamma(result["decode"]["gamma"]),
     }
-    if "decode" in result:  # what a decode of the same answers accepts per round
-        record["held_out_final"]["decode_sequences"] = result["decode"]["sequences"]
-        record["held_out_final"]["decode_accepted"] = {
-            g: {"all": round(r["accepted"], 4), **r["by_kind"]} for g, r in result["decode"]["gamma"].items()}
     write_json_atomic(path, config)

@@ -161,6 +161,12 @@ def evaluate(drafter: DraftModel, parts: TargetParts, target, sequences: Sequenc
             "gamma_max": gamma_max}
 
 
+def accepted_by_gamma(gamma_results: dict) -> dict:
+    """{g: {"all": accepted, kind: accepted, ...}}: a result's "gamma" part, as config.json
+    records it."""
+    return {g: {"all": round(r["accepted"], 4), **r["by_kind"]} for g, r in gamma_results.items()}
+
+
 def summary_line(result: dict) -> str:
     parts = []
     for g, r in result.get("gamma", {}).items():

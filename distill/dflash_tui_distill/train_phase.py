@@ -22,7 +22,7 @@ from . import dataset, state as state_lib
 from .architecture import build_config, choose_mask_token, init_drafter, parameter_bytes, target_shape
 from .batches import BatchSampler
 from .decode_eval import decode_acceptance, whole_length
-from .evaluate import EvalBlocks, eval_blocks, evaluate, summary_line
+from .evaluate import EvalBlocks, accepted_by_gamma, eval_blocks, evaluate, summary_line
 from .init_from import start_record, start_weights
 from .objective import target_parts
 from .progress import Progress, format_stats
@@ -263,10 +263,8 @@ def _brief(result: Optional[dict]) -> dict:
     if not result:
         return {}
     brief = {"step": result.get("step"), "blocks": result.get("blocks"),
-             "accepted": {g: {"all": round(r["accepted"], 4), **r["by_kind"]}
-                          for g, r in result.get("gamma", {}).items()}}
+             "accepted": accepted_by_gamma(result.get("gamma", {}))}
     if "decode" in result:
         brief["decode_sequences"] = result["decode"]["sequences"]
-        brief["decode_accepted"] = {g: {"all": round(r["accepted"], 4), **r["by_kind"]}
-                                    for g, r in result["decode"]["gamma"].items()}
+        brief["decode_accepted"] = accepted_by_gamma(result["decode"]["gamma"])
     return brief
