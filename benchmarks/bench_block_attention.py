@@ -1,7 +1,7 @@
 """The block attention kernel's layouts at real shape, against MLX's attention (CUDA GPU only).
 
     python -m benchmarks.bench_block_attention [--lengths 300,1024,4096,16384] [--repeats 8]
-        [--dtype bfloat16] [--json FILE]
+        [--dtype bfloat16] [--layouts 0,2] [--json FILE]
 
 For each layout (engine/block_attention.py, `Launch`: threads per block, keys in flight per
 warp, query heads per block, keys per block before a row's range is split) and each key length: the median time of one waited call at key
@@ -64,7 +64,7 @@ def _error(q, k, v, out, causal: bool) -> float:
 def kernel_rows(args, dtype) -> list[dict]:
     scale = REAL.head_dim ** -0.5
     rows_out = []
-    for launch in LAYOUTS:
+    for launch in [LAYOUTS[i] for i in args.layouts]:
         row = {"layout": f"{launch.threads} threads, {launch.unroll} keys in flight, "
                          f"{launch.heads_per_block(REAL.heads // REAL.kv_heads, REAL.head_dim)} heads a block, "
                          + (f"chunks of {launch.chunk} keys" if launch.chunk else "no chunks"),
@@ -137,7 +137,13 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--lengths", default="300,1024,4096,16384",
                         type=lambda text: [int(n) for n in text.split(",")])
     parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--layouts", default=",".join(str(i) for i in range(len(LAYOUTS))),
+                        type=lambda text: [int(n) for n in text.split(",")],
+                        help="which of LAYOUTS to time (indices; default all)")
     args = parser.parse_args(argv)
+    if any(not 0 <= i < len(LAYOUTS) for i in args.layouts):
+        parser.error(f"--layouts {','.join(map(str, args.layouts))}: LAYOUTS has {len(LAYOUTS)} "
+                     f"layouts, 0 to {len(LAYOUTS) - 1}")
     if not block_attention.available():
         print("bench_block_attention: the kernel runs on a CUDA GPU only; this machine computes "
               f"on {mx.default_device()}", file=sys.stderr)
