@@ -20,7 +20,10 @@ installs nor imports it. One job per module:
     trainer.py     AdamW, warmup + cosine, clipping, the step loop, --time-limit
     state.py       resumable training state (weights, optimizer, step, RNG) and the
                    Z Lab checkpoint in --out
-    evaluate.py    validation acceptance per round exactly as greedy verification counts it
+    evaluate.py    validation acceptance per round exactly as greedy verification counts it,
+                   at anchors spread over each answer
+    decode_eval.py the same, round by round along each answer as a decode visits it
+                   (what the bench reports)
     cli.py, run.py flags, the checks made before any work, and the phase driver
 
 Three splits: training, validation (model selection: the eval during training and the
