@@ -171,7 +171,11 @@ def main() -> None:
           f"drafter {per_drafter} B; pid {os.getpid()}")
     for probes in (False, True):
         label = f"probe --rounds {args.rounds}" + ("" if probes else " --no-probes")
-        report(label, run(model, draft, args.prompt, args.rounds, args.every, args.warm_up, probes))
+        samples = run(model, draft, args.prompt, args.rounds, args.every, args.warm_up, probes)
+        if not samples:
+            raise SystemExit(f"bench_memory_headless: the decode of {args.prompt!r} ended before "
+                             f"round {args.warm_up}, the first sample; give a prompt that runs longer")
+        report(label, samples)
 
 
 if __name__ == "__main__":

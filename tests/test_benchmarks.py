@@ -5,6 +5,10 @@ tested: a timing is reported, never asserted.)"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from benchmarks import (bench_block_attention, bench_long_context, bench_real_scale,
@@ -100,3 +104,16 @@ def test_the_block_attention_bench_refuses_a_layout_it_does_not_have(capsys, lay
         bench_block_attention.main(["--layouts", layouts])
     err = capsys.readouterr().err
     assert exit.value.code == 2 and expected in err and "--layouts" in err
+
+
+@pytest.mark.slow
+def test_the_headless_memory_bench_says_when_a_decode_ends_before_its_first_sample():
+    """On the sample, this prompt's answer ends (EOS) after 41 rounds, before the first sample
+    at round 50: one line saying so, not a traceback."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_memory_headless.py"
+    done = subprocess.run([sys.executable, str(script), "--sample", "--rounds", "60", "--prompt",
+                           "Write a Python function"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "bench_memory_headless: the decode of 'Write a Python function' ended before round 50, the "
+        "first sample; give a prompt that runs longer")
