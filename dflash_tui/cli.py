@@ -242,10 +242,12 @@ def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    if argv is None:
+    if argv is None:  # the console script (tests call main(argv) and keep their process as is)
         from .blas import maybe_reexec_with_openblas
+        from .malloc import return_large_blocks
 
         maybe_reexec_with_openblas()
+        return_large_blocks()
         argv = sys.argv[1:]
     mesh = None
     try:
