@@ -4,13 +4,16 @@
         [--dtype bfloat16] [--layouts 0,2] [--json FILE]
 
 For each layout (engine/block_attention.py, `Launch`: threads per block, keys in flight per
-warp, query heads per block, keys per block before a row's range is split) and each key length: the median time of one waited call at key
-lengths never met before, for the verify's block (8 rows, causal) and the drafter's (16
+warp, query heads per block, keys per block before a row's range is split; or the tiled
+kernel's query rows a warp) and each key length: the median time of one waited call at key
+lengths never met before, the time a call when a round's calls are queued and waited for
+once (each over its own keys, as a round's layers are: what a round pays), for the verify's block (8 rows, causal) and the drafter's (16
 rows, all visible), at the real target's heads (32 query / 8 KV, head size 128); whether
 five calls on the same inputs give the same bits; and the largest error against float64
 numpy. Beside them, MLX's own attention at a new key length (a plan), at the same length
 again, and padded to a 512-row buffer under a mask (engine/padded_attention.py). A round of
 the real-scale pair makes 36 verify calls and 5 drafter calls: `round ms` weighs them so.
+(A waited call carries ~0.2 ms of launch and wait, which a queued round does not pay.)
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from benchmarks.synthetic import REAL
 from dflash_tui.engine import block_attention
 from dflash_tui.engine.block_attention import Launch, attend, visible
 
-LAYOUTS = (Launch(256, 4, 4, 512), Launch(256, 8, 4, 512), Launch(256, 4, 4, 256), Launch(512, 4, 4, 1024))
+LAYOUTS = (Launch(256, 512, unroll=4), Launch(256, 512, unroll=8), Launch(256, 256), Launch(512, 1024),
+           Launch(chunk=512, tiled=True), Launch(chunk=256, tiled=True), Launch(chunk=128, tiled=True),
+           Launch(threads=128, queries=8, chunk=256, tiled=True))
 SHAPES = ((8, True), (16, False))  # (rows, causal): the verify's block, the drafter's
 CALLS = {8: 36, 16: 5}  # calls of each shape in a real-scale round
 
@@ -61,14 +66,36 @@ def _error(q, k, v, out, causal: bool) -> float:
     return float(np.abs(np.array(out.astype(mx.float32)) - expected).max())
 
 
+def _queued_ms(rows: int, keys: int, causal: bool, launch: Launch, dtype) -> float:
+    """ms a call when a round's calls of this shape are queued together, each over its own
+    layer's keys (as the verify's 36 layers are), and waited for once: no launch or wait per
+    call, and no key row left in L2 by the call before."""
+    calls = CALLS[rows]
+    shapes = ((1, REAL.heads, rows, REAL.head_dim), (1, REAL.kv_heads, keys, REAL.head_dim))
+    layers = [tuple(mx.random.normal(shape, key=mx.random.key(3 * i + j)).astype(dtype)
+                    for j, shape in enumerate((shapes[0], shapes[1], shapes[1]))) for i in range(calls)]
+    mx.eval(layers)  # made on the device: numpy would take longer than the calls
+    scale = REAL.head_dim ** -0.5
+    mx.eval([attend(q, k, v, scale, causal, launch=launch) for q, k, v in layers])  # warm
+    t0 = time.perf_counter()
+    mx.eval([attend(q, k, v, scale, causal, launch=launch) for q, k, v in layers])
+    return (time.perf_counter() - t0) * 1000 / calls
+
+
+def _layout(launch: Launch) -> str:
+    chunks = f"chunks of {launch.chunk} keys" if launch.chunk else "no chunks"
+    if launch.tiles(REAL.head_dim):
+        return (f"tiled: {launch.threads} threads, {launch.queries} query rows a warp, "
+                f"tiles of 32 keys, {chunks}")
+    return (f"{launch.threads} threads, {launch.unroll} keys in flight, "
+            f"{launch.heads_per_block(REAL.heads // REAL.kv_heads, REAL.head_dim)} heads a block, {chunks}")
+
+
 def kernel_rows(args, dtype) -> list[dict]:
     scale = REAL.head_dim ** -0.5
     rows_out = []
     for launch in [LAYOUTS[i] for i in args.layouts]:
-        row = {"layout": f"{launch.threads} threads, {launch.unroll} keys in flight, "
-                         f"{launch.heads_per_block(REAL.heads // REAL.kv_heads, REAL.head_dim)} heads a block, "
-                         + (f"chunks of {launch.chunk} keys" if launch.chunk else "no chunks"),
-               "ms": {}}
+        row = {"layout": _layout(launch), "ms": {}, "queued ms": {}}
         for rows, causal in SHAPES:
             q, k, v = _inputs(rows, 290, dtype)
             mx.eval(attend(q, k, v, scale, causal, launch=launch))  # its compilation
@@ -78,6 +105,7 @@ def kernel_rows(args, dtype) -> list[dict]:
                     q, k, v = _inputs(rows, base + i, dtype, seed=i)
                     times.append(_waited_ms(lambda: attend(q, k, v, scale, causal, launch=launch)))
                 row["ms"][f"{rows} rows, {base} keys"] = statistics.median(times)
+                row["queued ms"][f"{rows} rows, {base} keys"] = _queued_ms(rows, base, causal, launch, dtype)
             q, k, v = _inputs(rows, 1000, dtype)
             first = attend(q, k, v, scale, causal, launch=launch)
             row[f"{rows} rows deterministic"] = all(
@@ -85,6 +113,8 @@ def kernel_rows(args, dtype) -> list[dict]:
             row[f"{rows} rows max error"] = _error(q, k, v, first, causal)
         row["round ms"] = {base: sum(CALLS[r] * row["ms"][f"{r} rows, {base} keys"] for r, _ in SHAPES)
                            for base in args.lengths}
+        row["round ms, queued"] = {base: sum(CALLS[r] * row["queued ms"][f"{r} rows, {base} keys"]
+                                             for r, _ in SHAPES) for base in args.lengths}
         rows_out.append(row)
     return rows_out
 
@@ -124,7 +154,10 @@ def report(result: dict) -> str:
         checks = ", ".join(f"{r} rows: {'same bits' if row[f'{r} rows deterministic'] else 'NOT deterministic'}"
                            f", error {row[f'{r} rows max error']:.1e}" for r, _ in SHAPES)
         rounds = ", ".join(f"{base} keys {ms:.2f}" for base, ms in row["round ms"].items())
-        lines += [f"{row['layout']}: {times}", f"    {checks}; a round's attention: {rounds} ms"]
+        queued = ", ".join(f"{name} {ms:.4f}" for name, ms in row["queued ms"].items())
+        queued_rounds = ", ".join(f"{base} keys {ms:.2f}" for base, ms in row["round ms, queued"].items())
+        lines += [f"{row['layout']}: {times}", f"    {checks}; a round's attention: {rounds} ms",
+                  f"    queued, ms a call: {queued}; a round's attention: {queued_rounds} ms"]
     for shape, row in result["mlx_attention"].items():
         lines.append(f"MLX attention, {shape}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()))
     return "\n".join(lines)

@@ -6,14 +6,19 @@ meets a new key length every round, twice (the target's verify over its KV cache
 drafter's block over its context). Masked attention over a padded buffer avoids the plans
 but runs MLX's unfused path, ~0.2 ms a call where a planned one costs ~0.09
 (engine/padded_attention.py). A kernel of our own needs no plan: the key length is a
-runtime value, not part of the kernel. One thread block per query row and group of query
-heads sharing a KV head (each key row is read once for the group) splits the row's keys
-among its warps, each keeping an online softmax, and combines the warps in a fixed order:
-the same inputs give the same bits (a combine by atomic adds did not, and in bfloat16 that
-was enough to flip the target's argmax between two runs of one round). A range longer than
-`Launch.chunk` keys is split over several blocks, whose partial rows a second kernel
-combines, in a fixed order too: one block walking a 16k-token context is slow, and a block
-per row and head group leaves most of the GPU idle.
+runtime value, not part of the kernel.
+
+Two kernels, one interface. The tiled one (the default for head sizes up to 128: `_TILED`)
+gives one thread block all the query rows of a KV head (its group's heads times the block's
+rows) and walks their keys in tiles of 32 kept in shared memory: each key row is read once
+per block, each lane scores one key, and each warp keeps an online softmax for its rows. The
+key-by-key one (`_SOURCE`; longer heads, whose tiles would not fit shared memory) gives a
+block one query row and a few heads, its warps splitting the row's keys. Both sum in a fixed
+order: the same inputs give the same bits (a combine by atomic adds did not, and in bfloat16
+that was enough to flip the target's argmax between two runs of one round). A range longer
+than `Launch.chunk` keys is split over several blocks, whose partial rows a third kernel
+combines, in a fixed order too: one block walking a 16k-token context is slow, and too few
+blocks leave most of the GPU idle.
 
 What a query row sees is one contiguous range of keys, which is every mask the engine
 builds (drafter.block_masks, mlx-lm's "causal"): with N keys and L query rows, the last L
@@ -22,15 +27,18 @@ keys being the block's own,
     row i sees keys [lo_i, hi_i):  hi_i = N - L + i + 1 if causal else N
                                    lo_i = max(0, N - L + i - window + 1) if window else 0
 
-Keys outside the range are never read, so a non-finite value in a row the range excludes
-cannot leak in; one inside it gives NaN, as MLX's attention does. Sums are float32 (off
+Keys outside every row's range are never read, and a key outside one row's range never
+enters that row's sums (the tiled kernel loads a key for the rows that see it and skips it
+for the rest: a weight of 0 times a NaN value is NaN), so a non-finite value a row's range
+excludes cannot leak into it; one inside it gives NaN, as MLX's attention does. Sums are float32 (off
 float64 by ~1.6e-7 where MLX's own float32 attention on the GPU is off by ~3e-4).
 
 `attend` runs the kernel on a CUDA GPU and, elsewhere, MLX's attention under the same ranges
 as a mask, which is what the CPU tests run against the engine's own masks; on a GPU the
 tests check the kernel against float64 numpy (tests/test_engine_block_attention.py). It is
 a session's route on a CUDA GPU unless another is asked for (SessionOptions.attention): at
-real scale on an H200 it beat the padded route at every context length measured
+real scale on an H200 it beat the padded route at every context length measured, and the
+tiled kernel took a quarter off the key-by-key one's round of attention at 16k keys
 (docs/PERFORMANCE.md, "A block attention kernel").
 """
 
@@ -48,16 +56,19 @@ from mlx_lm.models.cache import KVCache
 MAX_ROWS = 64  # longer forwards (a prompt's prefill) keep MLX's attention: a plan is paid once
 MAX_HEAD_DIM = 256  # each lane of a warp holds every 32nd value of a row
 SHARED_BYTES = 32 * 1024  # the warps' partial rows, combined at the end
+TILE_KEYS = 32  # keys the tiled kernel scores at once: one a lane
 
 
 @dataclass(frozen=True)
 class Launch:
     """How the kernel is laid out (benchmarks/bench_block_attention.py times the choices)."""
 
-    threads: int = 256  # 8 warps, each walking every 8th key of the block's keys
-    unroll: int = 4  # keys (their key and value rows) a warp loads before it waits for any of them
-    grouped: int = 4  # query heads of one KV head a block attends for (each key row read once)
+    threads: int = 256  # 8 warps a block
     chunk: int = 512  # keys a block takes; a longer range is split over blocks, 0: never
+    tiled: bool = False  # all of a KV head's query rows in one block, over tiles of keys (_TILED)
+    queries: int = 4  # tiled: query rows (of any head of the group) each warp takes
+    unroll: int = 4  # key by key: keys (their key and value rows) a warp loads before it waits
+    grouped: int = 4  # key by key: query heads of one KV head a block attends for
 
     def chunks(self, keys: int, rows: int, window: int = 0) -> int:
         """Blocks a row's range is split over: the longest range any row of the call has,
@@ -66,6 +77,14 @@ class Launch:
         longest = min(keys, window + rows - 1) if window else keys
         return 1 if self.chunk <= 0 else -(-longest // self.chunk)
 
+    def tiles(self, dim: int) -> bool:
+        """Whether a call of head size `dim` takes the tiled kernel: its query rows, key tile
+        and value tile, all float32, fill at most the 48 KB of a block's static shared memory,
+        and its threads load whole columns of a tile (a multiple of the head size)."""
+        block_queries = self.threads // 32 * self.queries
+        return (self.tiled and dim % 4 == 0 and self.threads % dim == 0
+                and (block_queries + 2 * TILE_KEYS) * dim * 4 <= 48 * 1024)
+
     def heads_per_block(self, group: int, dim: int) -> int:
         """The most query heads of a KV head's `group` a block can take: a divisor of the
         group, within `grouped`, whose partial rows fit the shared memory."""
@@ -73,7 +92,9 @@ class Launch:
                     if group % g == 0 and g * self.threads // 32 * dim * 4 <= SHARED_BYTES)
 
 
-LAUNCH = Launch()
+# The fastest layout measured (bench_block_attention, H200): tiled, chunks of 256 keys; a
+# head longer than 128 takes the key-by-key kernel with the same chunks.
+LAUNCH = Launch(chunk=256, tiled=True)
 
 _SOURCE = """
   constexpr int WARPS = THREADS / 32;
@@ -179,6 +200,165 @@ _SOURCE = """
     const long long at = (long long)(batch * heads + head0 + g) * rows + row;
 """
 
+# All query rows of one KV head (its group's heads times the block's rows: 32 for an 8-row
+# verify of a 4-head group) in one block, which walks the range's keys in tiles of
+# TILE_KEYS: the block loads a tile of key and value rows into shared memory once, each lane
+# scores one key against each of its warp's QUERIES query rows (no shuffles: the dot is a
+# lane's own), the warp's online softmax takes the tile at once (two reductions a query
+# row a tile, not per key), and each lane then adds its share of the head's values. The
+# key-by-key kernel above reads each key row once per query row and reduces every score
+# across the warp, which a profile found to be most of its instructions.
+_TILED = """
+  constexpr int WARPS = THREADS / 32;
+  constexpr int KT = 32;  // keys a tile: one a lane when scoring
+  constexpr int D4 = D / 4;
+  constexpr int QB = WARPS * QUERIES;  // query rows a block
+  constexpr int PER_LANE = (D + 31) / 32;  // lane holds value elements lane, lane + 32, ...
+  const float neg_inf = __int_as_float(0xff800000);
+  const int rows = q_shape[2];
+  const int heads = q_shape[1];
+  const int group = heads / k_shape[1];
+  const int keys = k_shape[2];
+  const int q_tiles = (group * rows + QB - 1) / QB;
+  const int kv_head = blockIdx.x / q_tiles;
+  const int q0 = (blockIdx.x % q_tiles) * QB;  // query i of the block is row i % rows of head i / rows
+  const int batch = blockIdx.y;
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  // The block's keys: every row's range together (the first row's start to the last row's
+  // end), with CHUNK the z-th CHUNK of them (possibly none for some rows).
+  const int first = WINDOW > 0 ? max(0, keys - rows - WINDOW + 1) : 0;
+  const int lo = CHUNK > 0 ? first + blockIdx.z * CHUNK : first;
+  const int hi = CHUNK > 0 ? min(keys, lo + CHUNK) : keys;
+  const T* kp = k + batch * k_strides[0] + kv_head * k_strides[1];
+  const T* vp = v + batch * v_strides[0] + kv_head * v_strides[1];
+
+  __shared__ float4 qs[QB][D4];  // scaled to base 2: exp2f is one instruction, expf several
+  __shared__ float4 ks[KT][D4];  // key j's group c of 4 at [j][(c + j) % D4]: lanes hit apart banks
+  __shared__ float vs[KT][D];
+  const float sc = scale[0] * 1.4426950408889634f;
+  for (int i = threadIdx.x; i < QB * D; i += THREADS) {
+    const int qi = q0 + i / D, d = i % D;
+    float x = 0.0f;
+    if (qi < group * rows) {
+      const int head = kv_head * group + qi / rows, row = qi % rows;
+      x = static_cast<float>(q[batch * q_strides[0] + head * q_strides[1] + row * q_strides[2]
+                               + d * q_strides[3]]) * sc;
+    }
+    reinterpret_cast<float*>(qs)[i] = x;
+  }
+  // This warp's query rows: their ranges, and an online softmax each (running max, sum, values).
+  int q_lo[QUERIES], q_hi[QUERIES];
+  float m[QUERIES], l[QUERIES], acc[QUERIES][PER_LANE];
+  int warp_lo = 0, warp_hi = keys;  // the keys every one of the warp's rows sees
+  for (int u = 0; u < QUERIES; ++u) {
+    const int qi = q0 + warp * QUERIES + u;
+    q_lo[u] = 0;
+    q_hi[u] = keys;  // a query past the last (never written) sees everything: no branch for it
+    if (qi < group * rows) {
+      const int last = keys - rows + qi % rows;  // the row's own key
+      q_hi[u] = CAUSAL ? last + 1 : keys;
+      q_lo[u] = WINDOW > 0 ? max(0, last - WINDOW + 1) : 0;
+    }
+    warp_lo = max(warp_lo, q_lo[u]);
+    warp_hi = min(warp_hi, q_hi[u]);
+    m[u] = neg_inf;
+    l[u] = 0.0f;
+    for (int e = 0; e < PER_LANE; ++e) acc[u][e] = 0.0f;
+  }
+
+  // Thread t loads element t % D of key rows t / D, t / D + THREADS / D, ... of each tile
+  // (THREADS is a multiple of D). (Loading the next tile while this one is scored took 140
+  // registers a thread, one block an SM, and was slower: docs/PERFORMANCE.md.)
+  constexpr int LOADS = KT * D / THREADS;
+  constexpr int ROW_STEP = THREADS / D;
+  const int ld_d = threadIdx.x % D, ld_j = threadIdx.x / D;
+  const T* k_col = kp + ld_d * k_strides[3];
+  const T* v_col = vp + ld_d * v_strides[3];
+  T k_next[LOADS], v_next[LOADS];
+  auto load = [&](int t0) {
+    for (int n = 0; n < LOADS; ++n) {
+      const long long key = t0 + ld_j + n * ROW_STEP;
+      const bool in = key < hi;  // no key outside the block's ranges is read
+      k_next[n] = in ? k_col[key * k_strides[2]] : static_cast<T>(0.0f);
+      v_next[n] = in ? v_col[key * v_strides[2]] : static_cast<T>(0.0f);
+    }
+  };
+  for (int t0 = lo; t0 < hi; t0 += KT) {
+    load(t0);
+    __syncthreads();  // every warp is done with the last tile (and, the first time, qs is written)
+    for (int n = 0; n < LOADS; ++n) {
+      const int j = ld_j + n * ROW_STEP;
+      reinterpret_cast<float*>(ks[j])[((ld_d / 4 + j) % D4) * 4 + ld_d % 4] = static_cast<float>(k_next[n]);
+      vs[j][ld_d] = static_cast<float>(v_next[n]);
+    }
+    __syncthreads();
+    // Lane j scores key t0 + j against each of the warp's query rows.
+    const int key = t0 + lane;
+    float s[QUERIES];
+    for (int u = 0; u < QUERIES; ++u) s[u] = 0.0f;
+    for (int c = 0; c < D4; ++c) {
+      const float4 kx = ks[lane][(c + lane) % D4];
+      for (int u = 0; u < QUERIES; ++u) {
+        const float4 qx = qs[warp * QUERIES + u][c];
+        s[u] += qx.x * kx.x + qx.y * kx.y + qx.z * kx.z + qx.w * kx.w;
+      }
+    }
+    // The tile at once: one rescale of each row's running sums.
+    float p[QUERIES];
+    for (int u = 0; u < QUERIES; ++u) {
+      const bool seen = key >= q_lo[u] && key < q_hi[u] && key < hi;
+      float top = seen ? s[u] : neg_inf;  // a NaN score leaves the max ...
+      for (int o = 16; o > 0; o /= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffff, top, o));
+      const float m_new = fmaxf(m[u], top);
+      const float correction = m[u] == neg_inf ? 0.0f : exp2f(m[u] - m_new);  // 0: nothing seen yet
+      p[u] = seen ? exp2f(s[u] - m_new) : 0.0f;  // ... and its p is NaN
+      float sum = p[u];
+      for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
+      l[u] = l[u] * correction + sum;
+      for (int e = 0; e < PER_LANE; ++e) acc[u][e] *= correction;
+      m[u] = m_new;
+    }
+    // Each lane adds its elements of the tile's value rows, weighted by each key's p (held by
+    // the key's lane). A row adds only the keys it sees: a value row it does not see may be
+    // NaN (0 * NaN is NaN); the branch is the warp's own, so only a tile at a range's edge pays it.
+    const bool whole = t0 + KT <= hi && t0 >= warp_lo && t0 + KT <= warp_hi;
+    for (int j = 0; j < KT && t0 + j < hi; ++j) {
+      float vx[PER_LANE];
+      for (int e = 0; e < PER_LANE; ++e) vx[e] = lane + 32 * e < D ? vs[j][lane + 32 * e] : 0.0f;
+      for (int u = 0; u < QUERIES; ++u) {
+        if (!whole && (t0 + j < q_lo[u] || t0 + j >= q_hi[u])) continue;
+        const float pj = __shfl_sync(0xffffffff, p[u], j);
+        for (int e = 0; e < PER_LANE; ++e) acc[u][e] += pj * vx[e];
+      }
+    }
+  }
+  for (int u = 0; u < QUERIES; ++u) {
+    const int qi = q0 + warp * QUERIES + u;
+    if (qi >= group * rows) break;
+    const int head = kv_head * group + qi / rows;
+    const long long at = (long long)(batch * heads + head) * rows + qi % rows;
+    for (int e = 0; e < PER_LANE; ++e) {
+      const int d = lane + 32 * e;
+      if (d >= D) break;
+"""
+
+# The tiled kernel's endings: the normalized row, or one chunk's partial row (_COMBINE).
+_TILED_WHOLE = """      out[at * D + d] = static_cast<T>(acc[u][e] / l[u]);
+    }
+  }
+"""
+
+_TILED_PART = """      const long long part = at * gridDim.z + blockIdx.z;
+      part_acc[part * D + d] = acc[u][e];
+      if (d == 0) {
+        part_ml[part * 2] = m[u];
+        part_ml[part * 2 + 1] = l[u];
+      }
+    }
+  }
+"""
+
 # One block's whole range: the normalized row.
 _WHOLE = """    out[at * D + d] = static_cast<T>(num / den);
   }
@@ -233,18 +413,20 @@ def supports(q: mx.array, k: mx.array, v: mx.array, window: int = 0) -> bool:
             and (window == 0 or window >= rows))
 
 
-@functools.lru_cache(maxsize=1)
-def _kernel():
+@functools.lru_cache(maxsize=2)
+def _kernel(tiled: bool):
     return mx.fast.cuda_kernel(
-        name="dflash_block_attention", input_names=["q", "k", "v", "scale"],
-        output_names=["out"], source=_SOURCE + _WHOLE, ensure_row_contiguous=False)
+        name="dflash_block_attention" + ("_tiled" if tiled else ""),
+        input_names=["q", "k", "v", "scale"], output_names=["out"],
+        source=_TILED + _TILED_WHOLE if tiled else _SOURCE + _WHOLE, ensure_row_contiguous=False)
 
 
-@functools.lru_cache(maxsize=1)
-def _chunk_kernel():
+@functools.lru_cache(maxsize=2)
+def _chunk_kernel(tiled: bool):
     return mx.fast.cuda_kernel(
-        name="dflash_block_attention_chunks", input_names=["q", "k", "v", "scale"],
-        output_names=["part_acc", "part_ml"], source=_SOURCE + _PART, ensure_row_contiguous=False)
+        name="dflash_block_attention_chunks" + ("_tiled" if tiled else ""),
+        input_names=["q", "k", "v", "scale"], output_names=["part_acc", "part_ml"],
+        source=_TILED + _TILED_PART if tiled else _SOURCE + _PART, ensure_row_contiguous=False)
 
 
 @functools.lru_cache(maxsize=1)
@@ -278,19 +460,27 @@ def attend(q: mx.array, k: mx.array, v: mx.array, scale: float, causal: bool,
         mask = mx.array(visible(k.shape[2], q.shape[2], causal, window))
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
     batch, heads, rows, dim = q.shape
-    grouped = launch.heads_per_block(heads // k.shape[1], dim)
+    kv_heads = k.shape[1]
     chunks = launch.chunks(k.shape[2], rows, window)
-    template = [("T", q.dtype), ("D", dim), ("HEADS", grouped), ("THREADS", launch.threads),
-                ("UNROLL", launch.unroll), ("CAUSAL", bool(causal)), ("WINDOW", int(window))]
+    tiled = launch.tiles(dim)
+    template = [("T", q.dtype), ("D", dim), ("THREADS", launch.threads), ("CAUSAL", bool(causal)),
+                ("WINDOW", int(window))]
+    if tiled:
+        block_queries = launch.threads // 32 * launch.queries
+        template.append(("QUERIES", launch.queries))
+        blocks = kv_heads * -(-(heads // kv_heads * rows) // block_queries) * launch.threads
+    else:
+        grouped = launch.heads_per_block(heads // kv_heads, dim)
+        template += [("HEADS", grouped), ("UNROLL", launch.unroll)]
+        blocks = heads // grouped * rows * launch.threads
     inputs = [q, k, v, _scale(float(scale))]
-    blocks = heads // grouped * rows * launch.threads
     if chunks == 1:
-        (out,) = _kernel()(
+        (out,) = _kernel(tiled)(
             inputs=inputs, template=template + [("CHUNK", 0)], grid=(blocks, batch, 1),
             threadgroup=(launch.threads, 1, 1), output_shapes=[q.shape], output_dtypes=[q.dtype])
         return out
     parts = (batch, heads, rows, chunks)
-    part_acc, part_ml = _chunk_kernel()(
+    part_acc, part_ml = _chunk_kernel(tiled)(
         inputs=inputs, template=template + [("CHUNK", launch.chunk)], grid=(blocks, batch, chunks),
         threadgroup=(launch.threads, 1, 1), output_shapes=[parts + (dim,), parts + (2,)],
         output_dtypes=[mx.float32, mx.float32])

@@ -95,10 +95,14 @@ def _reference(q, k, v, scale, causal, window) -> np.ndarray:
     return (weights / weights.sum(axis=-1, keepdims=True)) @ v
 
 
+KERNELS = [pytest.param({"tiled": False}, id="key-by-key"), pytest.param({"tiled": True}, id="tiled")]
+
+
 @cuda
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
 @pytest.mark.parametrize("dim", [16, 64, 128, 256])
-def test_the_kernel_is_mlxs_attention(dtype, dim):
+def test_the_kernel_is_mlxs_attention(dtype, dim, kernel):
     rng = np.random.default_rng(dim)
     tol = 1e-5 if dtype == mx.float32 else 2e-2  # float32 sums; a 16-bit output's rounding
     for rows, keys, heads, kv_heads, causal, window in [
@@ -108,7 +112,7 @@ def test_the_kernel_is_mlxs_attention(dtype, dim):
         q = q.transpose(0, 2, 1, 3)  # a view, as the models make it
         buffer = rng.normal(size=(2, 1, kv_heads, keys + 256, dim)).astype(np.float32)
         k, v = (mx.array(b).astype(dtype)[:, :, :keys] for b in buffer)  # views of a buffer
-        ours = attend(q, k, v, dim ** -0.5, causal, window)
+        ours = attend(q, k, v, dim ** -0.5, causal, window, launch=Launch(**kernel))
         assert ours.dtype == dtype and ours.shape == q.shape
         theirs = _reference(q, k, v, dim ** -0.5, causal, window)
         np.testing.assert_allclose(np.array(ours.astype(mx.float32)), theirs,
@@ -123,9 +127,19 @@ def test_a_range_is_split_in_chunks_only_when_longer_than_one():
     assert Launch(chunk=0).chunks(100_000, 8) == 1
 
 
+def test_the_tiled_kernel_takes_heads_its_shared_memory_holds():
+    """Its query rows and a tile of keys and values, float32, in 48 KB: up to head size 128
+    at 8 warps of 4 query rows; a longer head takes the key-by-key kernel."""
+    assert Launch(tiled=True).tiles(128) and Launch(tiled=True).tiles(16)
+    assert not Launch(tiled=True).tiles(256) and not Launch(tiled=True).tiles(66)
+    assert Launch(tiled=True, threads=128).tiles(256) is False  # 16 rows + 64 keys of 256: 80 KB
+    assert not Launch(tiled=False).tiles(128)
+
+
 @cuda
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
-def test_a_range_split_in_chunks_is_the_whole_range(dtype):
+def test_a_range_split_in_chunks_is_the_whole_range(dtype, kernel):
     """Chunks of 64 keys, combined by a second kernel, some of them empty for some rows (a
     causal row's range ends before the last chunk, 260 keys in 5; a window's last row fits in
     the first)."""
@@ -137,7 +151,7 @@ def test_a_range_split_in_chunks_is_the_whole_range(dtype):
         k, v = (mx.array(rng.normal(size=(1, 2, keys, 128)).astype(np.float32)).astype(dtype)
                 for _ in range(2))
         theirs = _reference(q, k, v, 128 ** -0.5, causal, window)
-        launch = Launch(chunk=64)
+        launch = Launch(chunk=64, **kernel)
         chunked = attend(q, k, v, 128 ** -0.5, causal, window, launch=launch)
         assert launch.chunks(keys, rows, window) > 1
         np.testing.assert_allclose(np.array(chunked.astype(mx.float32)), theirs, rtol=tol, atol=tol,
@@ -146,7 +160,8 @@ def test_a_range_split_in_chunks_is_the_whole_range(dtype):
 
 
 @cuda
-def test_the_kernel_reads_no_key_outside_a_rows_range():
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_kernel_reads_no_key_outside_a_rows_range(kernel):
     rng = np.random.default_rng(1)
     q = mx.array(rng.normal(size=(1, 4, 8, 64)).astype(np.float32))
     keys = rng.normal(size=(1, 2, 100, 64)).astype(np.float32)
@@ -156,7 +171,7 @@ def test_the_kernel_reads_no_key_outside_a_rows_range():
     v = mx.array(rng.normal(size=(1, 2, 100, 64)).astype(np.float32))
     hidden_v = np.array(v)
     hidden_v[:, :, 10] = np.nan
-    for launch in (Launch(chunk=0), Launch(chunk=32)):  # one block a row; chunks of 32 keys
+    for launch in (Launch(chunk=0, **kernel), Launch(chunk=32, **kernel)):  # whole; chunks of 32
         out = np.array(attend(q, mx.array(hidden), v, 0.125, causal=True, window=24, launch=launch))
         assert np.isfinite(out).all()
         out = np.array(attend(q, mx.array(keys), mx.array(hidden_v), 0.125, causal=True, window=24,
@@ -167,12 +182,29 @@ def test_the_kernel_reads_no_key_outside_a_rows_range():
 
 
 @cuda
-def test_the_kernel_gives_the_same_bits_every_time():
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_value_row_one_row_sees_does_not_reach_the_rows_that_do_not(kernel):
+    """A causal block's rows load the same tile of keys, the last rows' keys among them: a NaN
+    value in a key only the later rows see must leave the earlier rows finite (the tiled
+    kernel weighs a key a row does not see by 0, and 0 * NaN is NaN, so it must skip it)."""
+    rng = np.random.default_rng(4)
+    q = mx.array(rng.normal(size=(1, 8, 8, 128)).astype(np.float32))
+    k = mx.array(rng.normal(size=(1, 2, 300, 128)).astype(np.float32))
+    values = rng.normal(size=(1, 2, 300, 128)).astype(np.float32)
+    values[:, :, 296] = np.nan  # the key of row 4 of 8: rows 4..7 see it
+    for launch in (Launch(chunk=0, **kernel), Launch(chunk=64, **kernel)):
+        out = np.array(attend(q, k, mx.array(values), 128 ** -0.5, causal=True, launch=launch))
+        assert np.isfinite(out[:, :, :4]).all() and np.isnan(out[:, :, 4:]).all()
+
+
+@cuda
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_kernel_gives_the_same_bits_every_time(kernel):
     """A combine whose order varied (atomic adds) flipped bfloat16 argmaxes between runs."""
     rng = np.random.default_rng(2)
     q = mx.array(rng.normal(size=(1, 32, 8, 128)).astype(np.float32)).astype(mx.bfloat16)
     k = mx.array(rng.normal(size=(1, 8, 1000, 128)).astype(np.float32)).astype(mx.bfloat16)
-    for launch in (Launch(chunk=0), Launch(chunk=128)):
+    for launch in (Launch(chunk=0, **kernel), Launch(chunk=128, **kernel)):
         first = attend(q, k, k, 128 ** -0.5, causal=True, launch=launch)
         assert all(bool(mx.array_equal(attend(q, k, k, 128 ** -0.5, causal=True, launch=launch), first))
                    for _ in range(8))
