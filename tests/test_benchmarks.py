@@ -97,7 +97,7 @@ def test_the_block_attention_bench_says_it_needs_a_gpu(capsys):
     assert exit.value.code == 2 and "CUDA GPU only" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("layouts, expected", [("9", "LAYOUTS has 4 layouts, 0 to 3"),
+@pytest.mark.parametrize("layouts, expected", [("9", "LAYOUTS has 8 layouts, 0 to 7"),
                                                ("0,x", "invalid")])
 def test_the_block_attention_bench_refuses_a_layout_it_does_not_have(capsys, layouts, expected):
     with pytest.raises(SystemExit) as exit:
