@@ -210,7 +210,7 @@ _SOURCE = """
 # across the warp, which a profile found to be most of its instructions.
 _TILED = """
   constexpr int WARPS = THREADS / 32;
-  constexpr int KT = 32;  // keys a tile: one a lane when scoring
+  constexpr int KT = 32;  // keys a tile (TILE_KEYS): one a lane when scoring
   constexpr int D4 = D / 4;
   constexpr int QB = WARPS * QUERIES;  // query rows a block
   constexpr int PER_LANE = (D + 31) / 32;  // lane holds value elements lane, lane + 32, ...
@@ -276,16 +276,13 @@ _TILED = """
   const T* k_col = kp + ld_d * k_strides[3];
   const T* v_col = vp + ld_d * v_strides[3];
   T k_next[LOADS], v_next[LOADS];
-  auto load = [&](int t0) {
+  for (int t0 = lo; t0 < hi; t0 += KT) {
     for (int n = 0; n < LOADS; ++n) {
       const long long key = t0 + ld_j + n * ROW_STEP;
       const bool in = key < hi;  // no key outside the block's ranges is read
       k_next[n] = in ? k_col[key * k_strides[2]] : static_cast<T>(0.0f);
       v_next[n] = in ? v_col[key * v_strides[2]] : static_cast<T>(0.0f);
     }
-  };
-  for (int t0 = lo; t0 < hi; t0 += KT) {
-    load(t0);
     __syncthreads();  // every warp is done with the last tile (and, the first time, qs is written)
     for (int n = 0; n < LOADS; ++n) {
       const int j = ld_j + n * ROW_STEP;
