@@ -6,11 +6,11 @@
 For each layout (engine/block_attention.py, `Launch`: threads per block, keys in flight per
 warp, query heads per block, keys per block before a row's range is split; or the tiled
 kernel's query rows a warp) and each key length: the median time of one waited call at key
-lengths never met before, the time a call when a round's calls are queued and waited for
-once (each over its own keys, as a round's layers are: what a round pays), for the verify's block (8 rows, causal) and the drafter's (16
-rows, all visible), at the real target's heads (32 query / 8 KV, head size 128); whether
-five calls on the same inputs give the same bits; and the largest error against float64
-numpy. Beside them, MLX's own attention at a new key length (a plan), at the same length
+lengths never met before, and the time a call when a round's calls are queued and waited
+for once (each over its own keys, as a round's layers are: what a round pays), for the
+verify's block (8 rows, causal) and the drafter's (16 rows, all visible), at the real
+target's heads (32 query / 8 KV, head size 128); whether five calls on the same inputs give
+the same bits; and the largest error against float64 numpy. Beside them, MLX's own attention at a new key length (a plan), at the same length
 again, and padded to a 512-row buffer under a mask (engine/padded_attention.py). A round of
 the real-scale pair makes 36 verify calls and 5 drafter calls: `round ms` weighs them so.
 (A waited call carries ~0.2 ms of launch and wait, which a queued round does not pay.)
@@ -71,10 +71,10 @@ def _queued_ms(rows: int, keys: int, causal: bool, launch: Launch, dtype) -> flo
     layer's keys (as the verify's 36 layers are), and waited for once: no launch or wait per
     call, and no key row left in L2 by the call before."""
     calls = CALLS[rows]
-    shapes = ((1, REAL.heads, rows, REAL.head_dim), (1, REAL.kv_heads, keys, REAL.head_dim))
+    q_shape, kv_shape = (1, REAL.heads, rows, REAL.head_dim), (1, REAL.kv_heads, keys, REAL.head_dim)
     layers = [tuple(mx.random.normal(shape, key=mx.random.key(3 * i + j)).astype(dtype)
-                    for j, shape in enumerate((shapes[0], shapes[1], shapes[1]))) for i in range(calls)]
-    mx.eval(layers)  # made on the device: numpy would take longer than the calls
+                    for j, shape in enumerate((q_shape, kv_shape, kv_shape))) for i in range(calls)]
+    mx.eval(layers)  # made on the device: numpy's generator would take longer than the calls
     scale = REAL.head_dim ** -0.5
     mx.eval([attend(q, k, v, scale, causal, launch=launch) for q, k, v in layers])  # warm
     t0 = time.perf_counter()
@@ -86,7 +86,7 @@ def _layout(launch: Launch) -> str:
     chunks = f"chunks of {launch.chunk} keys" if launch.chunk else "no chunks"
     if launch.tiles(REAL.head_dim):
         return (f"tiled: {launch.threads} threads, {launch.queries} query rows a warp, "
-                f"tiles of 32 keys, {chunks}")
+                f"tiles of {block_attention.TILE_KEYS} keys, {chunks}")
     return (f"{launch.threads} threads, {launch.unroll} keys in flight, "
             f"{launch.heads_per_block(REAL.heads // REAL.kv_heads, REAL.head_dim)} heads a block, {chunks}")
 
