@@ -13,14 +13,16 @@
 #      from pinned wheels' functions, the Python docs and Debian Reference, and the
 #      Mathematics Dataset's train generator; PROMPTS_FROM) plus 6,000 generated prompts of
 #      every kind (seed 5), 1,000 steps
+#   6. fine-tune on stage 6's corpus (CORPUS_STAGE=6: 27 more wheels and four more projects'
+#      documentation) plus 5,000 generated prompts, math the largest share (seed 6), 2,000 steps
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
 #   STAGE=N scripts/train_sample_drafter.sh eval   # ~1 min: final validation eval + engine sessions
 #   STAGE=N scripts/train_sample_drafter.sh all    # the three in one go (no time limit)
 #
-# Stage 5 reads the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl): build it
-# first with scripts/build_prompt_corpus.sh. Its validation split, with the generated
+# Stages 5 and 6 read the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl): build
+# it first with scripts/build_prompt_corpus.sh (CORPUS_STAGE=5 for stage 5's). Its validation split, with the generated
 # prompts' own, is what the eval during training reports (model selection); sample_prompts/
 # and test_prompts/ are test sets, kept out of both splits and deciding nothing here.
 #
@@ -55,7 +57,8 @@ case "$STAGE" in
   3) recipe=(2 9000 code=0.35,ident=0.35,math=0.3 1200 1.5e-4 100 "$RUN_ROOT/stage2") ;;
   4) recipe=(4 24000 code=0.32,ident=0.22,math=0.22,prose=0.1,literal=0.08,self=0.06 2400 1.5e-4 120 "$RUN_ROOT/stage3") ;;
   5) recipe=(5 6000 code=0.3,ident=0.2,math=0.25,prose=0.15,literal=0.05,self=0.05 1000 1.5e-4 50 "$RUN_ROOT/stage4" runs/corpus/prompts.jsonl) ;;
-  *) echo "STAGE must be 1 to 5 (got $STAGE)" >&2; exit 2 ;;
+  6) recipe=(6 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 2000 1.5e-4 100 "$RUN_ROOT/stage5" runs/corpus/prompts.jsonl) ;;
+  *) echo "STAGE must be 1 to 6 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}
 

@@ -67,7 +67,8 @@ def write_wheel(directory: Path, name: str = "toolkit", version: str = "1.0") ->
     return wheel
 
 
-def write_deb(directory: Path, name: str = "toolkit-doc", version: str = "2.0") -> Path:
+def write_deb(directory: Path, name: str = "toolkit-doc", version: str = "2.0", rst: bool = True,
+              html: str | None = None) -> Path:
     if shutil.which("dpkg-deb") is None:
         pytest.skip("dpkg-deb is not installed")
     tree = directory / f"{name}-tree"
@@ -77,8 +78,11 @@ def write_deb(directory: Path, name: str = "toolkit-doc", version: str = "2.0") 
         "Description: test documentation\n")
     sources = tree / "usr/share/doc/toolkit/html/_sources"
     sources.mkdir(parents=True)
-    (sources / "guide.rst.txt").write_text(GUIDE)
-    deb = directory / f"{name}_{version}_all.deb"
+    if rst:
+        (sources / "guide.rst.txt").write_text(GUIDE)
+    if html is not None:
+        (sources.parent / "guide.html").write_text(html)
+    deb = directory / f"{name}_{version.replace(':', '%3a')}_all.deb"  # as apt names it
     subprocess.run(["dpkg-deb", "--build", "-Zxz", str(tree), str(deb)], check=True, capture_output=True)
     return deb
 
@@ -111,6 +115,29 @@ def test_documentation_gives_its_questions_and_paragraphs(tmp_path):
     ]
     asked = corpus_docs.prompt_for("paragraph", units[1][1], "guide#1", seed=0)
     assert asked.split("\n\n")[0] in corpus_docs.PARAGRAPH_ASKS and asked.endswith(units[1][1])
+
+
+HTML_PARAGRAPH = ("The toolkit also joins lists. Give it the pieces in order and it returns one list, "
+                  "copying each element once, so joining is as cheap as splitting. Empty pieces are "
+                  "kept out of the result, and a piece that is not a list is refused with an error that "
+                  "names its position.")
+
+
+def test_a_package_gives_its_rest_sources_else_its_html_never_both(tmp_path, monkeypatch):
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    page = f"<html><body><p>{HTML_PARAGRAPH}</p><pre>not prose</pre></body></html>"
+    write_deb(archives, html=page)  # a Sphinx build: its reST sources and their HTML
+    write_deb(archives, name="pages-doc", version="3:1.0-1", rst=False, html=page)  # HTML only
+    monkeypatch.setitem(corpus.LICENCES, "toolkit-doc", "MIT")
+    monkeypatch.setitem(corpus.LICENCES, "pages-doc", "MIT")
+    units = list(corpus.read_archives(archives, seed=0))
+    by_source = {}
+    for source, item, kind, form, text in units:
+        by_source.setdefault(source, []).append((item, form))
+    assert all(item.split("#")[0].endswith(".rst.txt") for item, _ in by_source["toolkit-doc==2.0"])
+    assert by_source["pages-doc==3:1.0-1"] == [("usr/share/doc/toolkit/html/guide.html#0", "paragraph")]
+    assert any(text.endswith(HTML_PARAGRAPH) for source, *_, text in units if source.startswith("pages-doc"))
 
 
 def test_corpus_build_records_sources_and_splits_and_keeps_test_prompts_out(tmp_path, monkeypatch):

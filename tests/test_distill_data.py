@@ -12,7 +12,7 @@ from dflash_tui_distill.architecture import choose_mask_token
 from dflash_tui_distill.batches import BatchSampler, make_batch
 from dflash_tui_distill.data_phase import assign_splits
 from dflash_tui_distill.dataset import Sequences
-from dflash_tui_distill.generate import greedy_continuations, stop_token_ids
+from dflash_tui_distill.generate import ROW_TOKENS, batches, greedy_continuations, stop_token_ids
 from dflash_tui_distill.holdout import Holdout, read_holdout, read_holdouts, refuse_clashes
 from dflash_tui_distill.prompts import make_prompts, split_counts
 from dflash_tui_distill.settings import DataSettings
@@ -53,6 +53,21 @@ def test_batched_continuations_are_exactly_greedy(make_pair, kind):
     cut = reference[:reference.index(stop) + 1]
     got = {c.index: c for c in greedy_continuations(target.model, prompts, 24, [stop], batch_size=3)}
     assert got[0].tokens == cut and got[0].stopped
+
+
+def test_long_prompts_go_in_smaller_batches():
+    rng = np.random.default_rng(0)
+    lengths = [int(n) for n in rng.integers(5, 3 * ROW_TOKENS, size=300)] + [20 * ROW_TOKENS]
+    got = list(batches(lengths, 64, batch_size=16))
+    flat = [i for chunk in got for i in chunk]
+    assert sorted(flat) == list(range(len(lengths)))  # every prompt once
+    assert [lengths[i] for i in flat] == sorted(lengths)  # shortest first
+    for chunk in got:
+        longest = max(lengths[i] for i in chunk) + 64
+        assert len(chunk) <= 16
+        assert len(chunk) == 1 or len(chunk) * longest <= 16 * ROW_TOKENS
+    assert got[-1] == [len(lengths) - 1]  # over the budget alone: a batch of its own
+    assert len(got[0]) == 16  # short prompts still fill a batch
 
 
 def test_holdout_clash_rules():

@@ -37,12 +37,23 @@ LICENCES = {
     "networkx": "BSD-3-Clause", "python-dateutil": "Apache-2.0 OR BSD-3-Clause",
     "sympy": "BSD-3-Clause", "numpy": "BSD-3-Clause", "pip": "MIT", "click": "BSD-3-Clause",
     "pyparsing": "MIT", "jinja2": "BSD-3-Clause",
+    # added for stage 6
+    "scipy": "BSD-3-Clause", "scikit-learn": "BSD-3-Clause", "pandas": "BSD-3-Clause",
+    "statsmodels": "BSD-3-Clause", "astropy": "BSD-3-Clause", "dask": "BSD-3-Clause",
+    "xarray": "Apache-2.0", "mpmath": "BSD-3-Clause", "sqlalchemy": "MIT", "shapely": "BSD-3-Clause",
+    "funcy": "BSD-3-Clause", "psutil": "BSD-3-Clause", "babel": "BSD-3-Clause", "tornado": "Apache-2.0",
+    "werkzeug": "BSD-3-Clause", "pint": "BSD-3-Clause", "pygments": "BSD-2-Clause", "requests": "Apache-2.0",
+    "attrs": "MIT", "flask": "BSD-3-Clause", "markdown": "BSD-3-Clause", "urllib3": "MIT", "pyyaml": "MIT",
+    "lark": "MIT", "humanize": "MIT", "packaging": "Apache-2.0 OR BSD-2-Clause", "parso": "MIT",
     "python3.11-doc": "PSF-2.0", "debian-reference-en": "GPL-2.0-or-later",
+    "python-django-doc": "BSD-3-Clause", "python-pandas-doc": "BSD-3-Clause", "python-flask-doc": "BSD-3-Clause",
+    "sphinx-doc": "BSD-2-Clause",
     "mathematics-dataset": "Apache-2.0",
 }
 # Parts of an archive left out: vendored copies carry other projects' licences; the C API,
 # distutils and release notes are not what people ask an assistant about.
-SKIP_PATHS = ("/_vendor/", "/_sources/c-api/", "/_sources/distutils/", "/_sources/whatsnew/")
+SKIP_PATHS = ("/_vendor/", "/_sources/c-api/", "/_sources/distutils/", "/_sources/whatsnew/",
+              "/html/releases/")
 MATH_SOURCE = "mathematics-dataset==1.0.1"
 
 
@@ -52,7 +63,7 @@ def archive_name(path: Path) -> tuple[str, str]:
         name, version = path.name.split("-")[:2]
         return name.replace("_", "-").lower(), version
     name, version = path.name.split("_")[:2]
-    return name, version
+    return name, version.replace("%3a", ":")  # apt writes a version's epoch colon as %3a
 
 
 def _sha256(path: Path) -> str:
@@ -80,10 +91,15 @@ def read_archives(directory: Path, seed: int):
                 form, text = corpus_code.prompt_for(fn, seed)
                 yield source, fn.item, "real-code", form, text
             continue
-        for member, content in corpus_docs.deb_members(path, (".rst.txt", ".en.html")):
-            if any(s in "/" + member for s in SKIP_PATHS):
+        # a package's reST sources where it ships them, else its HTML pages (never both:
+        # the HTML of a Sphinx build is its sources again)
+        members = [m for m in corpus_docs.deb_members(path, (".rst.txt", ".html"))
+                   if not any(s in "/" + m[0] for s in SKIP_PATHS)]
+        has_rst = any(name.endswith(".rst.txt") for name, _ in members)
+        for member, content in members:
+            if member.endswith(".rst.txt") != has_rst:
                 continue
-            units = corpus_docs.rst_units(content) if member.endswith(".rst.txt") else corpus_docs.html_units(content)
+            units = corpus_docs.rst_units(content) if has_rst else corpus_docs.html_units(content)
             for n, (form, unit) in enumerate(units):
                 item = f"{member}#{n}"
                 yield source, item, "real-prose", form, corpus_docs.prompt_for(form, unit, item, seed)
