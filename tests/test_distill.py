@@ -56,6 +56,37 @@ def test_data_phase_stores_prompt_and_greedy_continuation(data_dir):
     assert first_len > first_plen
 
 
+def test_out_of_memory_in_the_data_phase_keeps_what_finished_and_says_so(make_pair, tmp_path, capsys,
+                                                                         monkeypatch):
+    from dflash_tui_distill import data_phase
+
+    target_dir, _ = make_pair("llama")
+    data, out = tmp_path / "data", tmp_path / "unused"
+    real = data_phase.greedy_continuations
+
+    def fails_after_one_batch(model, prompts, max_new, stops, batch_size, should_stop):
+        # The real decode, then the allocator's failure on the second batch.
+        for n, c in enumerate(real(model, prompts, max_new, stops, batch_size, should_stop)):
+            if n == batch_size:
+                raise RuntimeError("[malloc] Unable to allocate 1073741824 bytes: out of memory")
+            yield c
+
+    monkeypatch.setattr(data_phase, "greedy_continuations", fails_after_one_batch)
+    flags = ["distill", str(target_dir), "--out", str(out), "--data", str(data), "--phase", "data",
+             *DATA_FLAGS, "--gen-batch", "8"]
+    assert main(flags) == 2
+    said = capsys.readouterr().err
+    err = said.strip().splitlines()[-1]
+    assert "Traceback" not in said and "out of device memory" in err and "--gen-batch 8" in err and "8 of" in err
+    manifest = json.loads((data / "manifest.json").read_text())
+    assert not manifest["complete"] and len(manifest["shards"]) == 1
+    monkeypatch.setattr(data_phase, "greedy_continuations", real)
+    assert main(flags) == 0
+    said = capsys.readouterr().err
+    total = json.loads((data / "manifest.json").read_text())
+    assert total["complete"] and f"{total['prompts'] - 8} of {total['prompts']} prompts to continue" in said
+
+
 def test_distill_end_to_end_gives_a_checkpoint_the_engine_runs(data_dir, tmp_path):
     target_dir, data = data_dir
     out = tmp_path / "drafter"

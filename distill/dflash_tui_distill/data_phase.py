@@ -141,16 +141,27 @@ def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Hol
     stops = stop_token_ids(target.tokenizer)
     pending: list[tuple[int, list[int], int, bool]] = []
     t0, tokens, finished = time.monotonic(), 0, 0
-    for c in greedy_continuations(target.model, prompt_ids, settings.max_new_tokens, stops,
-                                  gen_batch, should_stop):
-        prompt = prompt_ids[c.index]
-        pending.append((todo[c.index]["i"], prompt + c.tokens, len(prompt), c.stopped))
-        tokens += len(c.tokens)
-        finished += 1
-        if len(pending) >= shard_size:
-            _flush(directory, manifest, pending)
-            rate = tokens / max(time.monotonic() - t0, 1e-9)
-            say(f"data: {finished}/{len(todo)} sequences, {tokens} new tokens, {rate:.0f} tokens/s")
+    try:
+        for c in greedy_continuations(target.model, prompt_ids, settings.max_new_tokens, stops,
+                                      gen_batch, should_stop):
+            prompt = prompt_ids[c.index]
+            pending.append((todo[c.index]["i"], prompt + c.tokens, len(prompt), c.stopped))
+            tokens += len(c.tokens)
+            finished += 1
+            if len(pending) >= shard_size:
+                _flush(directory, manifest, pending)
+                rate = tokens / max(time.monotonic() - t0, 1e-9)
+                say(f"data: {finished}/{len(todo)} sequences, {tokens} new tokens, {rate:.0f} tokens/s")
+    except RuntimeError as error:
+        if "out of memory" not in str(error).lower():
+            raise
+        if pending:
+            _flush(directory, manifest, pending)  # what finished stays: the next command resumes
+        raise InputError(
+            f"data: out of device memory decoding a batch of --gen-batch {gen_batch} prompts "
+            f"(the longest prompt to continue has {max(len(p) for p in prompt_ids)} tokens); {finished} of "
+            f"{len(todo)} sequences of this command are kept in {directory}: run the data phase "
+            f"again with a smaller --gen-batch") from None
     if pending:
         _flush(directory, manifest, pending)
     rate = tokens / max(time.monotonic() - t0, 1e-9)
