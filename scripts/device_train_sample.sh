@@ -20,8 +20,8 @@
 # keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
 # A machine that goes back between commands loses /tmp, so a stage that fits one command
 # (stage 5) runs as `all`: every command returns a checkpoint and its numbers. A stage that
-# starts from the shipped drafter needs INIT_FROM=/tmp/proj/dflash_tui/sample on every command,
-# `eval` included (a run refuses a start other than its own).
+# starts from the shipped drafter needs INIT_FROM=/tmp/proj/dflash_tui/sample on its data and
+# train commands (a run refuses a start other than its own; `eval` names none).
 #
 # $OUT gets the checkpoint in 15 MiB parts (`cat model.part* > model.safetensors`) and
 # run.tgz (config.json, train/eval logs, eval_final.json, the data manifest, the command's

@@ -101,7 +101,8 @@ train=(--layers "$LAYERS" --block "$BLOCK" --rank "$RANK" --top-k "$TOP_K" --ste
        --batch "$BATCH" --seq-len "$SEQ_LEN" --anchors "$ANCHORS" --lr "$LR" --target-dtype "$TARGET_DTYPE"
        --eval-every "$EVAL_EVERY" --save-every "$SAVE_EVERY" --log-every 50)
 if [ -n "$WARMUP" ]; then train+=(--warmup "$WARMUP"); fi
-if [ -n "$INIT_FROM" ]; then train+=(--init-from "$INIT_FROM"); fi
+# the start matters to training only; an eval of a run started elsewhere must not name another
+if [ -n "$INIT_FROM" ] && [ "$phase" != eval ]; then train+=(--init-from "$INIT_FROM"); fi
 
 case "$phase" in
   data|train|eval)

@@ -169,6 +169,10 @@ def test_init_from_starts_at_the_checkpoint_and_refuses_another_shape(data_dir, 
     assert record["train"]["init_from"] == str(first.resolve())
     # The lineage travels: the new record nests the one the start was trained with.
     assert record["started_from"] == load_drafter(first).config.extra["dflash_tui_training"]
+    # Its eval needs no --init-from (scripts/train_sample_drafter.sh's eval names none).
+    assert main(["distill", str(target_dir), "--out", str(second), "--data", str(data), "--phase", "eval",
+                 "--session-tokens", "0", "--eval-blocks", "24", "--no-progress"]) == 0
+    assert (second / "eval_final.json").is_file()
     capsys.readouterr()
     code = distill(target_dir, tmp_path / "third", data, *flags, "--steps", "1",
                    "--init-from", str(first), "--layers", "3")
