@@ -9,8 +9,7 @@ built and evaluated on its own (graph building, launches and the device work tog
 what the piece adds to a round), median of `--repeats`:
 
   matmul          x [M, hidden] @ W.T for the target's shapes, M = 1 and the verify rows
-  target forward  mlx-lm's model over 1 and block + 1 rows at a 128-token context, and over
-                  block + 1 rows with each layer's MLP compiled
+  target forward  mlx-lm's model over 1 and block + 1 rows at a 128-token context
   draft           the drafter's block pass, probes off and on (the sink's reductions and
                   rows included), and one BlockConv alone
   select          the lattice (top-K over the vocabulary, edges) and the greedy walk
@@ -90,20 +89,6 @@ def run(args) -> dict:
         out[f"target forward {m} rows"] = median_ms(
             lambda: [mx.argmax(model(ids, cache=cache)[0], axis=-1)], r,
             after=lambda: trim_prompt_cache(cache, m))
-    # A lead on the forward's per-op cost: the same forward with each layer's MLP one
-    # compiled function (its elementwise ops fused), swapped in for these rows only.
-    layers = model.model.layers
-    mlps = [layer.mlp for layer in layers]
-    for layer, mlp in zip(layers, mlps):
-        layer.mlp = mx.compile(mlp)
-    try:
-        ids = mx.array([list(range(2, 2 + rows))])
-        out[f"target forward {rows} rows, MLPs compiled"] = median_ms(
-            lambda: [mx.argmax(model(ids, cache=cache)[0], axis=-1)], r,
-            after=lambda: trim_prompt_cache(cache, rows))
-    finally:
-        for layer, mlp in zip(layers, mlps):
-            layer.mlp = mlp
 
     caches = [ContextCache() for _ in drafter.layers]
     capture = mx.random.normal((1, 128, len(config.target_layer_ids) * shape.hidden)).astype(dtype)
