@@ -92,17 +92,20 @@ def read_archives(directory: Path, seed: int):
                 yield source, fn.item, "real-code", form, text
             continue
         # a package's reST sources where it ships them, else its HTML pages (never both:
-        # the HTML of a Sphinx build is its sources again)
-        members = [m for m in corpus_docs.deb_members(path, (".rst.txt", ".html"))
-                   if not any(s in "/" + m[0] for s in SKIP_PATHS)]
-        has_rst = any(name.endswith(".rst.txt") for name, _ in members)
+        # the HTML of a Sphinx build is its sources again); HTML is read only when needed
+        members, parse = _doc_members(path, ".rst.txt"), corpus_docs.rst_units
+        if not members:
+            members, parse = _doc_members(path, ".html"), corpus_docs.html_units
         for member, content in members:
-            if member.endswith(".rst.txt") != has_rst:
-                continue
-            units = corpus_docs.rst_units(content) if has_rst else corpus_docs.html_units(content)
+            units = parse(content)
             for n, (form, unit) in enumerate(units):
                 item = f"{member}#{n}"
                 yield source, item, "real-prose", form, corpus_docs.prompt_for(form, unit, item, seed)
+
+
+def _doc_members(deb: Path, suffix: str) -> list[tuple[str, str]]:
+    return [(name, text) for name, text in corpus_docs.deb_members(deb, (suffix,))
+            if not any(s in "/" + name for s in SKIP_PATHS)]
 
 
 def read_math(path: Path):
