@@ -14,6 +14,8 @@ selector rank 256). Measured in one process, methods interleaved:
   engine, speed   Session.step_round, probes and ranks off (the bench's setting)
   engine, TUI     probes and ranks on (what the TUI computes every round)
 
+--settings off,probes,ranks,both times probes and ranks apart as well (default off,both).
+
 With --attention A,B,... each engine method runs once per attention route
 (SessionOptions.attention: mlx, padded, kernel), interleaved with the rest, and the split is
 measured per route. Each route forces its own greedy text: two routes round bfloat16
@@ -54,6 +56,9 @@ from dflash_tui.engine.session import ATTENTION_KINDS, Session, SessionOptions
 TARGET = "target alone (mlx-lm generate_step)"
 SPEED = "engine, probes + ranks off"
 TUI = "engine, probes + ranks on"
+# --settings: what each engine method computes besides the round, (probes, ranks)
+SETTINGS = {"off": (SPEED, False, False), "probes": ("engine, probes on", True, False),
+            "ranks": ("engine, ranks on", False, True), "both": (TUI, True, True)}
 
 
 def forced(prompt: list[int], tokens: list[int]):
@@ -97,8 +102,8 @@ def timed(pair: Pair, decodes: dict, args) -> dict:
     alone = mlx_lm_greedy(pair.target.model, set())
     runs: dict[str, list] = {TARGET: []}
     for attention in args.attention:
-        runs[routed(SPEED, attention)] = []
-        runs[routed(TUI, attention)] = []
+        for setting in args.settings:
+            runs[routed(SETTINGS[setting][0], attention)] = []
     names = list(runs)
     for repeat in range(args.repeats + 1):  # the first pass warms up (kernels, buffers)
         engines = {}
@@ -106,8 +111,9 @@ def timed(pair: Pair, decodes: dict, args) -> dict:
             prompt, text = decodes[attention][repeat % len(decodes[attention])]
             base = SessionOptions(gamma=args.block, max_tokens=args.tokens, attention=attention,
                                   proposer=forced(prompt, text))
-            engines[routed(SPEED, attention)] = (prompt, replace(base, probes=False, ranks=False))
-            engines[routed(TUI, attention)] = (prompt, replace(base, probes=True, ranks=True))
+            for setting in args.settings:
+                name, probes, ranks = SETTINGS[setting]
+                engines[routed(name, attention)] = (prompt, replace(base, probes=probes, ranks=ranks))
         turn = repeat % len(names)
         for name in names[turn:] + names[:turn]:
             if name == TARGET:
@@ -236,6 +242,15 @@ def attention_routes(text: str) -> list[str]:
     return routes
 
 
+def settings(text: str) -> list[str]:
+    chosen = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [c for c in chosen if c not in SETTINGS]
+    if not chosen or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected settings among {', '.join(SETTINGS)}, comma-separated")
+    return chosen
+
+
 def main(argv: Optional[list[str]] = None) -> dict:
     parser = common.parser(__doc__, "bfloat16")
     parser.add_argument("--tiny", action="store_true", help="CPU-sized shapes (benchmarks/synthetic.py TINY)")
@@ -252,6 +267,9 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--attention", type=attention_routes, default=[None],
                         help="comma-separated routes (mlx, padded, kernel) to run each engine "
                              "method with; default: the session's own choice")
+    parser.add_argument("--settings", type=settings, default=["off", "both"],
+                        help="comma-separated engine settings to time: off (probes and ranks "
+                             "off), probes, ranks, both (what the TUI computes); default off,both")
     args = parser.parse_args(argv)
     return finish(run(args), report, args.json)
 

@@ -145,7 +145,11 @@ class Verification:
 
     def arrays(self) -> list[mx.array]:
         """What `_verdict` reads back (the capture stays on the device for the next round)."""
-        return [self.argmax, *self.ranks, *([self.logits] if self.sampling else [])]
+        return [*self.verdict_arrays(), *self.ranks]
+
+    def verdict_arrays(self) -> list[mx.array]:
+        """What the accepted prefix is decided from (the ranks are for the record only)."""
+        return [self.argmax, *([self.logits] if self.sampling else [])]
 
 
 @dataclass(frozen=True)
@@ -493,11 +497,17 @@ class Session:
         # of that work before async_eval returns (it bounds the tasks in flight): the time
         # is the draft's.
         clock.resume(Stage.DRAFT)
-        queued += [*r.proposal.arrays(), *sinks[Stage.CONTEXT].pending(), *sinks[Stage.DRAFT].pending()]
+        queued += r.proposal.arrays()
         mx.async_eval(queued)
         clock.start(Stage.VERIFY)
         r.verification = self._verify(r, r.proposal, r.drafted, sinks[Stage.VERIFY])
-        self._wait([*queued, *r.verification.arrays(), *sinks[Stage.VERIFY].pending()])
+        queued += r.verification.verdict_arrays()
+        mx.async_eval(queued)
+        # What only the record needs is queued last, the ranks and the probes' reductions
+        # (~100 buffers at real scale): the host builds and queues them while the device
+        # runs the verify, instead of before it. The sinks keep their buffers alive.
+        self._wait([*queued, *r.verification.ranks,
+                    *(a for sink in sinks.values() for a in sink.pending())])
         clock.resume(Stage.SELECT)
         r.selected = self._selection(r, r.proposal)
         clock.resume(Stage.VERIFY)
