@@ -118,3 +118,16 @@ def test_the_headless_memory_bench_says_when_a_decode_ends_before_its_first_samp
     assert done.stderr.strip().splitlines()[-1] == (
         "bench_memory_headless: the decode of 'Write a Python function' ended before round 50, the "
         "first sample; give a prompt that runs longer")
+
+
+def test_probe_cost_times_each_setting_and_puts_the_reductions_back():
+    from benchmarks import probe_cost
+    from dflash_tui.engine import probes
+    import mlx.core as mx
+    before = (probes._moments, probes.ProbeSink.rows, probes.ProbeSink.pending, mx.eval, mx.async_eval)
+    result = probe_cost.main(["--tiny", "--rounds", "2", "--repeats", "1", "--dtype", "float32"])
+    assert set(result["ms"]) == set(probe_cost.VARIANTS)
+    off, on = result["ms"]["probes off"][0], result["ms"]["probes on"][0]
+    assert off["rows"] < on["rows"] and on["round"] > 0
+    assert (probes._moments, probes.ProbeSink.rows, probes.ProbeSink.pending, mx.eval,
+            mx.async_eval) == before
