@@ -36,6 +36,7 @@ import numpy as np
 
 from . import block_attention
 from .acceptance import greedy_accept, rejection_sample, softmax_rows
+from .committed_text import CommittedText
 from .context_cache import ContextCache
 from .device_walk import greedy_walk, picked_tokens
 from .draft_config import DraftConfig
@@ -286,7 +287,8 @@ class Session:
         self.cursor, self.capture_base = 0, 0
         self.capture: Optional[mx.array] = None
         self.tokens = list(self.prompt_ids)
-        self._text = ""  # the committed text, decoded once per round
+        self._text = ""  # the committed text, brought up to date once per round
+        self._committed = CommittedText(self.target.tokenizer.decode)
         self.finish_reason: Optional[str] = None
         self.prefill_record: Optional[PrefillRecord] = None
         self._next = Stage.CONTEXT
@@ -558,7 +560,7 @@ class Session:
         )
 
     def _committed_text(self) -> str:
-        return self.target.tokenizer.decode(self.generated)
+        return self._committed.text(self.generated)
 
     def _remember_text(self, r: RoundScratch, ids) -> None:
         """Add the display text of `ids` to the round's record."""
