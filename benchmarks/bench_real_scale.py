@@ -39,7 +39,7 @@ from __future__ import annotations
 import argparse
 import statistics
 from dataclasses import replace
-from typing import Optional
+from typing import Callable, Optional
 
 import mlx.core as mx
 import numpy as np
@@ -233,22 +233,19 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
-def attention_routes(text: str) -> list[str]:
-    routes = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [r for r in routes if r not in ATTENTION_KINDS]
-    if not routes or unknown:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected attention routes among {', '.join(ATTENTION_KINDS)}, comma-separated")
-    return routes
+def choices(what: str, allowed) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated list of names among `allowed`."""
+    def parse(text: str) -> list[str]:
+        chosen = [part.strip() for part in text.split(",") if part.strip()]
+        if not chosen or any(c not in allowed for c in chosen):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected {what} among {', '.join(allowed)}, comma-separated")
+        return chosen
+    return parse
 
 
-def settings(text: str) -> list[str]:
-    chosen = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [c for c in chosen if c not in SETTINGS]
-    if not chosen or unknown:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected settings among {', '.join(SETTINGS)}, comma-separated")
-    return chosen
+attention_routes = choices("attention routes", ATTENTION_KINDS)
+settings = choices("settings", SETTINGS)
 
 
 def main(argv: Optional[list[str]] = None) -> dict:
