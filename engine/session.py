@@ -503,12 +503,12 @@ class Session:
         mx.async_eval(queued)
         clock.start(Stage.VERIFY)
         r.verification = self._verify(r, r.proposal, r.drafted, sinks[Stage.VERIFY])
-        queued += r.verification.verdict_arrays()
-        mx.async_eval(queued)
+        verdict = r.verification.verdict_arrays()
+        mx.async_eval(verdict)
         # What only the record needs is queued last, the ranks and the probes' reductions
         # (~100 buffers at real scale): the host builds and queues them while the device
         # runs the verify, instead of before it. The sinks keep their buffers alive.
-        self._wait([*queued, *r.verification.ranks,
+        self._wait([*queued, *verdict, *r.verification.ranks,
                     *(a for sink in sinks.values() for a in sink.pending())])
         clock.resume(Stage.SELECT)
         r.selected = self._selection(r, r.proposal)
