@@ -9,11 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mlx.core as mx
 import pytest
 
 from benchmarks import (bench_block_attention, bench_long_context, bench_real_scale,
-                        bench_vs_reference, profile_round)
-from dflash_tui.engine import block_attention
+                        bench_vs_reference, probe_cost, profile_round)
+from dflash_tui.engine import block_attention, probes
 
 
 def test_side_by_side_decodes_are_identical(make_pair):
@@ -121,9 +122,6 @@ def test_the_headless_memory_bench_says_when_a_decode_ends_before_its_first_samp
 
 
 def test_probe_cost_times_each_setting_and_puts_the_reductions_back():
-    from benchmarks import probe_cost
-    from dflash_tui.engine import probes
-    import mlx.core as mx
     before = (probes._moments, probes.ProbeSink.rows, probes.ProbeSink.pending, mx.eval, mx.async_eval)
     result = probe_cost.main(["--tiny", "--rounds", "2", "--repeats", "1", "--dtype", "float32"])
     assert set(result["ms"]) == set(probe_cost.VARIANTS)
@@ -131,3 +129,13 @@ def test_probe_cost_times_each_setting_and_puts_the_reductions_back():
     assert off["rows"] < on["rows"] and on["round"] > 0
     assert (probes._moments, probes.ProbeSink.rows, probes.ProbeSink.pending, mx.eval,
             mx.async_eval) == before
+
+
+@pytest.mark.parametrize("flag, value", [("--settings", "probes,bogus"), ("--settings", ","),
+                                         ("--attention", "nope")])
+def test_real_scale_refuses_an_unknown_choice_in_one_line(flag, value, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench_real_scale.main(["--tiny", flag, value])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert repr(value) in error and "comma-separated" in error
