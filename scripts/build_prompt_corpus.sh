@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the real-text prompt corpus of the sample drafter's stages 5 and 6 (runs/corpus/prompts.jsonl
+# Build the real-text prompt corpus of the sample drafter's stages 5 to 7 (runs/corpus/prompts.jsonl
 # and sources.json) from pinned public packages. The corpus itself is not in the repository
 # (one of its sources, Debian Reference, is GPL-2.0+): this script remakes it, byte for byte
 # from the same archives (sources.json records each archive's sha256).
