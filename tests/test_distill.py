@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
@@ -272,3 +275,19 @@ def test_a_dflash_v1_drafter_trains_and_loads(data_dir, tmp_path):
     assert not drafter.config.is_dflash2 and "candidate_selector" not in drafter
     curve = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
     assert curve[-1]["step"] == 2 and "7" in curve[-1]["gamma"]
+
+
+@pytest.mark.parametrize("script, variable, value, expected", [
+    ("train_sample_drafter.sh", "STAGE", "8", "STAGE must be 1 to 7 (got 8)"),
+    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 7 (got 0)"),
+    ("build_prompt_corpus.sh", "CORPUS_STAGE", "7", "CORPUS_STAGE must be 5 or 6 (got 7)"),
+])
+def test_the_recipe_scripts_refuse_a_stage_they_do_not_have_in_one_line(script, variable, value,
+                                                                        expected, tmp_path):
+    path = Path(__file__).resolve().parents[1] / "scripts" / script
+    env = {**os.environ, variable: value, "RUN_ROOT": str(tmp_path / "runs"),
+           "CORPUS_DIR": str(tmp_path / "corpus"), "WORK": str(tmp_path / "work")}
+    done = subprocess.run(["bash", str(path), "data"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and done.stderr.strip() == expected
+    assert not any(tmp_path.iterdir()), "a refused stage writes nothing"
