@@ -2,8 +2,8 @@
 
 The rank at slot s is the number of drafter logits in slot s strictly greater than the logit
 of the target's argmax at verify row s (0: the drafter's top choice was the target's). The
-device computes ranks, the drafter's probability of the target token and both models' top
-tokens in one go (`rank_arrays`); `slot_ranks` turns the evaluated arrays into records.
+device computes ranks and both models' top tokens in one go (`rank_arrays`); `rank_values`
+normalizes what it gathered into probabilities and `slot_ranks` makes the records.
 """
 
 from __future__ import annotations
@@ -20,28 +20,61 @@ BLOCK = 128  # values per block in top_ids' first pass
 
 
 def rank_arrays(draft_logits: mx.array, target_logits: mx.array, target_tokens: mx.array,
-                temperature: float) -> tuple[mx.array, ...]:
-    """Device side, unevaluated: (rank, p_target, top ids, top logits, top probs). rank and
-    p_target have one row per slot; the top arrays have 2 x slots rows, the drafter's slots
-    first, then the target's, TOP_TOKENS each, best first. Probabilities are at
-    `temperature` when > 0.
+                temperature: float, host_normalizer: Optional[bool] = None) -> tuple[mx.array, ...]:
+    """Device side, unevaluated: (rank, logit at the target token, top ids, top logits,
+    normalizer); `rank_values` turns them, evaluated, into ranks and probabilities. rank and
+    the logit at the target have one row per slot; the top arrays have 2 x slots rows, the
+    drafter's slots first, then the target's, TOP_TOKENS each, best first.
 
     Both models' rows go through one log-normalizer and one top-token search (on a GPU a
     round is bound by its op count: each op costs ~12 us of host time at real scale), and
-    only the few gathered values are normalized, never the whole vocabulary.
+    only the few gathered values are normalized, never the whole vocabulary. The normalizer
+    is the rows' logsumexp at `temperature` ([2 x slots]), or, with `host_normalizer`, the
+    float32 rows themselves ([2 x slots, V]) for numpy to reduce after the round's wait:
+    MLX's exp on a CPU costs ~23 ns a value against numpy's ~2.5, 18 ms a round at the
+    sample's vocabulary. None: on the host when MLX runs on the CPU.
     """
+    if host_normalizer is None:
+        host_normalizer = mx.default_device() == mx.cpu
     slots = draft_logits.shape[0]
     both = mx.concatenate([draft_logits.astype(mx.float32), target_logits.astype(mx.float32)])
-    scale = 1.0 / temperature if temperature > 0 else 1.0
-    normalizer = mx.logsumexp(both * scale, axis=-1, keepdims=True)
     ids = top_ids(both, min(TOP_TOKENS, both.shape[-1]))
     values = mx.take_along_axis(both, ids, axis=-1)
-    probs = mx.exp(values * scale - normalizer)
     draft = both[:slots]
-    at_target = mx.take_along_axis(draft, target_tokens[:, None], axis=-1)
-    rank = (draft > at_target).sum(axis=-1)
-    p_target = mx.exp(at_target * scale - normalizer[:slots])[:, 0]
+    at_target = mx.take_along_axis(draft, target_tokens[:, None], axis=-1)[:, 0]
+    rank = (draft > at_target[:, None]).sum(axis=-1)
+    if host_normalizer:
+        normalizer = both
+    else:
+        normalizer = mx.logsumexp(both * _scale(temperature), axis=-1)
+    return rank, at_target, ids, values, normalizer
+
+
+def rank_values(arrays: tuple[np.ndarray, ...], temperature: float) -> tuple[np.ndarray, ...]:
+    """Host side: `rank_arrays`, evaluated -> (rank, p_target, top ids, top logits, top
+    probs). Reduces the rows in place when the normalizer was left to the host."""
+    rank, at_target, ids, values, normalizer = arrays
+    scale = _scale(temperature)
+    if normalizer.ndim == 2:
+        normalizer = _logsumexp_in_place(normalizer, scale)
+    probs = np.exp(values * scale - normalizer[:, None])
+    p_target = np.exp(at_target * scale - normalizer[:len(rank)])
     return rank, p_target, ids, values, probs
+
+
+def _logsumexp_in_place(rows: np.ndarray, scale: float) -> np.ndarray:
+    """Each row's logsumexp of rows x scale, overwriting rows (in place: a fresh 3 MB
+    temporary a round costs more than the exp)."""
+    if scale != 1.0:
+        rows *= scale
+    peak = rows.max(axis=-1, keepdims=True)
+    rows -= peak
+    np.exp(rows, out=rows)
+    return np.log(rows.sum(axis=-1)) + peak[:, 0]
+
+
+def _scale(temperature: float) -> float:
+    return 1.0 / temperature if temperature > 0 else 1.0
 
 
 def top_ids(x: mx.array, n: int) -> mx.array:
@@ -74,8 +107,8 @@ def top_ids(x: mx.array, n: int) -> mx.array:
 def slot_ranks(proposals: list[int], targets: list[int], accepted: int,
                candidates: Optional[np.ndarray],
                arrays: tuple[np.ndarray, ...]) -> tuple[SlotRank, ...]:
-    """Host side: one SlotRank per proposal from `rank_arrays`, evaluated. candidates: the
-    DFlash2 selector's top-K per slot (None for DFlash)."""
+    """Host side: one SlotRank per proposal from `rank_values`. candidates: the DFlash2
+    selector's top-K per slot (None for DFlash)."""
     rank, p_target, ids, logits, probs = arrays
     slots = len(rank)
     out = []

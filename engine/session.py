@@ -44,7 +44,7 @@ from .drafter import block_masks
 from .errors import InputError, ParameterError
 from .memory import bound_buffer_cache
 from .probes import ProbeSink, first_nonfinite
-from .ranks import rank_arrays, slot_ranks
+from .ranks import rank_arrays, rank_values, slot_ranks
 from .quantize import describe as describe_quantization
 from .records import (
     STAGE_ORDER, Commitment, EngineState, PrefillRecord, ProbeRow, Rollback,
@@ -688,8 +688,9 @@ class Session:
             accepted, bonus = greedy_accept(proposals, targets)
         slots = ()
         if verification.ranks:
-            slots = slot_ranks(proposals, targets, accepted, selected.candidates,
-                               tuple(np.array(a) for a in verification.ranks))
+            values = rank_values(tuple(np.array(a) for a in verification.ranks),
+                                 self.options.temperature)
+            slots = slot_ranks(proposals, targets, accepted, selected.candidates, values)
         self._remember_text(r, {bonus, *targets, *(t.token for s in slots
                                                     for t in s.drafter_top + s.target_top)})
         return Verified(Verdict(tuple(targets), accepted, bonus, slots),

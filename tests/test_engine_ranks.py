@@ -4,7 +4,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from dflash_tui.engine.ranks import TOP_TOKENS, rank_arrays, slot_ranks
+from dflash_tui.engine.ranks import TOP_TOKENS, rank_arrays, rank_values, slot_ranks
 
 
 def softmax(x: np.ndarray, temperature: float) -> np.ndarray:
@@ -13,9 +13,10 @@ def softmax(x: np.ndarray, temperature: float) -> np.ndarray:
     return z / z.sum(axis=-1, keepdims=True)
 
 
+@pytest.mark.parametrize("host_normalizer", [False, True])
 @pytest.mark.parametrize("temperature", [0.0, 0.7])
 @pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
-def test_rank_arrays_match_numpy(temperature, dtype):
+def test_rank_arrays_match_numpy(temperature, dtype, host_normalizer):
     rng = np.random.default_rng(3)
     slots, vocab = 6, 300
     draft = rng.normal(0, 3, (slots, vocab)).astype(np.float32)
@@ -25,9 +26,12 @@ def test_rank_arrays_match_numpy(temperature, dtype):
     # numpy sees the values the device sees (bfloat16 rounds them)
     draft = np.array(draft_mx.astype(mx.float32))
     target = np.array(target_mx.astype(mx.float32))
-    arrays = [np.array(a) for a in rank_arrays(
-        draft_mx, target_mx, mx.array(tokens.astype(np.int32)), temperature)]
-    rank, p_target, ids, logits, probs = arrays
+    arrays = rank_arrays(draft_mx, target_mx, mx.array(tokens.astype(np.int32)), temperature,
+                         host_normalizer)
+    # the normalizer is the rows' logsumexp, or the rows themselves for the host to reduce
+    assert arrays[-1].shape == ((2 * slots, vocab) if host_normalizer else (2 * slots,))
+    rank, p_target, ids, logits, probs = rank_values(
+        tuple(np.array(a) for a in arrays), temperature)
 
     at_target = draft[np.arange(slots), tokens]
     np.testing.assert_array_equal(rank, (draft > at_target[:, None]).sum(axis=-1))
@@ -53,7 +57,7 @@ def test_slot_ranks_read_the_drafter_rows_then_the_target_rows():
     proposals = draft.argmax(axis=-1).tolist()
     arrays = tuple(np.array(a) for a in rank_arrays(
         mx.array(draft), mx.array(target), mx.array(np.array(targets, dtype=np.int32)), 0.0))
-    records = slot_ranks(proposals, targets, 1, None, arrays)
+    records = slot_ranks(proposals, targets, 1, None, rank_values(arrays, 0.0))
     assert [r.slot for r in records] == list(range(slots))
     for s, record in enumerate(records):
         assert record.drafter_top[0].token == proposals[s]
