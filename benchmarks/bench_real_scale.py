@@ -4,7 +4,7 @@ weights made on the device (nothing downloaded), every proposal accepted.
     python -m benchmarks.bench_real_scale            # the full shape: a GPU (H200: ~3 min)
     python -m benchmarks.bench_real_scale --tiny     # the same structure at CPU size (~1 min)
         [--block 7] [--tokens 128] [--prompt-tokens 128] [--repeats 3] [--split-rounds 12]
-        [--dtype bfloat16] [--attention padded,kernel] [--json FILE]
+        [--dtype bfloat16] [--attention padded,kernel] [--projections plain|fused] [--json FILE]
 
 benchmarks/synthetic.py builds the pair (REAL: hidden 4096, 36 layers, 32/8 heads,
 intermediate 12288, vocabulary 151,936; DFlash2 drafter with 5 layers, block 16, top-16,
@@ -20,6 +20,11 @@ With --attention A,B,... each engine method runs once per attention route
 (SessionOptions.attention: mlx, padded, kernel), interleaved with the rest, and the split is
 measured per route. Each route forces its own greedy text: two routes round bfloat16
 near-ties apart as a block verify and a one-token forward do.
+
+--projections fused fuses the target's q/k/v and gate/up projections into one matmul each
+for the engine's forwards of more than one row (engine/fused_projections.py), as
+load_target does on a GPU (the default there; plain on the CPU). The target alone decodes
+one row at a time, through the plain projections either way.
 
 Proposals are forced to the engine's own greedy text at this block (SessionOptions.proposer).
 Not mlx-lm's: in bfloat16 a block verify and a one-token forward break near-ties
@@ -182,6 +187,10 @@ def run(args) -> dict:
                        vocab=args.vocab)
     clock = Clock()
     pair = synthetic_pair(shape, args.dtype)
+    on_gpu = mx.default_device() == mx.gpu
+    projections = args.projections or ("fused" if on_gpu else "plain")
+    if projections == "fused":
+        pair.target.fuse_projections()
     made_s = clock.read()[0]
     rng = np.random.default_rng(0)
     longest = rng.integers(0, shape.vocab - 1, args.prompt_tokens + args.repeats).tolist()
@@ -200,8 +209,8 @@ def run(args) -> dict:
     return {
         "shape": shape.describe(), "dtype": args.dtype, "block": args.block,
         "tokens": args.tokens, "prompt_tokens": args.prompt_tokens, "repeats": args.repeats,
-        "fresh_shapes": args.fresh_shapes,
-        "backend": "gpu" if mx.default_device() == mx.gpu else "cpu", "mlx": mx.__version__,
+        "fresh_shapes": args.fresh_shapes, "projections": projections,
+        "backend": "gpu" if on_gpu else "cpu", "mlx": mx.__version__,
         "weights_made_s": made_s, "forcing_decodes": attempts + 1,
         "methods": speeds, "one_token_ms": one_token_ms(pair, prompt),
         "split": {a or "default": split(pair, *decodes[a][0], args, a) for a in args.attention},
@@ -214,7 +223,7 @@ def report(result: dict) -> str:
              f"{result['block']}, {result['tokens']} tokens after a {result['prompt_tokens']}-token "
              f"prompt, {result['repeats']} repeats"
              f"{' (fresh shapes: each pass one prompt token longer)' if result.get('fresh_shapes') else ''}"
-             f"; weights made in {result['weights_made_s']:.1f} s",
+             f"; {result.get('projections', 'plain')} projections; weights made in {result['weights_made_s']:.1f} s",
              f"{'method':32} {'tok/s':>8} {'speed-up':>9} {'ms/round':>9} {'host ms':>8} {'accepted':>9}"]
     for name, row in result["methods"].items():
         round_ms = "-" if row["round_ms"] is None else f"{row['round_ms']:.2f}"
@@ -267,6 +276,9 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--settings", type=settings, default=["off", "both"],
                         help="comma-separated engine settings to time: off (probes and ranks "
                              "off), probes, ranks, both (what the TUI computes); default off,both")
+    parser.add_argument("--projections", choices=("plain", "fused"),
+                        help="the target's projections as they load (plain) or fused into one "
+                             "matmul a group; default: fused on a GPU, plain on the CPU")
     args = parser.parse_args(argv)
     return finish(run(args), report, args.json)
 

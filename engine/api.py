@@ -69,13 +69,14 @@ class Pair:
 def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: str = "float32",
               keep_quantized: bool = False, progress: Progress = _quiet,
               mesh: Optional["Mesh"] = None, compare: Optional[str | CompareSpec] = None,
-              compare_tol: Optional[float] = None) -> Pair:
+              compare_tol: Optional[float] = None, fuse: Optional[bool] = None) -> Pair:
     """Load the target at `model` (an mlx-lm directory or a .gguf file) and its drafter
     (`draft`, default `model/draft`), both cast to `dtype`. With `mesh` (a joined group,
     engine/distributed.py) the target is sharded over its ranks and the drafter loaded whole
     on each. With `compare` (a SPEC, engine/compare_spec.py), the reference drafter every
     session runs beside it, whose buffers diverge beyond a relative error of `compare_tol`
-    (default 0.01)."""
+    (default 0.01). `fuse`: the target's projections fused (engine/target.py, load_target;
+    default on a GPU)."""
     model = Path(model).expanduser()
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
@@ -90,10 +91,11 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
     draft_dir = resolve_drafter_dir(model, draft)
     if mesh is None:
         progress(f"loading target {model}")
-        target = load_target(model, dtype, keep_quantized=keep_quantized)
+        target = load_target(model, dtype, keep_quantized=keep_quantized, fuse=fuse)
     else:
         progress(f"loading target {model}, sharded over {mesh.size} ranks ({mesh.backend})")
-        target = load_target(model, dtype, keep_quantized=keep_quantized, shard=mesh.shard)
+        target = load_target(model, dtype, keep_quantized=keep_quantized, shard=mesh.shard,
+                             fuse=fuse)
         mesh.adopt(target)
     progress(f"loading drafter {draft_dir}")
     drafter = load_drafter(draft_dir, DTYPES[dtype])

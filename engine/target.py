@@ -29,6 +29,7 @@ from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cach
 
 from .block_attention import KernelKVCache, route_target_attention
 from .errors import InputError, ParameterError
+from .fused_projections import Fusion
 from .padded_attention import PaddedKVCache
 from .paths import check_target_path
 
@@ -127,6 +128,14 @@ class Target:
         # their capture from the latest forward (or the whole prefill), beside the primary's.
         self.reference_ids: tuple[int, ...] = ()
         self.reference_capture: Optional[mx.array] = None
+        self.fusion: Optional[Fusion] = None  # fuse_projections
+
+    def fuse_projections(self) -> int:
+        """Fuse each layer's q/k/v and gate/up projections for the forwards of more than one
+        row (engine/fused_projections.py); returns how many groups were fused."""
+        if self.fusion is None:
+            self.fusion = Fusion(self.layers)
+        return self.fusion.groups
 
     # ---- capture -------------------------------------------------------------------------
 
@@ -148,7 +157,11 @@ class Target:
     def forward(self, ids: mx.array) -> tuple[mx.array, Optional[mx.array]]:
         """ids [1, L] -> (logits [1, L, V], captured context rows [1, L, n*H] or None)."""
         self._store.clear()
-        logits = self.model(ids, cache=self.cache)
+        if self.fusion is not None and ids.shape[1] > 1:
+            with self.fusion.applied():
+                logits = self.model(ids, cache=self.cache)
+        else:
+            logits = self.model(ids, cache=self.cache)
         capture = self._captured(self.capture_ids)
         if self.reference_ids:
             same = self.reference_ids == self.capture_ids
@@ -321,7 +334,11 @@ Shard = Callable[[nn.Module, dict, str], None]
 
 
 def load_target(path: str | Path, dtype: str = "float32", keep_quantized: bool = False,
-                shard: Optional[Shard] = None) -> Target:
+                shard: Optional[Shard] = None, fuse: Optional[bool] = None) -> Target:
+    """Load a target cast to `dtype`. `fuse` (default: on a GPU) fuses each layer's q/k/v
+    and gate/up projections into one matmul each for forwards of more than one row
+    (engine/fused_projections.py): on CUDA a verify's few rows cost a matmul about the same
+    at any width; on the CPU it gained nothing measurable."""
     path = Path(path).expanduser()
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")
@@ -342,7 +359,10 @@ def load_target(path: str | Path, dtype: str = "float32", keep_quantized: bool =
     _cast(model, mx_dtype)
     mx.eval(model.parameters())
     spec.config["dequantized_for_cpu"] = dequantized
-    return Target(model, tokenizer, spec)
+    target = Target(model, tokenizer, spec)
+    if backend() != "cpu" if fuse is None else fuse:
+        spec.config["fused_projection_groups"] = target.fuse_projections()
+    return target
 
 
 def _load_mlx_lm_dir(path: Path, lazy: bool = False):

@@ -43,10 +43,11 @@ def test_real_scale_forcing_accepts_every_proposal():
     assert 0 <= split["host_ms"] <= split["round_ms"]
 
 
-def test_real_scale_runs_each_attention_route():
+def test_real_scale_runs_each_attention_route_with_fused_projections():
     result = bench_real_scale.main(["--tiny", "--tokens", "16", "--prompt-tokens", "16",
                                     "--repeats", "1", "--split-rounds", "1", "--dtype", "float32",
-                                    "--attention", "mlx,kernel"])
+                                    "--attention", "mlx,kernel", "--projections", "fused"])
+    assert result["projections"] == "fused"
     for route in ("mlx", "kernel"):
         assert result["methods"][f"{bench_real_scale.SPEED} [{route}]"]["accepted_share"] == 1.0
         assert result["split"][route]["round_ms"] > 0
