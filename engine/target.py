@@ -360,7 +360,9 @@ def load_target(path: str | Path, dtype: str = "float32", keep_quantized: bool =
     mx.eval(model.parameters())
     spec.config["dequantized_for_cpu"] = dequantized
     target = Target(model, tokenizer, spec)
-    if backend() != "cpu" if fuse is None else fuse:
+    if fuse is None:
+        fuse = backend() != "cpu"
+    if fuse:
         spec.config["fused_projection_groups"] = target.fuse_projections()
     return target
 
