@@ -4,7 +4,8 @@ weights made on the device (nothing downloaded), every proposal accepted.
     python -m benchmarks.bench_real_scale            # the full shape: a GPU (H200: ~3 min)
     python -m benchmarks.bench_real_scale --tiny     # the same structure at CPU size (~1 min)
         [--block 7] [--tokens 128] [--prompt-tokens 128] [--repeats 3] [--split-rounds 12]
-        [--dtype bfloat16] [--attention padded,kernel] [--projections plain|fused] [--json FILE]
+        [--dtype bfloat16] [--attention padded,kernel] [--projections plain|fused] [--zlab]
+        [--json FILE]
 
 benchmarks/synthetic.py builds the pair (REAL: hidden 4096, 36 layers, 32/8 heads,
 intermediate 12288, vocabulary 151,936; DFlash2 drafter with 5 layers, block 16, top-16,
@@ -15,6 +16,11 @@ selector rank 256). Measured in one process, methods interleaved:
   engine, TUI     probes and ranks on (what the TUI computes every round)
 
 --settings off,probes,ranks,both times probes and ranks apart as well (default off,both).
+
+--zlab also times Z Lab's loop (`dflash==0.1.0` stream_generate, benchmarks/zlab.py) on the
+same arrays, interleaved with the rest: the reference the engine's speed is held to, at the
+scale its users run. Its proposals are forced too (after its drafter's forward and selector
+walk, which still run), to a text its own verify accepts whole.
 
 With --attention A,B,... each engine method runs once per attention route
 (SessionOptions.attention: mlx, padded, kernel), interleaved with the rest, and the split is
@@ -49,7 +55,7 @@ from typing import Callable, Optional
 import mlx.core as mx
 import numpy as np
 
-from benchmarks import common
+from benchmarks import common, zlab
 from benchmarks.common import Clock, finish, mlx_lm_greedy
 from benchmarks.synthetic import REAL, TINY, synthetic_pair, with_shape
 from dflash_tui.bench.runner import oracle_proposer
@@ -61,6 +67,7 @@ from dflash_tui.engine.session import ATTENTION_KINDS, Session, SessionOptions
 TARGET = "target alone (mlx-lm generate_step)"
 SPEED = "engine, probes + ranks off"
 TUI = "engine, probes + ranks on"
+ZLAB = "Z Lab dflash 0.1.0 loop"
 # --settings: what each engine method computes besides the round, (probes, ranks)
 SETTINGS = {"off": (SPEED, False, False), "probes": ("engine, probes on", True, False),
             "ranks": ("engine, ranks on", False, True), "both": (TUI, True, True)}
@@ -95,17 +102,40 @@ def own_greedy(pair: Pair, prompt: list[int], tokens: int, block: int,
     return text, attempts
 
 
+def zlab_reference(pair: Pair, decodes: list, args, attempts: int = 4):
+    """Z Lab's loop on a second model object over the target's arrays and its own drafter
+    model over the drafter's, and for each pass the text that its verify accepts whole when
+    forced: the engine's text forced and decoded again until no proposal is rejected (its
+    verify is mlx-lm's plain forward, which may break bfloat16 near-ties apart from the
+    engine's)."""
+    decode = zlab.loop(zlab.target_twin(pair.target.model), zlab.drafter_twin(pair.drafter),
+                       zlab.bare_ids_tokenizer(), args.block)
+    passes = []
+    for prompt, text in decodes:
+        for _ in range(attempts):
+            tokens = decode(prompt, args.tokens, forced=text)[0]
+            taken, proposed = zlab.accepted(decode.committed, args.block)
+            text = tokens
+            if taken == proposed:
+                break
+        passes.append((prompt, text))
+    return decode, passes
+
+
 def routed(name: str, attention: Optional[str]) -> str:
     return name if attention is None else f"{name} [{attention}]"
 
 
-def timed(pair: Pair, decodes: dict, args) -> dict:
+def timed(pair: Pair, decodes: dict, args, reference=None) -> dict:
     """decodes: per attention route, (prompt, forced text) for the warm-up pass and each
     repeat: one pair for all, or, with --fresh-shapes, one per pass (prompts of other
     lengths: every round meets context lengths no earlier pass met, as a real decode's
-    rounds do). The routes share the prompts; each forces its own greedy text."""
+    rounds do). The routes share the prompts; each forces its own greedy text.
+    reference: (Z Lab's decode, its (prompt, forced text) per pass), with --zlab."""
     alone = mlx_lm_greedy(pair.target.model, set())
     runs: dict[str, list] = {TARGET: []}
+    if reference is not None:
+        runs[ZLAB] = []
     for attention in args.attention:
         for setting in args.settings:
             runs[routed(SETTINGS[setting][0], attention)] = []
@@ -125,6 +155,13 @@ def timed(pair: Pair, decodes: dict, args) -> dict:
                 tokens, (wall, _), _ = alone(prompt, args.tokens)
                 row = {"tokens": len(tokens) - 1, "wall": wall, "rounds": 0, "wait": 0.0,
                        "accepted": 0, "proposed": 0}
+            elif name == ZLAB:
+                zlab_decode, passes = reference
+                zlab_prompt, zlab_text = passes[repeat % len(passes)]
+                tokens, (wall, _), rounds = zlab_decode(zlab_prompt, args.tokens, forced=zlab_text)
+                taken, proposed = zlab.accepted(zlab_decode.committed, args.block)
+                row = {"tokens": len(tokens) - 1, "wall": wall, "rounds": rounds, "wait": None,
+                       "accepted": taken, "proposed": proposed}
             else:
                 session, records, wall, wait = decode(pair, *engines[name])
                 row = {"tokens": len(session.generated) - 1, "wall": wall, "rounds": len(records),
@@ -139,7 +176,8 @@ def timed(pair: Pair, decodes: dict, args) -> dict:
         out[name] = {
             "tokens_per_s": tokens / wall, "decode_tokens": tokens, "decode_s": wall,
             "round_ms": 1000 * wall / rounds if rounds else None,
-            "host_ms_per_round": 1000 * (wall - sum(r["wait"] for r in rows)) / rounds if rounds else None,
+            "host_ms_per_round": (1000 * (wall - sum(r["wait"] for r in rows)) / rounds
+                                  if rounds and name != ZLAB else None),
             "accepted_share": sum(r["accepted"] for r in rows) / max(sum(r["proposed"] for r in rows), 1),
         }
     return out
@@ -202,7 +240,8 @@ def run(args) -> dict:
             decodes[attention].append((prompt, text))
             attempts = max(attempts, tries)
     prompt = decodes[args.attention[0]][0][0]
-    speeds = timed(pair, decodes, args)
+    reference = zlab_reference(pair, decodes[args.attention[0]], args) if args.zlab else None
+    speeds = timed(pair, decodes, args, reference)
     alone = speeds[TARGET]["tokens_per_s"]
     for row in speeds.values():
         row["speedup"] = row["tokens_per_s"] / alone
@@ -276,6 +315,9 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--settings", type=settings, default=["off", "both"],
                         help="comma-separated engine settings to time: off (probes and ranks "
                              "off), probes, ranks, both (what the TUI computes); default off,both")
+    parser.add_argument("--zlab", action="store_true",
+                        help="also time Z Lab's loop (dflash==0.1.0 stream_generate) on the same "
+                             "arrays, its proposals forced to a text its verify accepts whole")
     parser.add_argument("--projections", choices=("plain", "fused"),
                         help="the target's projections as they load (plain) or fused into one "
                              "matmul a group; default: fused on a GPU, plain on the CPU")

@@ -38,7 +38,7 @@ from typing import Callable, Optional
 
 import mlx.core as mx
 
-from benchmarks import common
+from benchmarks import common, zlab
 from benchmarks.common import Clock, finish, mlx_lm_greedy
 from dflash_tui import sample
 from dflash_tui.bench.prompts import load_workloads
@@ -46,7 +46,7 @@ from dflash_tui.engine import SessionOptions, load_pair
 from dflash_tui.engine.api import Pair
 from dflash_tui.engine.baseline import compare, eos_ids
 from dflash_tui.engine.session import Session
-from dflash_tui.engine.target import DTYPES, encode_prompt, load_target
+from dflash_tui.engine.target import encode_prompt, load_target
 
 TARGET = "target alone (mlx-lm generate_step)"
 ZLAB = "Z Lab dflash 0.1.0 stream_generate"
@@ -69,37 +69,6 @@ class Decode:
     @property
     def decode_tokens(self) -> int:
         return max(len(self.tokens) - 1, 0)
-
-
-def zlab_drafter(draft_dir: Path, dtype: str):
-    """Z Lab's own loader on a local directory (it fetches from the hub; point it here)."""
-    from dflash import model_mlx as zlab
-
-    download = zlab.snapshot_download
-    zlab.snapshot_download = lambda *args, **kwargs: str(draft_dir)
-    try:
-        draft = zlab.load_draft(str(draft_dir))
-    finally:
-        zlab.snapshot_download = download
-    draft.set_dtype(DTYPES[dtype])
-    return draft
-
-
-def zlab_loop(target, draft, block: int):
-    from dflash import model_mlx as zlab
-
-    def decode(ids: list[int], max_tokens: int):
-        responses = zlab.stream_generate(target.model, draft, target.tokenizer, mx.array(ids),
-                                         block_size=block + 1, max_tokens=max_tokens)
-        tokens = list(next(responses).tokens)  # the prefill's token
-        clock = Clock()
-        rounds = 0
-        for response in responses:
-            tokens += response.tokens
-            rounds += response.accepted is not None
-        return tokens, clock.read(), rounds
-
-    return decode
 
 
 def engine_loop(pair: Pair, options: SessionOptions, session_class=Session):
@@ -155,7 +124,8 @@ def run(args) -> dict:
     methods: dict[str, Callable] = {TARGET: mlx_lm_greedy(target.model, stop)}
     if not args.no_zlab:
         second = load_target(model, args.dtype)  # Z Lab patches its target's layers for good
-        methods[ZLAB] = zlab_loop(second, zlab_drafter(pair.draft_dir, args.dtype), args.block)
+        methods[ZLAB] = zlab.loop(second.model, zlab.drafter_from_dir(pair.draft_dir, args.dtype),
+                                  second.tokenizer, args.block)
     for name, options in speed_options(args.block).items():
         methods[name] = engine_loop(pair, options)
     if args.compare_engine:

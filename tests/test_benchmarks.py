@@ -12,8 +12,12 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
+from mlx.utils import tree_flatten
+
 from benchmarks import (bench_block_attention, bench_long_context, bench_real_scale,
-                        bench_vs_reference, probe_cost, profile_round)
+                        bench_vs_reference, probe_cost, profile_round, zlab)
+from benchmarks.common import mlx_lm_greedy
+from benchmarks.synthetic import TINY, synthetic_pair
 from dflash_tui.engine import block_attention, probes
 
 
@@ -41,6 +45,35 @@ def test_real_scale_forcing_accepts_every_proposal():
     split = result["split"]["default"]
     assert set(split["stage_ms"]) == {"context", "draft", "select", "verify", "commit"}
     assert 0 <= split["host_ms"] <= split["round_ms"]
+
+
+def test_real_scale_times_zlab_on_the_same_arrays_with_every_proposal_accepted():
+    pytest.importorskip("dflash.model_mlx")
+    result = bench_real_scale.main(["--tiny", "--tokens", "20", "--prompt-tokens", "16",
+                                    "--repeats", "1", "--split-rounds", "1", "--dtype", "float32",
+                                    "--settings", "off", "--zlab"])
+    zlab_row = result["methods"][bench_real_scale.ZLAB]
+    assert zlab_row["accepted_share"] == 1.0 and zlab_row["round_ms"] > 0
+
+
+def test_zlab_twins_hold_the_engine_pairs_arrays_and_decode_its_greedy_text():
+    pytest.importorskip("dflash.model_mlx")
+    pair = synthetic_pair(TINY, "float32")
+    draft = zlab.drafter_twin(pair.drafter)
+    ours = dict(tree_flatten(pair.drafter.parameters()))
+    theirs = dict(tree_flatten(draft.parameters()))
+    for name in ("predecessor_codebook", "successor_codebook"):
+        theirs[f"candidate_selector.{name}"] = theirs.pop(f"candidate_selector.{name}.weight")
+    assert set(ours) == set(theirs)
+    assert all(ours[name] is theirs[name] for name in ours)  # the same arrays, not copies
+    prompt = list(range(1, 17))
+    decode = zlab.loop(zlab.target_twin(pair.target.model), draft, zlab.bare_ids_tokenizer(), 4)
+    tokens, _, rounds = decode(prompt, 20)
+    greedy = mlx_lm_greedy(pair.target.model, set())(prompt, 20)[0]
+    assert tokens == greedy and rounds == len(decode.committed) > 0
+    forced, _, _ = decode(prompt, 20, forced=greedy)  # every proposal the target's own token
+    assert forced == greedy
+    assert zlab.accepted(decode.committed, 4) == (4 * (len(decode.committed) - 1),) * 2
 
 
 def test_real_scale_runs_each_attention_route_with_fused_projections():
