@@ -51,12 +51,13 @@ def drafter_twin(drafter: DraftModel):
         target_layer_ids=tuple(c.target_layer_ids), num_target_layers=c.num_target_layers,
         mask_token_id=c.mask_token_id, rope_scaling=c.rope_scaling,
         layer_types=tuple(c.layer_types), sliding_window=c.sliding_window,
-        conv_kernel_size=c.conv_kernel_size or 0, conv_group_size=c.conv_group_size or 0,
-        selector_rank=c.selector_rank or 0, selector_top_k=c.selector_top_k or 0,
-        is_causal=c.is_causal,
+        final_logit_softcapping=c.final_logit_softcapping,
+        input_embedding_scale=c.input_embedding_scale, output_multiplier=c.output_multiplier,
+        conv_kernel_size=c.conv_kernel_size, conv_group_size=c.conv_group_size,
+        selector_rank=c.selector_rank, selector_top_k=c.selector_top_k, is_causal=c.is_causal,
     )
     weights = dict(tree_flatten(drafter.parameters()))
-    dflash2 = "candidate_selector.hidden_projection.weight" in weights
+    dflash2 = c.is_dflash2
     if dflash2:
         for name in ("predecessor_codebook", "successor_codebook"):
             key = f"candidate_selector.{name}"
@@ -115,13 +116,16 @@ def loop(target_model, draft, tokenizer, block: int):
     from dflash import model_mlx as zlab
 
     tokens: list[int] = []
-    forcing: dict = {"text": None}
+    walks: list[mx.array] = []  # with record=True: each round's own proposals, read at the end
+    forcing: dict = {"text": None, "record": False}
     if hasattr(draft, "propose"):
         propose = draft.propose
 
         def forced_propose(inputs, target_hidden, cache, temperature, logits_start=0):
             path, candidates, q = propose(inputs, target_hidden, cache, temperature,
                                           logits_start=logits_start)
+            if forcing["record"]:
+                walks.append(path)
             if forcing["text"] is None:
                 return path, candidates, q
             n = len(tokens)  # Z Lab proposes a round after the consumer took the last one
@@ -131,11 +135,15 @@ def loop(target_model, draft, tokenizer, block: int):
 
         draft.propose = forced_propose
 
-    def decode(ids: list[int], max_tokens: int, forced: Optional[Sequence[int]] = None):
-        if forced is not None and not hasattr(draft, "propose"):
-            raise ValueError("forcing proposals needs a DFlash2 drafter (Z Lab's propose)")
-        forcing["text"] = forced
+    def decode(ids: list[int], max_tokens: int, forced: Optional[Sequence[int]] = None,
+               record: bool = False):
+        """record: keep the selector walk's own proposals of every round in decode.walks
+        (read back after the decode, so the loop waits no more than Z Lab's does)."""
+        if (forced is not None or record) and not hasattr(draft, "propose"):
+            raise ValueError("forcing or recording proposals needs a DFlash2 drafter (Z Lab's propose)")
+        forcing.update(text=forced, record=record)
         tokens.clear()
+        walks.clear()
         responses = zlab.stream_generate(target_model, draft, tokenizer, mx.array(ids),
                                          block_size=block + 1, max_tokens=max_tokens)
         tokens.extend(next(responses).tokens)  # the prefill's token
@@ -147,9 +155,11 @@ def loop(target_model, draft, tokenizer, block: int):
                 committed.append(response.accepted)
         elapsed = clock.read()
         decode.committed = committed
+        decode.walks = [walk[0].tolist() for walk in walks]
         return list(tokens), elapsed, len(committed)
 
     decode.committed = []  # the last decode's tokens committed per round
+    decode.walks = []  # with record=True, the last decode's proposals per round
     return decode
 
 

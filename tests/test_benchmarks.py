@@ -18,6 +18,7 @@ from benchmarks import (bench_block_attention, bench_long_context, bench_real_sc
                         bench_vs_reference, probe_cost, profile_round, zlab)
 from benchmarks.common import mlx_lm_greedy
 from benchmarks.synthetic import TINY, synthetic_pair
+from dflash_tui.engine.session import Session, SessionOptions
 from dflash_tui.engine import block_attention, probes
 
 
@@ -68,9 +69,18 @@ def test_zlab_twins_hold_the_engine_pairs_arrays_and_decode_its_greedy_text():
     assert all(ours[name] is theirs[name] for name in ours)  # the same arrays, not copies
     prompt = list(range(1, 17))
     decode = zlab.loop(zlab.target_twin(pair.target.model), draft, zlab.bare_ids_tokenizer(), 4)
-    tokens, _, rounds = decode(prompt, 20)
+    tokens, _, rounds = decode(prompt, 20, record=True)
     greedy = mlx_lm_greedy(pair.target.model, set())(prompt, 20)[0]
     assert tokens == greedy and rounds == len(decode.committed) > 0
+    # Z Lab's walk over the twin proposes, round by round, what the engine's drafter does
+    session = Session(pair, prompt, options=SessionOptions(gamma=4, max_tokens=20, probes=False,
+                                                           ranks=False))
+    session.prefill()
+    records = list(session.run())
+    session.close()
+    assert len(decode.walks) == len(records) == len(decode.committed)
+    assert [len(r.committed_tokens) for r in records] == decode.committed
+    assert [list(r.proposals) for r in records] == [w[:r.gamma] for w, r in zip(decode.walks, records)]
     forced, _, _ = decode(prompt, 20, forced=greedy)  # every proposal the target's own token
     assert forced == greedy
     assert zlab.accepted(decode.committed, 4) == (4 * (len(decode.committed) - 1),) * 2
