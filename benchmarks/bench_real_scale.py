@@ -322,6 +322,11 @@ def main(argv: Optional[list[str]] = None) -> dict:
                         help="the target's projections as they load (plain) or fused into one "
                              "matmul a group; default: fused on a GPU, plain on the CPU")
     args = parser.parse_args(argv)
+    if args.zlab:
+        try:
+            import dflash.model_mlx  # noqa: F401  (Z Lab's loop, timed beside the engine)
+        except ImportError:
+            parser.error("--zlab needs Z Lab's reference package: pip install --no-deps dflash==0.1.0")
     return finish(run(args), report, args.json)
 
 

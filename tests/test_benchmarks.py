@@ -57,6 +57,15 @@ def test_real_scale_times_zlab_on_the_same_arrays_with_every_proposal_accepted()
     assert zlab_row["accepted_share"] == 1.0 and zlab_row["round_ms"] > 0
 
 
+def test_real_scale_zlab_without_the_reference_package_says_so_in_one_line(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "dflash", None)  # as if dflash==0.1.0 were not installed
+    with pytest.raises(SystemExit) as exit:
+        bench_real_scale.main(["--tiny", "--zlab"])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "--zlab needs Z Lab's reference package" in err
+    assert "Traceback" not in err
+
+
 def test_zlab_twins_hold_the_engine_pairs_arrays_and_decode_its_greedy_text():
     pytest.importorskip("dflash.model_mlx")
     pair = synthetic_pair(TINY, "float32")
