@@ -58,7 +58,8 @@ def test_real_scale_times_zlab_on_the_same_arrays_with_every_proposal_accepted()
 
 
 def test_real_scale_zlab_without_the_reference_package_says_so_in_one_line(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "dflash", None)  # as if dflash==0.1.0 were not installed
+    for name in ("dflash", "dflash.model_mlx"):  # as if dflash==0.1.0 were not installed
+        monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(SystemExit) as exit:
         bench_real_scale.main(["--tiny", "--zlab"])
     err = capsys.readouterr().err
