@@ -99,9 +99,10 @@ def test_the_debuggers_package_does_not_ship_the_trainer():
     assert not any((folder / "cli.py").is_file() and (folder / "trainer.py").is_file() for folder in folders)
     assert base["project"]["optional-dependencies"]["distill"] == [
         f"{trainer['project']['name']}=={trainer['project']['version']}"]
-    assert trainer["tool"]["setuptools"]["packages"] == ["dflash_tui_distill"]
-    data = trainer["tool"]["setuptools"]["package-data"]["dflash_tui_distill"]
-    assert data == ["prompt_data/*.json"] and list((ROOT / "distill" / "dflash_tui_distill").glob(data[0]))
+    assert trainer["tool"]["setuptools"]["packages"] == ["dflash_tui_distill",
+                                                         "dflash_tui_distill.prompt_data"]
+    data = trainer["tool"]["setuptools"]["package-data"]["dflash_tui_distill.prompt_data"]
+    assert data == ["*.json"] and list((ROOT / "distill" / "dflash_tui_distill" / "prompt_data").glob(data[0]))
 
 
 def test_a_missing_prompts_from_file_is_refused_before_any_work(make_pair, tmp_path, capsys):
