@@ -108,8 +108,8 @@ def bare_ids_tokenizer():
 
 
 def loop(target_model, draft, tokenizer, block: int):
-    """decode(ids, max_tokens, forced=None) -> (tokens, (wall s, cpu s), rounds) through Z
-    Lab's stream_generate at `block` proposals. With `forced` (the whole text, its first
+    """decode(ids, max_tokens, forced=None, record=False) -> (tokens, (wall s, cpu s),
+    rounds) through Z Lab's stream_generate at `block` proposals. With `forced` (the whole text, its first
     token first; a DFlash2 drafter), each round's proposals are replaced by the text's next
     tokens after the drafter's forward and walk have been built, and depend on them, so Z
     Lab's round does all its work and every proposal the target agrees with is accepted."""
@@ -119,7 +119,8 @@ def loop(target_model, draft, tokenizer, block: int):
     walks: list[mx.array] = []  # with record=True: each round's own proposals, read at the end
     forcing: dict = {"text": None, "record": False}
     if hasattr(draft, "propose"):
-        propose = draft.propose
+        # Z Lab's own propose, also when an earlier loop over this drafter wrapped it
+        propose = draft.__dict__.setdefault("_unforced_propose", draft.propose)
 
         def forced_propose(inputs, target_hidden, cache, temperature, logits_start=0):
             path, candidates, q = propose(inputs, target_hidden, cache, temperature,
