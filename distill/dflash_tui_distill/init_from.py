@@ -4,12 +4,25 @@ The checkpoint (Z Lab format, e.g. the shipped sample drafter or an earlier --ou
 the architecture: its shape flags become this run's defaults, and a flag given explicitly
 that disagrees is refused, as is a checkpoint made for a target of another shape. Only the
 weights carry over; the optimizer, the schedule and the data start fresh.
+
+--grow lets two flags differ, the two that buy capacity without starting over:
+  --layers above the checkpoint's: each new layer is a copy of the last trained one with its
+    output projections (o_proj, down_proj) zeroed. A layer adds its sublayers' outputs to
+    the stream, and DFlash2's output-side convolution is linear in them, so the new layer
+    adds nothing: the grown drafter computes what the checkpoint did, to the last bit.
+  --rank below the checkpoint's: the selector's edge score is sum_r pred[p, r] h[r] succ[c, r],
+    so each component r is kept or dropped whole; the kept ones are those with the largest
+    |pred[:, r]| |succ[:, r]| |hidden_projection[r]| (a component's scale, the norms its three
+    factors multiply). The selector changes a little; the drafter body does not.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import mlx.core as mx
+from mlx.utils import tree_flatten, tree_unflatten
 
 from dflash_tui.engine.checkpoint import load_drafter, read_config
 from dflash_tui.engine.draft_config import DFLASH2, DraftConfig
@@ -20,6 +33,8 @@ from .settings import comparable
 # The drafter's own shape: fields of the checkpoint's config that the target does not fix.
 SHAPE_FLAGS = ("kind", "layers", "gamma", "rank", "top_k", "target_layer_ids", "mask_token_id",
                "intermediate_size", "conv_kernel", "conv_group")
+# What --grow lets differ, and which way: the flag's value against the checkpoint's.
+GROWABLE = {"layers": lambda given, have: given > have, "rank": lambda given, have: given < have}
 
 
 def _config_path(directory: str | Path) -> Path:
@@ -60,10 +75,14 @@ def apply_shape(given: dict[str, Any], directory: str | Path) -> dict[str, Any]:
             continue
         value = given.get(name)
         if value is not None and comparable(value) != comparable(wanted):
+            if given.get("grow") and name in GROWABLE and GROWABLE[name](value, wanted):
+                continue
             flag = "--block" if name == "gamma" else "--" + name.replace("_", "-")
+            how = ("; --grow lets --layers go above it and --rank below it"
+                   if name in GROWABLE else "")
             raise InputError(
                 f"--init-from {directory}: that drafter has {flag} {_show(wanted)}; this command "
-                f"says {_show(value)} (drop the flag, or train from scratch without --init-from)")
+                f"says {_show(value)} (drop the flag, or train from scratch without --init-from{how})")
         out[name] = wanted
     return out
 
@@ -83,11 +102,42 @@ def refuse_other_target(directory: str | Path, shape: dict[str, int],
                 f"this target has {want}")
 
 
-def start_weights(directory: str | Path, shape: dict[str, int]):
-    """The checkpoint's parameters in float32, checked against the target's shape."""
+def start_weights(directory: str | Path, shape: dict[str, int], config: DraftConfig | None = None):
+    """The checkpoint's parameters, checked against the target's shape; grown to `config`'s
+    layers and rank where those differ (--grow; module docstring)."""
     start = load_drafter(_config_path(directory))
     refuse_other_target(directory, shape, start.config)
-    return start.parameters()
+    params = start.parameters()
+    if config is None:
+        return params
+    if config.num_hidden_layers > len(params["layers"]):
+        params["layers"] = grown_layers(params["layers"], config.num_hidden_layers)
+    if "candidate_selector" in params and config.selector_rank < start.config.selector_rank:
+        params["candidate_selector"] = fewer_components(params["candidate_selector"],
+                                                        config.selector_rank)
+    return params
+
+
+def grown_layers(layers: list[dict], count: int) -> list[dict]:
+    """`layers` then copies of the last with zero output projections, `count` in all."""
+    extra = []
+    for _ in range(count - len(layers)):
+        flat = dict(tree_flatten(layers[-1]))
+        for name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+            flat[name] = mx.zeros_like(flat[name])
+        extra.append(tree_unflatten(list(flat.items())))
+    return list(layers) + extra
+
+
+def fewer_components(selector: dict, rank: int) -> dict:
+    """The selector's `rank` strongest components (module docstring), in their old order."""
+    pred, succ = selector["predecessor_codebook"], selector["successor_codebook"]
+    proj = selector["hidden_projection"]["weight"]  # [r, hidden]
+    norm = lambda a, axis: mx.sqrt((a.astype(mx.float32) ** 2).sum(axis=axis))  # noqa: E731
+    scale = norm(pred, 0) * norm(succ, 0) * norm(proj, 1)
+    keep = mx.sort(mx.argsort(-scale)[:rank])
+    return {"predecessor_codebook": pred[:, keep], "successor_codebook": succ[:, keep],
+            "hidden_projection": {"weight": proj[keep]}}
 
 
 def start_record(directory: str | Path) -> dict | None:

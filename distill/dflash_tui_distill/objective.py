@@ -15,7 +15,11 @@ target has not seen the anchor yet at inference) and the block's own rows 0..g
 drafter.logits(h[rows 1..gamma], the target's lm_head).
 
 Objective, per block and slot k = 1..gamma with weight exp(-(k-1)/decay):
-  block CE     -log softmax(logits_k)[label_k]
+  block CE     -log softmax(logits_k)[label_k]; with --kd-weight W > 0,
+               (1 - W) x that + W x the CE against the target's whole distribution at the
+               label's position, -sum_v p_target(v) log softmax(logits_k)(v) (soft labels:
+               where the target hesitates between tokens, the drafter learns how much, not
+               just which one won)
   selector CE  over the slot's top-K candidates (the selector's lattice), score(c) =
                unary(c) + sum_r pred[prev, r] * h[k, r] * succ[c, r], where prev is the TRUE
                predecessor (the anchor for slot 1, else label_{k-1}): the walk is only worth
@@ -57,9 +61,35 @@ def target_features(target, ids: mx.array) -> mx.array:
     Right padding needs no mask: the target is causal, so padded rows never reach a real
     row, and no block sees a context row at or past its anchor.
     """
+    return target_features_and_logits(target, ids)[0]
+
+
+def target_features_and_logits(target, ids: mx.array) -> tuple[mx.array, mx.array]:
+    """The capture [B, S, n*H] and the target's logits [B, S, V], both frozen."""
     target.reset()
-    _, capture = target.forward(ids)
-    return mx.stop_gradient(capture)
+    logits, capture = target.forward(ids)
+    return mx.stop_gradient(capture), mx.stop_gradient(logits)
+
+
+def label_logits(target_logits: mx.array, anchors: mx.array, gamma: int) -> mx.array:
+    """The target's logits that chose each block's labels: slot k's label sits at a + k, so
+    the row that predicted it is a + k - 1. target_logits [B, S, V], anchors [n] (blocks
+    grouped by sequence, sequence-major) -> [n, gamma, V]."""
+    b, s, v = target_logits.shape
+    per_sequence = anchors.shape[0] // b
+    rows = (mx.arange(anchors.shape[0]) // per_sequence) * s
+    positions = rows[:, None] + anchors[:, None] + mx.arange(gamma)[None, :]
+    return target_logits.reshape(b * s, v)[positions]
+
+
+def soft_cross_entropy(logits: mx.array, teacher_logits: mx.array) -> tuple[mx.array, mx.array]:
+    """Per-row CE against the teacher's softmax, -sum p log q, and the teacher's entropy
+    (their difference is KL(p || q)). [..., V] -> ([...], [...]), float32."""
+    teacher = teacher_logits.astype(mx.float32)
+    p = mx.softmax(teacher, axis=-1)
+    log_q = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+    entropy = mx.logsumexp(teacher, axis=-1) - (p * teacher).sum(axis=-1)
+    return -(p * log_q).sum(axis=-1), entropy
 
 
 def slot_weights(gamma: int, decay: float) -> mx.array:
@@ -150,8 +180,11 @@ def selector_loss(selector, hidden: mx.array, logits: mx.array, anchor_tokens: m
 
 def losses(drafter: DraftModel, parts: TargetParts, capture: mx.array, anchors: mx.array,
            block: mx.array, labels: mx.array, lengths: mx.array, weights: mx.array,
-           selector_weight: float) -> tuple[mx.array, dict[str, mx.array]]:
-    """The total loss and its parts; weights = slot_weights(gamma, decay)."""
+           selector_weight: float, teacher: mx.array | None = None,
+           kd_weight: float = 0.0) -> tuple[mx.array, dict[str, mx.array]]:
+    """The total loss and its parts; weights = slot_weights(gamma, decay); teacher: the
+    target's logits at the labels' positions [n, gamma, V] (label_logits), needed when
+    kd_weight > 0."""
     config = drafter.config
     gamma = labels.shape[1]
     hidden = draft_hidden(drafter, parts, capture, anchors, block, lengths)
@@ -166,6 +199,11 @@ def losses(drafter: DraftModel, parts: TargetParts, capture: mx.array, anchors: 
     first_right = (mx.argmax(mx.stop_gradient(logits[:, 0]), axis=-1) == labels[:, 0]) & (lengths > 0)
     metrics = {"block_ce": block_ce, "acc1": first_right.sum() / blocks}
     total = block_ce
+    if kd_weight > 0:
+        soft_ce, entropy = soft_cross_entropy(logits, teacher)
+        soft = (soft_ce * w).sum() / total_w
+        total = (1 - kd_weight) * block_ce + kd_weight * soft
+        metrics["kd_kl"] = ((soft_ce - entropy) * w).sum() / total_w
     if config.is_dflash2:
         sel_ce, in_top, correct = selector_loss(
             drafter.candidate_selector, hidden, logits, block[:, 0], labels, config.selector_top_k)

@@ -63,12 +63,14 @@ class TrainSettings:
     weight_decay: float = 0.01
     clip: float = 1.0
     selector_weight: float = 1.0
+    kd_weight: float = 0.0  # share of the block loss taken by the target's soft labels
     decay: float = 7.0  # slot k weighs exp(-(k-1)/decay)
     short_block_fraction: float = 0.5
     target_dtype: str = "auto"  # float32 on the CPU, bfloat16 on a GPU
     compute_dtype: str = "auto"  # the drafter's forward; master weights stay float32
     dequantize: bool = True  # dequantize a quantized target for training
     init_from: Optional[str] = None  # start from this drafter's weights (init_from.py)
+    grow: bool = False  # --init-from may have fewer layers / a larger rank (init_from.py)
 
     @property
     def block_size(self) -> int:
@@ -171,6 +173,10 @@ def check_train(s: TrainSettings) -> None:
         raise InputError(
             "--weight-decay and --selector-weight must be >= 0, --clip and --decay > 0 "
             f"(got {s.weight_decay}, {s.selector_weight}, {s.clip}, {s.decay})")
+    if not 0 <= s.kd_weight <= 1:
+        raise InputError(f"--kd-weight {s.kd_weight}: expected 0..1 (the soft labels' share of the block loss)")
+    if s.grow and not s.init_from:
+        raise InputError("--grow: needs --init-from (the drafter to grow)")
     if not 0 <= s.short_block_fraction <= 1:
         raise InputError(f"--short-block-fraction {s.short_block_fraction}: expected 0..1")
     for flag, value in (("--target-dtype", s.target_dtype), ("--compute-dtype", s.compute_dtype)):

@@ -95,7 +95,7 @@ class TrainPhase:
         self.compute_dtype_name = resolve_dtype(train.compute_dtype)
         drafter = init_drafter(self.config, train.seed)
         if train.init_from and not saved:
-            drafter.update(start_weights(train.init_from, target_shape(self.target)))
+            drafter.update(start_weights(train.init_from, target_shape(self.target), self.config))
             mx.eval(drafter.parameters())
         # read once: the starting directory may change (or go) while this run trains
         self.started_from = start_record(train.init_from) if train.init_from else None

@@ -22,7 +22,8 @@ from mlx.utils import tree_map
 from dflash_tui.engine.drafter import DraftModel
 
 from .batches import Batch
-from .objective import TargetParts, losses, slot_weights, target_features
+from .objective import (TargetParts, label_logits, losses, slot_weights, target_features,
+                        target_features_and_logits)
 from .settings import TrainSettings
 
 
@@ -87,25 +88,30 @@ class Trainer:
 
     # ---- one step ------------------------------------------------------------------------
 
-    def _loss(self, params, capture, anchors, block, labels, lengths):
+    def _loss(self, params, capture, anchors, block, labels, lengths, teacher):
         self.drafter.update(self.compute_weights(params))
         return losses(self.drafter, self.parts, capture, anchors, block, labels, lengths,
-                      self.weights, self.settings.selector_weight)
+                      self.weights, self.settings.selector_weight, teacher,
+                      self.settings.kd_weight)
 
-    def _step_impl(self, params, capture, anchors, block, labels, lengths):
+    def _step_impl(self, params, capture, anchors, block, labels, lengths, teacher):
         (_, metrics), grads = mx.value_and_grad(self._loss)(params, capture, anchors, block,
-                                                             labels, lengths)
+                                                             labels, lengths, teacher)
         grads, norm = optim.clip_grad_norm(grads, self.settings.clip)
         params = self.optimizer.apply_gradients(grads, params)
         # apply_gradients set the scheduled rate for this step before using it
         return params, metrics, norm, self.optimizer.learning_rate
 
     def train_step(self, batch: Batch) -> StepResult:
-        ids = mx.array(batch.ids)
-        capture = target_features(self.target, ids)
+        ids, anchors = mx.array(batch.ids), mx.array(batch.anchors)
+        if self.settings.kd_weight > 0:
+            capture, logits = target_features_and_logits(self.target, ids)
+            teacher = label_logits(logits, anchors, self.settings.gamma)
+        else:  # a placeholder input, so both kinds of step have one signature
+            capture, teacher = target_features(self.target, ids), mx.zeros((1,))
         params, metrics, norm, lr = self._step(
-            self.params, capture, mx.array(batch.anchors), mx.array(batch.block),
-            mx.array(batch.labels), mx.array(batch.lengths))
+            self.params, capture, anchors, mx.array(batch.block),
+            mx.array(batch.labels), mx.array(batch.lengths), teacher)
         mx.eval(params, metrics, norm, lr, self.optimizer.state)
         self.params = params
         return StepResult({k: float(v) for k, v in metrics.items()}, float(norm), float(lr))
