@@ -24,7 +24,9 @@
 #      stage 6's corpus plus 5,000 new generated prompts (seed 8), 2,400 steps at peak
 #      1.5e-4. Rule fixed before the run: it ships only if, on the same validation answers
 #      (stage 8's data), the eval phase's all-kinds acceptance as decoded at 7 proposals
-#      beats stage 7's
+#      beats stage 7's. NOT SHIPPED: what ran was steps 1-626 of this, then (the machine was
+#      lost, and with it the optimizer state) STEPS=600 LR=1e-4 WARMUP=30 INIT_FROM=<that
+#      checkpoint> on the same data; 2.56 against stage 7's 2.60 (docs/DISTILL.md, "Stage 8")
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"

@@ -128,12 +128,16 @@ def test_resume_continues_exactly(data_dir, tmp_path):
     assert distill(target_dir, split, data, *flags, "--stop-at", "3") == 0
     assert json.loads((split / "training" / "latest.json").read_text())["step"] == 3
     assert distill(target_dir, split, data, *flags, "--resume") == 0
-    # The same batches and the same losses, step for step (the log has each step once) ...
+    # The same batches and the same losses, step for step (the log has each step once). The
+    # log rounds to 5 decimals, and the resumed weights may differ from the straight run's in
+    # the last float bit (below), which can flip a rounded digit; another batch would move
+    # the loss by far more than 1e-5.
     logs = [[json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]
             for run in (straight, split)]
     assert [r["step"] for r in logs[1]] == [1, 2, 3, 4, 5, 6]
     for a, b in zip(*logs):
-        assert a["block_ce"] == b["block_ce"] and a["selector_ce"] == b["selector_ce"], a["step"]
+        for key in ("block_ce", "selector_ce"):
+            assert np.isclose(a[key], b[key], rtol=0, atol=2e-5), (a["step"], key)
     # ... and the same weights, up to float summation order inside MLX (about 1e-7).
     a = mx.load(str(straight / "training" / "step-0000006" / "params.safetensors"))
     b = mx.load(str(split / "training" / "step-0000006" / "params.safetensors"))
