@@ -195,3 +195,43 @@ def test_real_scale_refuses_an_unknown_choice_in_one_line(flag, value, capsys):
     assert exit_.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert repr(value) in error and "comma-separated" in error
+
+
+def test_target_confidence_reads_the_targets_own_distribution_at_each_answer_token(make_pair, tmp_path):
+    import json
+
+    import numpy as np
+
+    from benchmarks import target_confidence
+    from dflash_tui.engine.target import load_target
+
+    target_dir, _ = make_pair("llama")
+    target = load_target(target_dir)
+    ids = [5, 17, 42, 9]
+    got = target_confidence.answer_confidence(target.model, ids, set(), max_tokens=6)
+    assert len(got) == 6
+    # Teacher-force prompt + greedy answer in one forward: the answer's k-th token was chosen
+    # from row len(ids) - 1 + k, whose top probability and entropy the bench must report.
+    answer = []
+    for _ in range(6):
+        logits = target.model(mx.array([ids + answer]))[0, -1].astype(mx.float32)
+        answer.append(int(mx.argmax(logits)))
+    logits = np.array(target.model(mx.array([ids + answer]))[0].astype(mx.float32), dtype=np.float64)
+    for k, (p1, entropy) in enumerate(got):
+        row = logits[len(ids) - 1 + k]
+        p = np.exp(row - row.max()) / np.exp(row - row.max()).sum()
+        assert np.isclose(p1, p.max(), rtol=1e-4)
+        assert np.isclose(entropy, -(p * np.log(p)).sum(), rtol=1e-3)
+    # The validation sample: validation items only, evenly spaced, one folder per kind.
+    corpus = tmp_path / "prompts.jsonl"
+    rows = [{"text": f"{kind} {split} {i}", "kind": kind, "split": split, "source": "pkg==1.0"}
+            for kind in ("real-code", "real-math", "real-prose") for split in ("train", "validation")
+            for i in range(10)]
+    corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    target_confidence.write_validation(corpus, tmp_path / "set", 3)
+    written = {f.parent.name + "/" + f.name: f.read_text().strip()
+               for f in sorted((tmp_path / "set").glob("*/*.txt"))}
+    assert written["code/01-pkg.txt"] == "real-code validation 0"
+    assert [written[f"math/0{n}-pkg.txt"] for n in (1, 2, 3)] == [
+        "real-math validation 0", "real-math validation 3", "real-math validation 6"]
+    assert len(written) == 9 and not any("train" in text for text in written.values())

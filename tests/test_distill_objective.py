@@ -47,6 +47,14 @@ def blocks_for(ids, config, gamma=GAMMA):
     return mx.array(ANCHORS.reshape(-1).astype(np.int32)), mx.array(block.reshape(-1, gamma + 1))
 
 
+def labelled_blocks(ids, config):
+    """blocks_for's blocks with their labels, some short or empty lengths, and slot weights."""
+    anchors, block = blocks_for(ids, config)
+    offsets = ANCHORS[:, :, None] + np.arange(1, GAMMA + 1)
+    labels = mx.array(np.take_along_axis(np.array(ids)[:, None, :], offsets, axis=2).reshape(6, GAMMA))
+    return anchors, block, labels, mx.array([GAMMA, GAMMA, 2, 0, GAMMA, 1]), slot_weights(GAMMA, 7.0)
+
+
 def packed_logits(drafter, target, config, capture, anchors, block, lengths):
     parts = target_parts(target, config)
     hidden = draft_hidden(drafter, parts, capture, anchors, block, lengths)
@@ -103,11 +111,7 @@ def test_slot_weights_decay_as_exp_minus_k_minus_1_over_7():
 
 def test_block_loss_is_the_weighted_mean_of_slot_cross_entropies(setup):
     target, config, drafter, ids, capture = setup
-    anchors, block = blocks_for(ids, config)
-    offsets = ANCHORS[:, :, None] + np.arange(1, GAMMA + 1)
-    labels = mx.array(np.take_along_axis(np.array(ids)[:, None, :], offsets, axis=2).reshape(6, GAMMA))
-    lengths = mx.array([GAMMA, GAMMA, 2, 0, GAMMA, 1])
-    weights = slot_weights(GAMMA, 7.0)
+    anchors, block, labels, lengths, weights = labelled_blocks(ids, config)
     _, metrics = losses(drafter, target_parts(target, config), capture, anchors, block, labels,
                         lengths, weights, selector_weight=0.5)
     logits = np.array(packed_logits(drafter, target, config, capture, anchors, block, lengths), dtype=np.float64)
@@ -145,11 +149,7 @@ def test_soft_cross_entropy_is_minus_sum_p_log_q_and_its_kl_to_itself_is_zero():
 
 def test_kd_weight_mixes_the_soft_and_the_greedy_block_loss(setup):
     target, config, drafter, ids, capture = setup
-    anchors, block = blocks_for(ids, config)
-    offsets = ANCHORS[:, :, None] + np.arange(1, GAMMA + 1)
-    labels = mx.array(np.take_along_axis(np.array(ids)[:, None, :], offsets, axis=2).reshape(6, GAMMA))
-    lengths = mx.array([GAMMA, GAMMA, 2, 0, GAMMA, 1])
-    weights = slot_weights(GAMMA, 7.0)
+    anchors, block, labels, lengths, weights = labelled_blocks(ids, config)
     parts = target_parts(target, config)
     _, logits = target_features_and_logits(target, ids)
     teacher = label_logits(logits, anchors, GAMMA)
