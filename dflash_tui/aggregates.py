@@ -30,6 +30,10 @@ import numpy as np
 
 from .history import ACCEPTED, IN_K, IN_K_KNOWN, JUDGED, LEFT_ARGMAX, PROPOSED, History
 
+# A miss where the target's own top token had less than this probability is the target's
+# doubt more than the drafter's error (docs/DISTILL.md, "Is it the target or the drafter?").
+TORN = 0.5
+
 
 @dataclass(frozen=True)
 class Span:
@@ -124,6 +128,8 @@ class SlotStats:
     helped: int
     hurt: int
     neutral: int
+    missed: int = 0  # reached, rejected, and the target's own top probability known
+    torn: int = 0  # of those, the target's top token had p < TORN: no drafter could be sure
 
     @property
     def at_least(self) -> Optional[float]:
@@ -138,6 +144,11 @@ class SlotStats:
     @property
     def rank0_rate(self) -> Optional[float]:
         return _ratio(self.rank0, self.ranked)
+
+    @property
+    def torn_rate(self) -> Optional[float]:
+        """Of the misses here, the share where the target itself was torn."""
+        return _ratio(self.torn, self.missed)
 
     @property
     def recall(self) -> Optional[float]:
@@ -157,10 +168,13 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
     rank = history.rank.values[span.rows]
     pick, argmax = history.pick.values[span.rows], history.argmax.values[span.rows]
     target = history.target.values[span.rows]
+    target_p1 = history.target_p1.values[span.rows]
     out = []
     for s in range(width):
         f = flags[:, s]
         reached = (f & JUDGED) > 0
+        p1 = target_p1[:, s] if s < target_p1.shape[1] else np.full(len(f), np.nan, np.float32)
+        missed = reached & ((f & ACCEPTED) == 0) & ~np.isnan(p1)
         ranks = rank[reached, s]
         ranks = ranks[ranks >= 0]
         left = (f & LEFT_ARGMAX) > 0
@@ -179,6 +193,7 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
             in_k=int(((f & IN_K) > 0).sum()), in_k_known=int(((f & IN_K_KNOWN) > 0).sum()),
             left=int(left.sum()), helped=int(helped.sum()), hurt=int(hurt.sum()),
             neutral=int((judged_left & ~helped & ~hurt).sum()),
+            missed=int(missed.sum()), torn=int((missed & (p1 < TORN)).sum()),
         ))
     return out
 

@@ -99,6 +99,9 @@ class History:
         self.pick = Growing(np.int64, -1, width=0)  # the selector's choice (DFlash2)
         self.argmax = Growing(np.int64, -1, width=0)  # the slot's plain argmax (DFlash2)
         self.target = Growing(np.int64, -1, width=0)  # gamma + 1 verify rows
+        # the target's own probability of its top token at the slot's verify row (nan: ranks
+        # off): where it is low the target was torn, and no drafter could be sure
+        self.target_p1 = Growing(np.float32, np.nan, width=0)
         self.committed_ids = Growing(np.int64, -1, width=0)
         # per probed buffer (the width grows with the buffers seen)
         self.buffer_keys: list[BufferKey] = []
@@ -129,6 +132,7 @@ class History:
 
         flags = np.zeros(gamma, np.uint8)
         rank = np.full(gamma, -1, np.int32)
+        target_p1 = np.full(gamma, np.nan, np.float32)
         pick = np.full(gamma, -1, np.int64)
         argmax = np.full(gamma, -1, np.int64)
         flags[: len(record.proposals or ())] |= PROPOSED
@@ -136,6 +140,8 @@ class History:
             if r.slot >= gamma:
                 continue
             rank[r.slot] = r.rank
+            if r.target_top:
+                target_p1[r.slot] = r.target_top[0].prob
             flags[r.slot] |= (ACCEPTED if r.accepted else 0) | (0 if r.after_rejection else JUDGED)
             if r.in_candidates is not None:
                 flags[r.slot] |= IN_K_KNOWN | (IN_K if r.in_candidates else 0)
@@ -147,6 +153,7 @@ class History:
                         flags[s.slot] |= LEFT_ARGMAX
         self.flags.append(flags)
         self.rank.append(rank)
+        self.target_p1.append(target_p1)
         self.pick.append(pick)
         self.argmax.append(argmax)
         self.proposal.append(list(record.proposals or ()))

@@ -107,6 +107,7 @@ def _slots_from_records(records, slot):
     proposing = [r for r in records if slot < r.gamma]
     ranks = [r.ranks[slot] for r in proposing]
     reached = [k for k in ranks if not k.after_rejection]
+    missed = [k for k in reached if not k.accepted and k.target_top]
     picks = {(r.round): r.selector.slots[slot] for r in proposing}
     left = [r for r in proposing if picks[r.round].off_argmax]
     judged_left = [r for r in left if not r.ranks[slot].after_rejection]
@@ -123,6 +124,7 @@ def _slots_from_records(records, slot):
         in_k_known=sum(k.in_candidates is not None for k in ranks),
         left=len(left), helped=len(helped), hurt=len(hurt),
         neutral=len(judged_left) - len(helped) - len(hurt),
+        missed=len(missed), torn=sum(k.target_top[0].prob < 0.5 for k in missed),
     )
 
 
@@ -144,6 +146,7 @@ def test_slot_aggregates_equal_a_count_over_the_records(decode, first, last):
         assert got == pytest.approx(expected), f"slot {s.slot}"
     # the decode accepted a varying number, so the slots tell different stories
     assert len({s.accepted for s in stats}) > 1 and any(s.left for s in stats)
+    assert any(s.missed for s in stats)
     assert aggregates.mean_accepted(history, span) == pytest.approx(
         statistics.mean(r.accepted for r in chosen))
     assert aggregates.generated_tokens(history, span) == sum(len(r.committed_tokens) for r in chosen)
