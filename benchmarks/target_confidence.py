@@ -32,6 +32,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from dflash_tui.bench.prompts import load_workloads
 from dflash_tui.engine.baseline import eos_ids
+from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.target import encode_prompt, load_target
 from dflash_tui.sample import sample_target
 
@@ -135,6 +136,11 @@ def main() -> None:
     if not a.prompts:
         args.error("give at least one --prompts DIR")
     target = a.target or str(sample_target())
+    for folder in a.prompts:  # before the target loads: a typo costs nothing
+        try:
+            load_workloads(folder)
+        except InputError as error:
+            raise SystemExit(f"target_confidence: {error}")
     result = measure(target, a.prompts, a.max_tokens)
     print(report(result))
     if a.json:

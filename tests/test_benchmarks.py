@@ -235,3 +235,11 @@ def test_target_confidence_reads_the_targets_own_distribution_at_each_answer_tok
     assert [written[f"math/0{n}-pkg.txt"] for n in (1, 2, 3)] == [
         "real-math validation 0", "real-math validation 3", "real-math validation 6"]
     assert len(written) == 9 and not any("train" in text for text in written.values())
+
+
+def test_target_confidence_refuses_a_missing_prompt_folder_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "benchmarks.target_confidence", "--prompts",
+                           str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "nowhere" in done.stderr
