@@ -65,7 +65,7 @@ def test_out_of_memory_in_the_data_phase_keeps_what_finished_and_says_so(make_pa
 
     target_dir, _ = make_pair("llama")
     data, out = tmp_path / "data", tmp_path / "unused"
-    real = data_phase.greedy_continuations
+    real = data_phase.decode_continuations
 
     def fails_after_one_batch(model, prompts, max_new, stops, batch_size, should_stop):
         # The real decode, then the allocator's failure on the second batch.
@@ -74,7 +74,7 @@ def test_out_of_memory_in_the_data_phase_keeps_what_finished_and_says_so(make_pa
                 raise RuntimeError("[malloc] Unable to allocate 1073741824 bytes: out of memory")
             yield c
 
-    monkeypatch.setattr(data_phase, "greedy_continuations", fails_after_one_batch)
+    monkeypatch.setattr(data_phase, "decode_continuations", fails_after_one_batch)
     flags = ["distill", str(target_dir), "--out", str(out), "--data", str(data), "--phase", "data",
              *DATA_FLAGS, "--gen-batch", "8"]
     assert main(flags) == 2
@@ -83,7 +83,7 @@ def test_out_of_memory_in_the_data_phase_keeps_what_finished_and_says_so(make_pa
     assert "Traceback" not in said and "out of device memory" in err and "--gen-batch 8" in err and "8 of" in err
     manifest = json.loads((data / "manifest.json").read_text())
     assert not manifest["complete"] and len(manifest["shards"]) == 1
-    monkeypatch.setattr(data_phase, "greedy_continuations", real)
+    monkeypatch.setattr(data_phase, "decode_continuations", real)
     assert main(flags) == 0
     said = capsys.readouterr().err
     total = json.loads((data / "manifest.json").read_text())
@@ -358,8 +358,8 @@ def test_a_dflash_v1_drafter_trains_and_loads(data_dir, tmp_path):
 
 
 @pytest.mark.parametrize("script, variable, value, expected", [
-    ("train_sample_drafter.sh", "STAGE", "9", "STAGE must be 1 to 8 (got 9)"),
-    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 8 (got 0)"),
+    ("train_sample_drafter.sh", "STAGE", "10", "STAGE must be 1 to 9 (got 10)"),
+    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 9 (got 0)"),
     ("build_prompt_corpus.sh", "CORPUS_STAGE", "7", "CORPUS_STAGE must be 5 or 6 (got 7)"),
 ])
 def test_the_recipe_scripts_refuse_a_stage_they_do_not_have_in_one_line(script, variable, value,

@@ -12,7 +12,7 @@ from dflash_tui_distill.architecture import choose_mask_token
 from dflash_tui_distill.batches import BatchSampler, make_batch
 from dflash_tui_distill.data_phase import assign_splits
 from dflash_tui_distill.dataset import Sequences
-from dflash_tui_distill.generate import ROW_TOKENS, batches, greedy_continuations, stop_token_ids
+from dflash_tui_distill.generate import ROW_TOKENS, batches, decode_continuations, stop_token_ids
 from dflash_tui_distill.holdout import Holdout, read_holdout, read_holdouts, refuse_clashes
 from dflash_tui_distill.prompts import make_prompts, split_counts
 from dflash_tui_distill.settings import DataSettings
@@ -43,7 +43,7 @@ def test_batched_continuations_are_exactly_greedy(make_pair, kind):
     prompts = [encode_prompt(target.tokenizer, t, True) for t in texts]
     assert len({len(p) for p in prompts}) > 2, "prompts of different lengths exercise the padding"
     stops = stop_token_ids(target.tokenizer)
-    got = {c.index: c for c in greedy_continuations(target.model, prompts, 24, stops, batch_size=3)}
+    got = {c.index: c for c in decode_continuations(target.model, prompts, 24, stops, batch_size=3)}
     assert sorted(got) == list(range(len(prompts)))
     for i, prompt in enumerate(prompts):
         assert got[i].tokens == greedy_one(target.model, prompt, 24, set(stops)), texts[i]
@@ -51,7 +51,7 @@ def test_batched_continuations_are_exactly_greedy(make_pair, kind):
     reference = greedy_one(target.model, prompts[0], 24, set())
     stop = reference[4]
     cut = reference[:reference.index(stop) + 1]
-    got = {c.index: c for c in greedy_continuations(target.model, prompts, 24, [stop], batch_size=3)}
+    got = {c.index: c for c in decode_continuations(target.model, prompts, 24, [stop], batch_size=3)}
     assert got[0].tokens == cut and got[0].stopped
 
 

@@ -3,7 +3,8 @@
 1. Build the prompt set once: the generated kinds (prompts.py), dropping anything that
    clashes with a test set (sample_prompts/, test_prompts/), and the real prompts of
    --prompts-from. The "self" prompts are the target's own greedy replies to seed
-   instructions, cleaned to one line.
+   instructions, cleaned to one line; the "asked" ones are user turns it samples from its
+   chat template (prompts_asked.py), kind `asked-<steer>`.
 2. Split off the validation prompts (model selection), stratified by kind, with the seed;
    a --prompts-from file brings its own split.
 3. Continue every prompt not already in a shard, in batches, and write a shard every
@@ -21,8 +22,8 @@ from typing import Callable
 from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.target import encode_prompt
 
-from . import dataset, prompts as prompt_lib
-from .generate import generate_texts, greedy_continuations, stop_token_ids
+from . import dataset, prompts as prompt_lib, prompts_asked
+from .generate import generate_texts, decode_continuations, stop_token_ids
 from .holdout import Holdout, refuse_clashes
 from .prompts_from import describe, read_prompts_from
 from .settings import DataSettings, to_json
@@ -72,7 +73,11 @@ def build_prompt_list(target, settings: DataSettings, holdout: Holdout, gen_batc
     reject = lambda text: holdout.clashes(text) is not None  # noqa: E731
     made = prompt_lib.make_prompts(counts, settings.seed, reject)
     generated = f"dflash-tui prompt generators (seed {settings.seed})"
-    items = [{"kind": p.kind, "text": p.text, "source": generated} for p in made if p.kind != "self"]
+    items = [{"kind": p.kind, "text": p.text, "source": generated} for p in made
+             if p.kind not in ("self", "asked")]
+    steers = [p.text for p in made if p.kind == "asked"]
+    if steers and not _add_asked(target, steers, settings.seed, items, reject, gen_batch, say, should_stop):
+        return None
     seeds = [p.text for p in made if p.kind == "self"]
     if seeds:
         say(f"data: the target writes {len(seeds)} prompts of its own")
@@ -100,6 +105,31 @@ def build_prompt_list(target, settings: DataSettings, holdout: Holdout, gen_batc
         raise InputError("the prompt set is empty (check --num-prompts and --mix)")
     return [{"i": i, "kind": it["kind"], "split": it["split"], "text": it["text"], "source": it["source"]}
             for i, it in enumerate(items)]
+
+
+def _add_asked(target, steers: list[str], seed: int, items: list[dict], reject,
+               gen_batch: int, say: Say, should_stop: Callable[[], bool]) -> bool:
+    """Sample a user turn per steer and add the usable ones; False if the deadline came."""
+    say(f"data: the target asks {len(steers)} questions of its own (sampled user turns)")
+    tok = target.tokenizer
+    prefixes = {s: list(tok.encode(prompts_asked.user_turn_prefix(tok, s), add_special_tokens=False))
+                for s in prompts_asked.STEERS}
+    turns = generate_texts(target.model, tok, [prefixes[s] for s in steers],
+                           prompts_asked.ASKED_TOKENS, gen_batch, should_stop,
+                           temperature=prompts_asked.ASKED_TEMPERATURE, seed=seed, only_stopped=True)
+    if any(t is None for t in turns):
+        return False
+    seen = {i["text"] for i in items}
+    kept = 0
+    for steer, turn in zip(steers, turns):
+        text = prompts_asked.clean_asked(turn)
+        if text and text not in seen and not reject(text):
+            seen.add(text)
+            kept += 1
+            items.append({"kind": f"asked-{steer}", "text": text,
+                          "source": f"the target's own user turns (sampled, seed {seed})"})
+    say(f"data: kept {kept} of {len(steers)} sampled questions (closed, 16-1,200 characters, new)")
+    return True
 
 
 def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Holdout,
@@ -142,7 +172,7 @@ def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Hol
     pending: list[tuple[int, list[int], int, bool]] = []
     t0, tokens, finished = time.monotonic(), 0, 0
     try:
-        for c in greedy_continuations(target.model, prompt_ids, settings.max_new_tokens, stops,
+        for c in decode_continuations(target.model, prompt_ids, settings.max_new_tokens, stops,
                                       gen_batch, should_stop):
             prompt = prompt_ids[c.index]
             pending.append((todo[c.index]["i"], prompt + c.tokens, len(prompt), c.stopped))

@@ -1,4 +1,4 @@
-"""The target's own greedy continuations, many sequences at once.
+"""The target's own continuations, greedy (or sampled), many sequences at once.
 
 Prompts are sorted by length and decoded in static batches. The prefill is mlx-lm's own
 batched prompt processing (PromptProcessingBatch: right-padded chunks, then its caches
@@ -49,12 +49,19 @@ def _prefill(model, prompts: list[list[int]]):
 
 
 def _decode_batch(model, prompts: list[list[int]], max_new_tokens: int, stops: np.ndarray,
-                  should_stop: Callable[[], bool]) -> Optional[np.ndarray]:
-    """[len(prompts), steps] greedy tokens; None if should_stop() interrupted it."""
+                  should_stop: Callable[[], bool], temperature: float = 0.0,
+                  key: Optional[mx.array] = None) -> Optional[np.ndarray]:
+    """[len(prompts), steps] tokens, greedy or (temperature > 0) sampled from `key`;
+    None if should_stop() interrupted it."""
     cache, token = _prefill(model, prompts)
     steps = []
     for step in range(max_new_tokens):
-        token = mx.argmax(model(token[:, None], cache=cache)[:, -1, :], axis=-1)
+        logits = model(token[:, None], cache=cache)[:, -1, :]
+        if temperature > 0:
+            key, draw = mx.random.split(key)
+            token = mx.random.categorical(logits.astype(mx.float32) / temperature, key=draw)
+        else:
+            token = mx.argmax(logits, axis=-1)
         steps.append(token)
         mx.async_eval(token)
         if (step + 1) % SYNC_EVERY == 0 or step + 1 == max_new_tokens:
@@ -66,21 +73,24 @@ def _decode_batch(model, prompts: list[list[int]], max_new_tokens: int, stops: n
     return np.array(mx.stack(steps, axis=1))
 
 
-def greedy_continuations(model, prompts: list[list[int]], max_new_tokens: int,
+def decode_continuations(model, prompts: list[list[int]], max_new_tokens: int,
                          stop_ids: Iterable[int], batch_size: int,
                          should_stop: Callable[[], bool] = lambda: False,
+                         temperature: float = 0.0, seed: int = 0,
                          ) -> Iterable[Continuation]:
     """Yields each prompt's continuation, a batch at a time (not in prompt order).
 
     `should_stop()` is polled between decode steps; when it says so, the batch in flight is
-    dropped and nothing more is yielded (a later call can redo those prompts).
+    dropped and nothing more is yielded (a later call can redo those prompts). With
+    temperature > 0 the tokens are sampled, each batch from its own key made from `seed`.
     """
     stops = np.array(sorted(set(int(t) for t in stop_ids)) or [-1])
-    for chunk in batches([len(p) for p in prompts], max_new_tokens, batch_size):
+    for number, chunk in enumerate(batches([len(p) for p in prompts], max_new_tokens, batch_size)):
         if should_stop():
             return
+        key = mx.random.key(seed * 100_003 + number) if temperature > 0 else None
         tokens = _decode_batch(model, [list(prompts[i]) for i in chunk], max_new_tokens,
-                               stops, should_stop)
+                               stops, should_stop, temperature, key)
         if tokens is None:
             return
         for row, index in enumerate(chunk):
@@ -119,12 +129,15 @@ def stop_token_ids(tokenizer) -> list[int]:
 
 
 def generate_texts(model, tokenizer, prompts: list[list[int]], max_new_tokens: int,
-                   batch_size: int, should_stop: Callable[[], bool] = lambda: False
+                   batch_size: int, should_stop: Callable[[], bool] = lambda: False,
+                   temperature: float = 0.0, seed: int = 0, only_stopped: bool = False,
                    ) -> list[Optional[str]]:
-    """Greedy replies as text (stop token dropped); None for any not finished in time."""
+    """Replies as text (stop token dropped); None for any not finished in time. Greedy, or
+    sampled at `temperature`; with only_stopped, a reply cut off by max_new_tokens is ""."""
     stops = stop_token_ids(tokenizer)
     out: list[Optional[str]] = [None] * len(prompts)
-    for c in greedy_continuations(model, prompts, max_new_tokens, stops, batch_size, should_stop):
+    for c in decode_continuations(model, prompts, max_new_tokens, stops, batch_size, should_stop,
+                                  temperature, seed):
         tokens = c.tokens[:-1] if c.stopped else c.tokens
-        out[c.index] = tokenizer.decode(tokens)
+        out[c.index] = "" if only_stopped and not c.stopped else tokenizer.decode(tokens)
     return out

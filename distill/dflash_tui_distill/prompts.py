@@ -19,6 +19,9 @@ with paths, multi-part word problems, emails with details to mention.
            the default mix, used by stages 2-4 of the sample recipe)
     literal  requests quoting paths, patterns, messages, URLs and flags the answer must
            repeat (prompts_literals.py; opt-in, 8% of stage 4 of the sample recipe)
+    asked  user turns the target samples from its own chat template, steered to general,
+           math or code by a system message (prompts_asked.py; the data phase samples them;
+           stage 9 of the sample recipe)
 
 Every generator is deterministic given its random.Random; duplicates are dropped by the
 caller.
@@ -44,7 +47,7 @@ REQUEST_SHARE = 0.5
 
 @dataclass(frozen=True)
 class Prompt:
-    kind: str  # math | code | prose | self
+    kind: str  # a key of MAKERS
     text: str
 
 
@@ -330,8 +333,13 @@ def literal_prompt(r: random.Random) -> Prompt:
     return Prompt("literal", literals.literal_request(r))
 
 
+def _asked_seed(r: random.Random) -> Prompt:
+    from .prompts_asked import asked_seed  # it imports Prompt from here
+    return asked_seed(r)
+
+
 MAKERS = {"math": math_prompt, "code": code_prompt, "prose": prose_prompt, "self": self_seed,
-          "ident": ident_prompt, "literal": literal_prompt}
+          "ident": ident_prompt, "literal": literal_prompt, "asked": _asked_seed}
 
 
 def make_prompts(counts: dict[str, int], seed: int, reject=lambda text: False) -> list[Prompt]:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from dflash_tui.engine.errors import InputError
 
-KINDS = ("math", "code", "prose", "self", "ident", "literal")
+KINDS = ("math", "code", "prose", "self", "ident", "literal", "asked")
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 
 
