@@ -31,7 +31,7 @@
 #      fine-tuned on stage 6's corpus plus 12,000 generated prompts of which 60% are
 #      `asked` (user turns the target samples from its own chat template, steered to
 #      general, math or code by a system message; prompts_asked.py) and the rest stage 7's
-#      mix (seed 9), 2,000 steps at peak 1e-4. Rule fixed before the run: it ships only if,
+#      mix (seed 9), 1,500 steps at peak 1e-4. Rule fixed before the run: it ships only if,
 #      on stage 9's validation answers, the eval phase's all-kinds acceptance as decoded at
 #      7 proposals beats stage 7's and no `real-*` kind falls more than 0.05 below stage 7's
 #
@@ -82,7 +82,7 @@ case "$STAGE" in
   6) recipe=(6 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 2000 1.5e-4 100 "$RUN_ROOT/stage5" runs/corpus/prompts.jsonl) ;;
   7) recipe=(7 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 3000 1e-4 100 "$RUN_ROOT/stage6" runs/corpus/prompts.jsonl) ;;
   8) recipe=(8 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 2400 1.5e-4 100 "$RUN_ROOT/stage7" runs/corpus/prompts.jsonl) ;;
-  9) recipe=(9 12000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 2000 1e-4 100 "$RUN_ROOT/stage7" runs/corpus/prompts.jsonl) ;;
+  9) recipe=(9 12000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 1500 1e-4 100 "$RUN_ROOT/stage7" runs/corpus/prompts.jsonl) ;;
   *) echo "STAGE must be 1 to 9 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}

@@ -75,7 +75,7 @@ def build_prompt_list(target, settings: DataSettings, holdout: Holdout, gen_batc
     generated = f"dflash-tui prompt generators (seed {settings.seed})"
     items = [{"kind": p.kind, "text": p.text, "source": generated} for p in made
              if p.kind not in ("self", "asked")]
-    steers = [p.text for p in made if p.kind == "asked"]
+    steers = [prompts_asked.steer_of(p.text) for p in made if p.kind == "asked"]
     if steers and not _add_asked(target, steers, settings.seed, items, reject, gen_batch, say, should_stop):
         return None
     seeds = [p.text for p in made if p.kind == "self"]

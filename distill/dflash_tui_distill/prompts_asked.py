@@ -28,9 +28,15 @@ STEERS = {
 
 
 def asked_seed(r: random.Random) -> Prompt:
-    """A steer name; the data phase turns it into a sampled user turn."""
+    """A seed `steer:number` (distinct, as every prompt of a kind must be); the data phase
+    turns it into a user turn sampled under that steer."""
     names = sorted(STEERS)
-    return Prompt("asked", r.choices(names, weights=[STEERS[n][0] for n in names])[0])
+    steer = r.choices(names, weights=[STEERS[n][0] for n in names])[0]
+    return Prompt("asked", f"{steer}:{r.randrange(1 << 40)}")
+
+
+def steer_of(seed_text: str) -> str:
+    return seed_text.split(":", 1)[0]
 
 
 def user_turn_prefix(tokenizer, steer: str) -> str:
