@@ -44,6 +44,10 @@ BACKEND_PREFIXES = ("[ring]", "[nccl]", "[mpi]", "[jaccl]", "[distributed]")
 CALIBRATION_ROWS = (1, 16)
 CALIBRATION_REPEATS = 8
 LARGEST_SUGGESTED_WORLD = 16
+# Leads every rank's row of a lockstep check. When a peer dies mid-exchange, MLX's ring
+# backend can log its socket errors and hand back a buffer it never filled instead of
+# raising; a row without the mark is that, a lost rank, not one out of lockstep.
+AGREE_MARK = 0x5EED_D1F7
 
 
 def launched(environ: Mapping[str, str] = os.environ) -> Optional[tuple[str, int]]:
@@ -246,14 +250,10 @@ class Mesh:
         that differs from rank 0. Returns the milliseconds it took (it waits for the
         slowest rank, so it includes any imbalance between them)."""
         t0 = time.perf_counter()
-        mine = mx.array([int(v) & 0x7FFFFFFF for v in facts.values()], dtype=mx.int32)
+        mine = mx.array([AGREE_MARK] + [int(v) & 0x7FFFFFFF for v in facts.values()], dtype=mx.int32)
         rows = np.array(mx.distributed.all_gather(mine, group=self.group)).reshape(self.size, -1)
         ms = (time.perf_counter() - t0) * 1000
-        for rank in range(1, self.size):
-            if (rows[rank] != rows[0]).any():
-                raise GroupError(
-                    f"rank {rank} is out of lockstep with rank 0 {what}: it has "
-                    f"{_show(facts, rows[rank])} where rank 0 has {_show(facts, rows[0])}")
+        check_agreement(what, facts, rows)
         return ms
 
     def target_comm(self, rows: Sequence[int]) -> tuple[int, float]:
@@ -280,6 +280,19 @@ def _gathered(head, group):
     from mlx_lm.models.base import gather_last_axis
 
     return lambda x: gather_last_axis(head(x), group)
+
+
+def check_agreement(what: str, facts: Mapping[str, int], rows: np.ndarray) -> None:
+    """Raise GroupError for the first rank whose gathered row (AGREE_MARK, then the facts)
+    did not arrive or differs from rank 0's."""
+    for rank in range(1, len(rows)):
+        if rows[rank][0] != AGREE_MARK:
+            raise GroupError(f"lost contact with rank {rank}, which ended or dropped its "
+                             f"connection (its part of the lockstep check {what} never came)")
+        if (rows[rank] != rows[0]).any():
+            raise GroupError(
+                f"rank {rank} is out of lockstep with rank 0 {what}: it has "
+                f"{_show(facts, rows[rank][1:])} where rank 0 has {_show(facts, rows[0][1:])}")
 
 
 def _show(facts: Mapping[str, int], row: np.ndarray) -> str:

@@ -26,8 +26,8 @@ import pytest
 from fixtures import write_mlx_lm_target
 
 from dflash_tui.cli import main
-from dflash_tui.engine.distributed import Mesh, launched, refuse_split
-from dflash_tui.engine.errors import InputError
+from dflash_tui.engine.distributed import AGREE_MARK, Mesh, check_agreement, launched, refuse_split
+from dflash_tui.engine.errors import GroupError, InputError
 from dflash_tui.engine.target import load_target
 
 BIN = Path(sys.executable).parent
@@ -214,6 +214,22 @@ def test_ranks_that_disagree_end_with_a_line_naming_the_rank(make_pair, tmp_path
                     r"after the prefill: it has rounds 0, tokens \d+, checksum \d+ where rank 0 "
                     r"has rounds 0, tokens \d+, checksum \d+$", lines[0]), lines
     assert "Traceback" not in done.stderr
+
+
+def test_a_gathered_row_that_never_arrived_is_a_lost_rank_not_a_disagreement():
+    facts = {"rounds": 4, "tokens": 93, "checksum": 129661195}
+    good = [AGREE_MARK, 4, 93, 129661195]
+    check_agreement("after round 3", facts, np.array([good, good]))
+    # What a clean-clone CI run once got back from a peer killed mid-exchange: the ring
+    # backend logged its socket errors and returned a buffer it never filled.
+    garbage = [1023510243, 1008981771, 995049008, 0]
+    with pytest.raises(GroupError, match=r"^lost contact with rank 1, which ended or dropped "
+                       r"its connection \(its part of the lockstep check after round 3 never came\)$"):
+        check_agreement("after round 3", facts, np.array([good, garbage]))
+    with pytest.raises(GroupError, match=r"^rank 1 is out of lockstep with rank 0 after round 3: "
+                       r"it has rounds 4, tokens 94, checksum 129661195 where rank 0 has rounds 4, "
+                       r"tokens 93, checksum 129661195$"):
+        check_agreement("after round 3", facts, np.array([good, [AGREE_MARK, 4, 94, 129661195]]))
 
 
 def _rank_pid(launcher: int, rank: int) -> int:
