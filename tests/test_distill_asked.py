@@ -10,6 +10,7 @@ from dflash_tui_distill.generate import decode_continuations, stop_token_ids
 from dflash_tui_distill.holdout import read_holdouts
 from dflash_tui_distill.prompts import make_prompts
 from dflash_tui_distill.settings import DataSettings, parse_mix
+from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.target import encode_prompt, load_target
 from dflash_tui.sample import PROMPTS_DIR
 
@@ -39,6 +40,14 @@ def test_user_turn_prefix_is_where_the_message_begins(make_pair):
         prefix = prompts_asked.user_turn_prefix(tokenizer, steer)
         assert whole.startswith(prefix + "How do I sort a list?"), steer
         assert (system or "") in prefix
+
+
+def test_a_target_without_a_chat_template_is_refused_in_one_line(make_pair):
+    tokenizer = load_target(make_pair("llama")[0]).tokenizer
+    tokenizer.chat_template = None
+    with pytest.raises(InputError, match=r"^--mix asked: this target's tokenizer has no chat "
+                       r"template, so there is no user turn to sample \(drop `asked` from --mix\)$"):
+        prompts_asked.user_turn_prefix(tokenizer, "math")
 
 
 def test_clean_asked_keeps_closed_turns_of_a_sane_length():

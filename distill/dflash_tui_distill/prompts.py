@@ -33,6 +33,7 @@ import random
 from dataclasses import dataclass
 
 from . import pools
+from . import prompts_asked as asked
 from . import prompts_identifiers as identifiers
 from . import prompts_literals as literals
 from . import prompts_requests as requests
@@ -333,13 +334,13 @@ def literal_prompt(r: random.Random) -> Prompt:
     return Prompt("literal", literals.literal_request(r))
 
 
-def _asked_seed(r: random.Random) -> Prompt:
-    from .prompts_asked import asked_seed  # it imports Prompt from here
-    return asked_seed(r)
+def asked_seed(r: random.Random) -> Prompt:
+    """A steer for the target to sample a user turn under; the data phase does the rest."""
+    return Prompt("asked", asked.seed_text(r))
 
 
 MAKERS = {"math": math_prompt, "code": code_prompt, "prose": prose_prompt, "self": self_seed,
-          "ident": ident_prompt, "literal": literal_prompt, "asked": _asked_seed}
+          "ident": ident_prompt, "literal": literal_prompt, "asked": asked_seed}
 
 
 def make_prompts(counts: dict[str, int], seed: int, reject=lambda text: False) -> list[Prompt]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from .prompts import Prompt
+from dflash_tui.engine.errors import InputError
 
 ASKED_TOKENS = 160  # longest user turn sampled
 ASKED_TEMPERATURE = 0.8  # at 1.0 about one turn in eight of the 135M target was word salad
@@ -27,12 +27,12 @@ STEERS = {
 }
 
 
-def asked_seed(r: random.Random) -> Prompt:
+def seed_text(r: random.Random) -> str:
     """A seed `steer:number` (distinct, as every prompt of a kind must be); the data phase
     turns it into a user turn sampled under that steer."""
     names = sorted(STEERS)
     steer = r.choices(names, weights=[STEERS[n][0] for n in names])[0]
-    return Prompt("asked", f"{steer}:{r.randrange(1 << 40)}")
+    return f"{steer}:{r.randrange(1 << 40)}"
 
 
 def steer_of(seed_text: str) -> str:
@@ -41,6 +41,9 @@ def steer_of(seed_text: str) -> str:
 
 def user_turn_prefix(tokenizer, steer: str) -> str:
     """The chat template's text up to where a user's message begins."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise InputError("--mix asked: this target's tokenizer has no chat template, so there "
+                         "is no user turn to sample (drop `asked` from --mix)")
     mark = "\x00USER\x00"
     system = STEERS[steer][1]
     messages = ([{"role": "system", "content": system}] if system else []) + [
