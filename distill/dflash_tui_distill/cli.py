@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("data")
     g.add_argument("--num-prompts", type=int, metavar="N", help="prompts to generate (default 2000)")
-    g.add_argument("--mix", metavar="SPEC", help="prompt kinds math, code, prose, self, ident, literal (default math=0.35,code=0.35,prose=0.2,self=0.1)")
+    g.add_argument("--mix", metavar="SPEC", help="prompt kinds math, code, prose, self, ident, literal, asked (default math=0.35,code=0.35,prose=0.2,self=0.1)")
     g.add_argument("--max-new-tokens", type=int, metavar="N", help="greedy tokens per prompt (default 384)")
     g.add_argument("--eval-prompts", type=int, metavar="N",
                    help="validation prompts among the generated ones (default 4%%, 8..256)")
