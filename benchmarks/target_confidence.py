@@ -30,13 +30,14 @@ import mlx.core as mx
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache
 
+from dflash_tui.aggregates import TORN
 from dflash_tui.bench.prompts import load_workloads
 from dflash_tui.engine.baseline import eos_ids
 from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.target import encode_prompt, load_target
 from dflash_tui.sample import sample_target
 
-CONFIDENT, TORN = 0.9, 0.5
+CONFIDENT = 0.9  # TORN, the other threshold, is the aggregates tab's
 
 
 def answer_confidence(model, ids: list[int], stop: set[int], max_tokens: int) -> list[tuple[float, float]]:
@@ -102,7 +103,12 @@ def report(result: dict) -> str:
 def write_validation(corpus: Path, directory: Path, per_kind: int) -> None:
     kinds = {"real-code": "code", "real-math": "math", "real-prose": "prose"}
     items = {k: [] for k in kinds}
-    for line in corpus.read_text(encoding="utf-8").splitlines():
+    try:
+        text = corpus.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SystemExit(f"target_confidence: --corpus {corpus}: unreadable ({error.__class__.__name__}); "
+                         "expected the JSON lines of scripts/build_prompt_corpus.sh")
+    for line in text.splitlines():
         item = json.loads(line)
         if item.get("split") == "validation" and item.get("kind") in kinds:
             items[item["kind"]].append(item)
@@ -128,6 +134,8 @@ def main() -> None:
     args.add_argument("--corpus", type=Path)
     args.add_argument("--per-kind", type=int, default=6)
     a = args.parse_args()
+    if a.per_kind < 1:
+        raise SystemExit(f"target_confidence: --per-kind {a.per_kind}: expected 1 or more prompts per kind")
     if a.write_validation:
         if a.corpus is None:
             args.error("--write-validation needs --corpus FILE")

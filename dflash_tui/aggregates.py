@@ -173,7 +173,7 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
     for s in range(width):
         f = flags[:, s]
         reached = (f & JUDGED) > 0
-        p1 = target_p1[:, s] if s < target_p1.shape[1] else np.full(len(f), np.nan, np.float32)
+        p1 = target_p1[:, s]  # as wide as flags: History appends both rows per round
         missed = reached & ((f & ACCEPTED) == 0) & ~np.isnan(p1)
         ranks = rank[reached, s]
         ranks = ranks[ranks >= 0]

@@ -134,6 +134,8 @@ def render_title(first_last, count: int, total: int, chosen, mean: Optional[floa
 
 
 def render_slots(stats, selected: int) -> Text:
+    from dflash_tui.aggregates import TORN  # loaded already: the stats came from there
+
     if not stats:
         return Text("")
     means = column([s.rank_mean for s in stats], digits=3, engine_value=False)
@@ -148,7 +150,7 @@ def render_slots(stats, selected: int) -> Text:
         ])
     legend = Text("\n\nP(≥) accepted ≥ s+1 · reach: every earlier slot accepted · acc: once reached"
                   "\nrank0 mean med: the target token's rank (reached slots) · in K: recall"
-                  "\ntorn: of the misses, the share where the target's own top token had p < 0.5"
+                  f"\ntorn: of the misses, the share where the target's own top token had p < {TORN:g}"
                   "\nleft: the walk left the argmax; it helped / hurt / neither", style="dim")
     return Text("per slot\n", style="bold") + grid(rows, SLOT_WIDTHS, "rrrrrrrrrrrrr",
                                                      header=SLOT_HEADER) + legend

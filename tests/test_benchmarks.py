@@ -243,3 +243,18 @@ def test_target_confidence_refuses_a_missing_prompt_folder_in_one_line(tmp_path)
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "nowhere" in done.stderr
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--write-validation", "DIR", "--corpus", "MISSING.jsonl"], "MISSING.jsonl: unreadable"),
+    (["--write-validation", "DIR", "--corpus", "MISSING.jsonl", "--per-kind", "0"],
+     "--per-kind 0: expected 1 or more"),
+])
+def test_target_confidence_refuses_a_bad_validation_request_in_one_line(tmp_path, argv, says):
+    argv = [str(tmp_path / a) if a in ("DIR", "MISSING.jsonl") else a for a in argv]
+    done = subprocess.run([sys.executable, "-m", "benchmarks.target_confidence", *argv],
+                          capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
+    assert not (tmp_path / "DIR").exists()
