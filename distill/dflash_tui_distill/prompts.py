@@ -21,7 +21,7 @@ with paths, multi-part word problems, emails with details to mention.
            repeat (prompts_literals.py; opt-in, 8% of stage 4 of the sample recipe)
     asked  user turns the target samples from its own chat template, steered to general,
            math or code by a system message (prompts_asked.py; the data phase samples them;
-           stage 9 of the sample recipe)
+           stages 9 and 10 of the sample recipe)
 
 Every generator is deterministic given its random.Random; duplicates are dropped by the
 caller.
