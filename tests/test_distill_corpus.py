@@ -212,3 +212,50 @@ def test_distill_takes_the_files_prompts_with_their_split_and_records_the_source
     assert manifest["sources"]["poems==1.0"] == {"train": 7, "validation": 3}
     assert manifest["prompts_from"]["sources"]["poems==1.0"]["licence"] == "MIT"
     assert manifest["sequences"]["validation"] >= 3
+
+
+def write_problems_wheel(directory: Path, problems: list[dict]) -> Path:
+    """A wheel laid out as reasoning-gym's: its CodeI/O problems as gzipped JSON, one file an
+    array and the other JSON lines, with one problem in both; and code that must not be read."""
+    import gzip
+    wheel = directory / "reasoning_gym-0.1.25-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("reasoning_gym/data/codeio-hq.jsonl.gz", gzip.compress(json.dumps(problems[:2]).encode()))
+        archive.writestr("reasoning_gym/data/codeio.jsonl.gz",
+                         gzip.compress("".join(json.dumps(p) + "\n" for p in problems[1:]).encode()))
+        archive.writestr("reasoning_gym/arithmetic/gsm_symbolic/generators.py", MODULE)
+    return wheel
+
+
+def problem(n: int) -> dict:
+    return {"task_description": f"Given {n} apples shared among friends, how many does each friend get?",
+            "input_output_spec": "Input:\n  `apples` (int): how many apples.\n  `friends` (int): how many friends.\n\n"
+                                 "Output:\n  `return` (int): apples per friend.",
+            "code_sample": "# main function\ndef main_solution(apples, friends):\n    return apples // friends"}
+
+
+def test_problems_shipped_as_data_become_task_prompts_and_the_wheels_code_is_not_read(tmp_path):
+    from dflash_tui_distill import corpus_tasks
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    write_problems_wheel(archives, [problem(n) for n in range(30)])
+    tasks = list(corpus_tasks.wheel_tasks(archives / "reasoning_gym-0.1.25-py3-none-any.whl"))
+    assert len(tasks) == 30, "a problem in both files is read once"
+    units = list(corpus.read_archives(archives, seed=0))
+    assert {(u[0], u[2]) for u in units} == {("reasoning-gym==0.1.25", "real-task")}, "no code prompts"
+    forms = {form: text for _, _, _, form, text in units}
+    assert set(forms) == {"write", "question", "source"}
+    assert forms["write"].startswith(("Write", "Implement", "I need", "Can you")) and \
+        "main_solution(apples, friends)" in forms["write"] and "`friends` (int)" in forms["write"]
+    assert forms["question"].startswith("Given ") and forms["question"].endswith("each friend get?")
+    assert "return apples // friends" in forms["source"]
+    assert units == list(corpus.read_archives(archives, seed=0)), "the same wheel gives the same prompts"
+
+
+def test_a_problems_file_that_is_not_gzipped_json_is_named(tmp_path):
+    from dflash_tui_distill import corpus_tasks
+    wheel = tmp_path / "reasoning_gym-0.1.25-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("reasoning_gym/data/codeio.jsonl.gz", b"plain text")
+    with pytest.raises(InputError, match=r"reasoning_gym-0.1.25-py3-none-any.whl:reasoning_gym/data/codeio.jsonl.gz: not gzipped JSON"):
+        list(corpus_tasks.wheel_tasks(wheel))

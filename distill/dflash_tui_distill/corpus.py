@@ -3,14 +3,15 @@
     python -m dflash_tui_distill.corpus --archives DIR --math FILE --out DIR
 
 DIR holds the downloaded sources (scripts/build_prompt_corpus.sh fetches the pinned list):
-Python wheels, whose public functions become code prompts (corpus_code.py), and Debian
+Python wheels, whose public functions become code prompts (corpus_code.py) and whose
+CodeI/O problems, where a wheel ships them, become code tasks in prose (corpus_tasks.py), and Debian
 documentation packages, whose questions and paragraphs become prose prompts
 (corpus_docs.py). FILE is the output of corpus_math.py (Mathematics Dataset, train split).
 Every source must have its licence in LICENCES: the file records it beside the counts.
 
 Writes OUT/prompts.jsonl, one {"text", "kind", "split", "source", "item", "form"} per line,
 and OUT/sources.json (every source with its version, licence, archive sha256 and prompt
-counts per split). Kinds are real-code, real-math and real-prose. The validation split
+counts per split). Kinds are real-code, real-math, real-prose and real-task. The validation split
 (`--validation-share` of each kind, by a hash of the item's name) is for model selection;
 no prompt that clashes with a test set (sample_prompts/ and test_prompts/ by default) is
 written. The same archives and seed give the same file.
@@ -28,7 +29,7 @@ from pathlib import Path
 from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.files import write_atomic, write_json_atomic
 
-from . import corpus_code, corpus_docs
+from . import corpus_code, corpus_docs, corpus_tasks
 from .holdout import Holdout, read_holdouts
 
 # Every archive the corpus may read, with its licence (SPDX where there is one).
@@ -49,7 +50,12 @@ LICENCES = {
     "python-django-doc": "BSD-3-Clause", "python-pandas-doc": "BSD-3-Clause", "python-flask-doc": "BSD-3-Clause",
     "sphinx-doc": "BSD-2-Clause",
     "mathematics-dataset": "Apache-2.0",
+    # added for stage 11
+    "reasoning-gym": "Apache-2.0",
 }
+# Wheels read for their CodeI/O problems only: reasoning-gym's own code holds generators made
+# from public benchmarks' test sets (GSM-Symbolic's from GSM8K's), which must not be trained on.
+PROBLEMS_ONLY = {"reasoning-gym"}
 # Parts of an archive left out: vendored copies carry other projects' licences; the C API,
 # distutils and release notes are not what people ask an assistant about.
 SKIP_PATHS = ("/_vendor/", "/_sources/c-api/", "/_sources/distutils/", "/_sources/whatsnew/",
@@ -85,6 +91,11 @@ def read_archives(directory: Path, seed: int):
         _licence(project, path)
         source = f"{project}=={version}"
         if path.suffix == ".whl":
+            for task in corpus_tasks.wheel_tasks(path):
+                form, text = corpus_tasks.prompt_for(task, seed)
+                yield source, task.item, "real-task", form, text
+            if project in PROBLEMS_ONLY:
+                continue
             for fn in corpus_code.wheel_functions(path):
                 if any(s in "/" + fn.item for s in SKIP_PATHS):
                     continue
