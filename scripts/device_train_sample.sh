@@ -21,7 +21,9 @@
 # keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
 # A machine that goes back between commands loses /tmp (ours goes back about 30 s after a
 # command ends: make the next call at once; stage 8 lost its data and optimizer state
-# to a slow one), so a stage that fits one command
+# to a slow one, stage 11 its data to a reply slowed by the 45 MB of checkpoint parts it
+# carried back: give a command whose files are not needed OUT=/tmp/noout, so that nothing
+# travels), so a stage that fits one command
 # (stage 5) runs as `all`: every command returns a checkpoint and its numbers. A stage that
 # starts from the shipped drafter needs INIT_FROM=/tmp/proj/dflash_tui/sample on its data and
 # train commands (a run refuses a start other than its own; `eval` names none).

@@ -47,10 +47,14 @@
 #  11. code tasks stated in prose: stage 10 (4 layers, rank 16) fine-tuned on stage 11's corpus
 #      (CORPUS_STAGE=11: stage 6's plus the 3,241 CodeI/O problems that the reasoning-gym
 #      wheel ships, kind `real-task`) plus 8,000 new generated prompts in stage 9's mix
-#      (seed 11), 2,000 steps at peak 1e-4. Rule fixed before the run: it ships only if, on
-#      stage 11's validation answers, the eval phase's all-kinds acceptance as decoded at 7
-#      proposals beats stage 10's on the same answers and no real-code, real-math or
-#      real-prose kind falls more than 0.05 below stage 10's
+#      (seed 11), peak lr 1e-4. Rule fixed before the run: it ships only if, on stage 11's
+#      validation answers, the eval phase's all-kinds acceptance as decoded at 7 proposals
+#      beats stage 10's on the same answers and no real-code, real-math or real-prose kind
+#      falls more than 0.05 below stage 10's. Planned at 2,000 steps; the first machine was
+#      lost with the data, and what was left of the device time held 1,300, so the schedule
+#      was set to 1,300 before training began and ran whole (the row below is what ran).
+#      SHIPPED: 2.47 against stage 10's 2.42 on the same 1,036 answers (docs/DISTILL.md,
+#      "Stage 11")
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
@@ -69,7 +73,8 @@
 # 0.20 s; stage 2 data 3.5 min (21,600 tokens/s), 3,000 steps at ~0.17 s; stage 3 data
 # 1.4 min, 1,200 steps at ~0.17 s; stage 4 data 4.0 min (19,500 tokens/s), 2,400 steps at
 # ~0.18 s; stage 6 data 5 min (15,100-16,600 tokens/s), 2,000 steps at ~0.21 s; stage 7 data
-# 5 min (14,350 tokens/s), 3,000 steps at ~0.2 s.
+# 5 min (14,350 tokens/s), 3,000 steps at ~0.2 s; stage 11 (4 layers) data 5 min (18,900
+# tokens/s), 1,300 steps at ~0.2 s.
 # scripts/device_train_sample.sh is the device wrapper; docs/DISTILL.md has the call
 # sequences and what each stage bought on sample_prompts/ and test_prompts/.
 #
@@ -102,7 +107,7 @@ case "$STAGE" in
   8) recipe=(8 5000 code=0.25,ident=0.1,math=0.4,prose=0.15,literal=0.05,self=0.05 2400 1.5e-4 100 "$RUN_ROOT/stage7" runs/corpus/prompts.jsonl) ;;
   9) recipe=(9 12000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 1500 1e-4 100 "$RUN_ROOT/stage7" runs/corpus/prompts.jsonl) ;;
   10) recipe=(10 12000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 2400 1e-4 100 "$RUN_ROOT/stage9" runs/corpus/prompts.jsonl) ;;
-  11) recipe=(11 8000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 2000 1e-4 100 "$RUN_ROOT/stage10" runs/corpus11/prompts.jsonl) ;;
+  11) recipe=(11 8000 asked=0.6,code=0.1,ident=0.04,math=0.16,prose=0.06,literal=0.02,self=0.02 1300 1e-4 100 "$RUN_ROOT/stage10" runs/corpus11/prompts.jsonl) ;;
   *) echo "STAGE must be 1 to 11 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}
