@@ -8,15 +8,17 @@
 #   STAGE=N bash scripts/device_train_sample.sh data+train SECONDS   # data, then train
 #   STAGE=N bash scripts/device_train_sample.sh train SECONDS        # continue training
 #   STAGE=N bash scripts/device_train_sample.sh eval SECONDS         # final validation eval
+#   STAGE=N bash scripts/device_train_sample.sh finish SECONDS       # train on, eval, then the shipped
+#                                                                    # drafter's eval on the same data
 #   STAGE=N bash scripts/device_train_sample.sh bench SECONDS        # bench RUN_DIR (or BENCH_DRAFT)
 #                                                                    # on BENCH_PROMPTS at BENCH_BLOCKS
 #
 # The machine needs a python3 (or PYTHON) that imports MLX for its GPU (`pip install
 # "mlx[cuda13]"` on CUDA, `pip install mlx` on Apple silicon; DEVICE_ENV=FILE is sourced
 # first for a build carried in by other means), mlx-lm and the project's other dependencies,
-# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 11 also need their corpus in the tree
-# (runs/corpus, or runs/corpus11 for stage 11, made by scripts/build_prompt_corpus.sh; it travels
-# as an ignored folder).
+# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 12 also need their corpus in the tree
+# (runs/corpus, or runs/corpus11 and runs/corpus12 for stages 11 and 12, made by
+# scripts/build_prompt_corpus.sh; it travels as an ignored folder).
 # SECONDS is this command's budget; 25 s of it are kept to pack the results, and `all`
 # keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
 # A machine that goes back between commands loses /tmp (ours goes back about 30 s after a
@@ -33,7 +35,7 @@
 # log): at most 5 files. `bench` writes bench-PROMPTS[-BENCH_NAME].json instead.
 set -euo pipefail
 t0=$(date +%s)
-budget=${2:?usage: $0 all|data+train|train|eval|bench SECONDS}
+budget=${2:?usage: $0 all|data+train|train|eval|finish|bench SECONDS}
 if [ -n "${DEVICE_ENV:-}" ]; then . "$DEVICE_ENV"; fi
 : "${TARGET:?set TARGET to the sample GGUF (SmolLM2-135M-Instruct.Q4_1.gguf)}"
 # `python3 -m dflash_tui` from the checkout would find ./dflash_tui without its engine and
@@ -44,7 +46,7 @@ if [ ! -d /tmp/proj ]; then
   cp -r dflash_tui sample_prompts test_prompts scripts /tmp/proj/
   cp -r engine /tmp/proj/dflash_tui/engine && cp -r panels /tmp/proj/dflash_tui/panels
   cp -r distill/dflash_tui_distill /tmp/proj/dflash_tui_distill
-  for corpus in runs/corpus runs/corpus11; do
+  for corpus in runs/corpus runs/corpus11 runs/corpus12; do
     if [ -d "$corpus" ]; then cp -r "$corpus" "/tmp/proj/$corpus"; fi
   done
 fi
@@ -72,13 +74,34 @@ case "$1" in
     fi ;;
   train|eval)
     TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh "$1" 2>&1 | tee -a "$log" ;;
+  finish)
+    # what a ship rule compares: the run's eval phase, and the shipped drafter's eval phase on
+    # the same validation answers (FINISH_EVAL_SECONDS, default 200, kept for the two evals)
+    if [ "$(left)" -gt $(( ${FINISH_EVAL_SECONDS:-200} + 30 )) ]; then
+      TIME_LIMIT=$(( $(left) - ${FINISH_EVAL_SECONDS:-200} )) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
+    fi
+    TIME_LIMIT=$(( $(left) / 2 + 10 )) bash scripts/train_sample_drafter.sh eval 2>&1 | tee -a "$log"
+    shipped=/tmp/shipped-drafter
+    rm -rf "$shipped" && mkdir -p "$shipped"
+    cp dflash_tui/sample/config.json dflash_tui/sample/model.safetensors "$shipped/"
+    if [ "$(left)" -gt 10 ]; then
+      timeout "$(left)" $DFLASH distill "$TARGET" --out "$shipped" --data "$RUN_DIR/data" --phase eval \
+        --session-tokens 0 --no-progress 2>&1 | tee -a "$log" || true
+    else
+      echo "finish: no time left for the shipped drafter's eval" | tee -a "$log"
+    fi
+    if [ -f "$shipped/eval_final.json" ]; then
+      cp "$shipped/eval_final.json" "$OUT/shipped-on-stage$STAGE-eval_final.json"
+    else
+      echo "finish: the shipped drafter's eval did not finish within the budget" | tee -a "$log"
+    fi ;;
   bench)
     prompts=${BENCH_PROMPTS:-test_prompts}
     timeout "$(left)" $DFLASH bench "$TARGET" --draft "${BENCH_DRAFT:-$RUN_DIR}" --prompts "$prompts" \
       --blocks "${BENCH_BLOCKS:-7}" --max-tokens "${BENCH_MAX_TOKENS:-200}" \
       --json "$OUT/bench-$(basename "$prompts")${BENCH_NAME:+-$BENCH_NAME}.json" 2>&1 | tee -a "$log"
     exit 0 ;;
-  *) echo "usage: $0 all|data+train|train|eval|bench SECONDS" >&2; exit 2 ;;
+  *) echo "usage: $0 all|data+train|train|eval|finish|bench SECONDS" >&2; exit 2 ;;
 esac
 if [ -f "$RUN_DIR/model.safetensors" ]; then
   split -b 15M -d "$RUN_DIR/model.safetensors" "$OUT/model.part"

@@ -231,7 +231,7 @@ def problem(n: int) -> dict:
     return {"task_description": f"Given {n} apples shared among friends, how many does each friend get?",
             "input_output_spec": "Input:\n  `apples` (int): how many apples.\n  `friends` (int): how many friends.\n\n"
                                  "Output:\n  `return` (int): apples per friend.",
-            "code_sample": "# main function\ndef main_solution(apples, friends):\n    return apples // friends"}
+            "code_sample": f"# main function\ndef main_solution(apples, friends):\n    return apples // friends + {n} * 0"}
 
 
 def test_problems_shipped_as_data_become_task_prompts_and_the_wheels_code_is_not_read(tmp_path):
@@ -259,3 +259,60 @@ def test_a_problems_file_that_is_not_gzipped_json_is_named(tmp_path):
         archive.writestr("reasoning_gym/data/codeio.jsonl.gz", b"plain text")
     with pytest.raises(InputError, match=r"reasoning_gym-0.1.25-py3-none-any.whl:reasoning_gym/data/codeio.jsonl.gz: not gzipped JSON"):
         list(corpus_tasks.wheel_tasks(wheel))
+
+
+GENERATORS = {
+    "seeded": "import string\ndef generate_inputs(rng):\n    return {'radius': rng.randint(1, 50), 'angle': round(rng.uniform(0, 360), 3),"
+              " 'unit': rng.choice(string.ascii_lowercase)}",
+    "unseeded": "import random\ndef generate_inputs(rng):\n    return {'n': random.random()}",
+    "reaches_out": "import os\ndef generate_inputs(rng):\n    return {'home': os.getcwd()}",
+    "opens_a_file": "def generate_input(rng):\n    return {'text': open('/etc/hostname').read()}",
+    "loops": "def generate_inputs(rng):\n    while True:\n        pass",
+    "too_big": "def generate_inputs(rng):\n    return {'xs': list(range(100))}",
+    "prints": "def generate_inputs(rng):\n    print('chatty')\n    return {'n': rng.randint(1, 9)}",
+}
+
+
+def test_problems_are_asked_with_numbers_only_where_their_generator_runs_the_same_twice(tmp_path):
+    from dflash_tui_distill import corpus_numbers, corpus_tasks
+    tasks = [corpus_tasks.Task(f"codeio#{name}", f"Given a sector, what is its area ({name})?", "", "", code)
+             for name, code in GENERATORS.items()]
+    values = corpus_numbers.instantiate(tasks, seed=0)
+    assert list(values) == ["codeio#seeded", "codeio#prints"], \
+        "the unseeded, fenced-off, looping and too-big ones are left out; printing does no harm"
+    assert values == corpus_numbers.instantiate(tasks, seed=0) != corpus_numbers.instantiate(tasks, seed=1)
+    text = values["codeio#seeded"]
+    assert text.startswith("radius = ") and ", angle = " in text and ' and unit = "' in text
+    form, prompt = corpus_numbers.prompt_for(tasks[0], text, seed=0)
+    assert form == "numbers" and prompt.startswith("Given a sector, what is its area (seeded)?\n\n") and text in prompt
+
+
+@pytest.mark.parametrize("inputs, expected", [
+    ({"x": 0.123456}, "x = 0.1235"),
+    ({"a": 1234.5678, "b": True}, "a = 1234.57 and b = True"),
+    ({"m": [[1, 2], [3, 4]], "s": "abc", "t": 2.5e-07}, 'm = [[1, 2], [3, 4]], s = "abc" and t = 2.5e-07'),
+    ({"d": {"k": 1}}, None),
+    ({"s": "x" * 41}, None),
+    ({"x": float("nan")}, None),
+    ({}, None),
+])
+def test_values_read_as_a_question_or_not_at_all(inputs, expected):
+    from dflash_tui_distill.corpus_numbers import values_text
+    assert values_text(inputs) == expected
+
+
+def test_task_numbers_give_a_second_prompt_on_its_problems_side(tmp_path):
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    problems = [dict(problem(n), input_generator=GENERATORS["seeded"]) for n in range(30)]
+    write_problems_wheel(archives, problems)
+    out = tmp_path / "corpus"
+    assert corpus.main(["--archives", str(archives), "--out", str(out), "--validation-share", "0.3",
+                        "--task-numbers"]) == 0
+    rows = read_prompts_from(str(out / "prompts.jsonl"))
+    by_item = {r["item"]: r for r in json.loads("[" + ",".join((out / "prompts.jsonl").read_text().splitlines()) + "]")}
+    numbers = [item for item in by_item if item.endswith("|numbers")]
+    assert len(numbers) == 30 and {by_item[i]["kind"] for i in numbers} == {"real-problem"}
+    assert all(by_item[i]["split"] == by_item[i.split("|")[0]]["split"] for i in numbers)
+    assert {r["split"] for r in rows} == {"train", "validation"}
+    assert json.loads((out / "sources.json").read_text())["task_numbers"] is True

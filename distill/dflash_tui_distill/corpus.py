@@ -11,7 +11,7 @@ Every source must have its licence in LICENCES: the file records it beside the c
 
 Writes OUT/prompts.jsonl, one {"text", "kind", "split", "source", "item", "form"} per line,
 and OUT/sources.json (every source with its version, licence, archive sha256 and prompt
-counts per split). Kinds are real-code, real-math, real-prose and real-task. The validation split
+counts per split). Kinds are real-code, real-math, real-prose, real-task and real-problem. The validation split
 (`--validation-share` of each kind, by a hash of the item's name) is for model selection;
 no prompt that clashes with a test set (sample_prompts/ and test_prompts/ by default) is
 written. The same archives and seed give the same file.
@@ -29,7 +29,7 @@ from pathlib import Path
 from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.files import write_atomic, write_json_atomic
 
-from . import corpus_code, corpus_docs, corpus_tasks
+from . import corpus_code, corpus_docs, corpus_numbers, corpus_tasks
 from .holdout import Holdout, read_holdouts
 
 # Every archive the corpus may read, with its licence (SPDX where there is one).
@@ -82,8 +82,10 @@ def _licence(project: str, where: Path) -> str:
     return LICENCES[project]
 
 
-def read_archives(directory: Path, seed: int):
-    """(source, item, kind, form, text) for every prompt the archives give, in a fixed order."""
+def read_archives(directory: Path, seed: int, task_numbers: bool = False):
+    """(source, item, kind, form, text) for every prompt the archives give, in a fixed order.
+    With task_numbers, each CodeI/O problem whose input generator runs also gives its question
+    with numbers (corpus_numbers.py), as the variant "ITEM|numbers" of its item."""
     for path in sorted(directory.iterdir()):
         if path.suffix not in (".whl", ".deb"):
             continue
@@ -91,9 +93,15 @@ def read_archives(directory: Path, seed: int):
         _licence(project, path)
         source = f"{project}=={version}"
         if path.suffix == ".whl":
-            for task in corpus_tasks.wheel_tasks(path):
+            tasks = list(corpus_tasks.wheel_tasks(path))
+            for task in tasks:
                 form, text = corpus_tasks.prompt_for(task, seed)
                 yield source, task.item, "real-task", form, text
+            values = corpus_numbers.instantiate(tasks, seed) if task_numbers and tasks else {}
+            for task in tasks:
+                if task.item in values:
+                    form, text = corpus_numbers.prompt_for(task, values[task.item], seed)
+                    yield source, f"{task.item}|numbers", "real-problem", form, text
             if project in PROBLEMS_ONLY:
                 continue
             for fn in corpus_code.wheel_functions(path):
@@ -130,13 +138,15 @@ def read_math(path: Path):
 
 
 def in_validation(seed: int, item: str, share: float) -> bool:
-    digest = hashlib.sha256(f"{seed}:{item}".encode()).digest()
+    """Drawn per item by a hash of its name; a variant ("ITEM|numbers") falls on its item's side."""
+    digest = hashlib.sha256(f"{seed}:{item.split('|')[0]}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2 ** 64 < share
 
 
-def build(archives: Path, math: Path | None, seed: int, share: float, tests: Holdout) -> tuple[list[dict], dict]:
+def build(archives: Path, math: Path | None, seed: int, share: float, tests: Holdout,
+          task_numbers: bool = False) -> tuple[list[dict], dict]:
     rows, seen, dropped = [], set(), Counter()
-    units = list(read_archives(archives, seed)) + (list(read_math(math)) if math else [])
+    units = list(read_archives(archives, seed, task_numbers)) + (list(read_math(math)) if math else [])
     for source, item, kind, form, text in units:
         key = " ".join(text.split()).lower()
         if key in seen:
@@ -180,6 +190,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--validation-share", type=float, default=0.03, metavar="F")
+    p.add_argument("--task-numbers", action="store_true",
+                   help="also ask each CodeI/O problem with numbers drawn by its own input generator "
+                        "(runs the generators in a fenced child process; corpus_numbers.py)")
     p.add_argument("--holdout", action="append", metavar="DIR",
                    help="a test set to keep out (repeatable; default: sample_prompts/ and test_prompts/)")
     args = p.parse_args(argv)
@@ -188,11 +201,12 @@ def main(argv=None) -> int:
         if not archives.is_dir():
             raise InputError(f"--archives {archives}: no such directory")
         tests = read_holdouts(args.holdout)
-        rows, dropped = build(archives, math, args.seed, args.validation_share, tests)
+        rows, dropped = build(archives, math, args.seed, args.validation_share, tests, args.task_numbers)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "prompts.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         summary = describe(rows, archives, math, args.seed, args.validation_share, dropped, tests)
+        summary["task_numbers"] = args.task_numbers
         write_json_atomic(out / "sources.json", summary)
     except InputError as error:
         print(f"corpus: error: {error}", file=sys.stderr)

@@ -46,6 +46,7 @@ class Task:
     task: str  # the problem in prose
     spec: str  # its inputs and output, argument by argument
     code: str  # the function that solves it (main_solution and what it needs)
+    generator: str = ""  # code that draws valid inputs for it (run only by corpus_numbers.py)
 
 
 def wheel_tasks(wheel: Path) -> Iterator[Task]:
@@ -64,7 +65,8 @@ def wheel_tasks(wheel: Path) -> Iterator[Task]:
         item = "reasoning_gym/data/codeio#" + hashlib.sha256(text.encode()).hexdigest()[:16]
         tasks[text.lower()] = Task(item, str(row["task_description"]).strip(),
                                    str(row.get("input_output_spec", "")).strip(),
-                                   str(row.get("code_sample", "")).strip())
+                                   str(row.get("code_sample", "")).strip(),
+                                   str(row.get("input_generator", "")).strip())
     yield from sorted(tasks.values(), key=lambda t: t.item)
 
 
