@@ -316,3 +316,15 @@ def test_task_numbers_give_a_second_prompt_on_its_problems_side(tmp_path):
     assert all(by_item[i]["split"] == by_item[i.split("|")[0]]["split"] for i in numbers)
     assert {r["split"] for r in rows} == {"train", "validation"}
     assert json.loads((out / "sources.json").read_text())["task_numbers"] is True
+
+
+def test_a_generator_child_that_cannot_run_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from dflash_tui_distill import corpus_numbers
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    write_problems_wheel(archives, [dict(problem(n), input_generator=GENERATORS["seeded"]) for n in range(3)])
+    monkeypatch.setattr(corpus_numbers.sys, "executable", "/bin/false")  # an interpreter that fails at once
+    assert corpus.main(["--archives", str(archives), "--out", str(tmp_path / "corpus"), "--task-numbers"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "corpus: error: CodeI/O input generators: the child process failed (no output)"
+    assert not (tmp_path / "corpus").exists(), "nothing is written"
