@@ -8,7 +8,7 @@ source gives. Each problem with a generator that runs becomes a second prompt, b
 stage-11 one, and keeps that prompt's split.
 
 The generators are code from a data file. They run here only in a child process with a
-memory and CPU limit, two seconds each, builtins without file, exec or eval access, and
+memory limit, two seconds of wall time each, builtins without file, exec or eval access, and
 imports limited to math, random and string (what nearly all of them use; the few that
 need numpy are left out). That is a fence around a pinned archive whose sha256 the corpus
 records, not a sandbox for untrusted code. Each generator runs twice, in two children, and
