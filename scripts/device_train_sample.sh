@@ -8,16 +8,16 @@
 #   STAGE=N bash scripts/device_train_sample.sh data+train SECONDS   # data, then train
 #   STAGE=N bash scripts/device_train_sample.sh train SECONDS        # continue training
 #   STAGE=N bash scripts/device_train_sample.sh eval SECONDS         # final validation eval
-#   STAGE=N bash scripts/device_train_sample.sh finish SECONDS       # train on, eval, then the shipped
-#                                                                    # drafter's eval on the same data
+#   STAGE=N bash scripts/device_train_sample.sh finish SECONDS       # the rest of the data, the shipped
+#                                                                    # drafter's eval on them, train on, eval
 #   STAGE=N bash scripts/device_train_sample.sh bench SECONDS        # bench RUN_DIR (or BENCH_DRAFT)
 #                                                                    # on BENCH_PROMPTS at BENCH_BLOCKS
 #
 # The machine needs a python3 (or PYTHON) that imports MLX for its GPU (`pip install
 # "mlx[cuda13]"` on CUDA, `pip install mlx` on Apple silicon; DEVICE_ENV=FILE is sourced
 # first for a build carried in by other means), mlx-lm and the project's other dependencies,
-# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 12 also need their corpus in the tree
-# (runs/corpus, or runs/corpus11 and runs/corpus12 for stages 11 and 12, made by
+# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 13 also need their corpus in the tree
+# (runs/corpus, or runs/corpusN for stages 11 to 13, made by
 # scripts/build_prompt_corpus.sh; it travels as an ignored folder).
 # SECONDS is this command's budget; 25 s of it are kept to pack the results, and `all`
 # keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
@@ -46,7 +46,7 @@ if [ ! -d /tmp/proj ]; then
   cp -r dflash_tui sample_prompts test_prompts scripts /tmp/proj/
   cp -r engine /tmp/proj/dflash_tui/engine && cp -r panels /tmp/proj/dflash_tui/panels
   cp -r distill/dflash_tui_distill /tmp/proj/dflash_tui_distill
-  for corpus in runs/corpus runs/corpus11 runs/corpus12; do
+  for corpus in runs/corpus runs/corpus11 runs/corpus12 runs/corpus13; do
     if [ -d "$corpus" ]; then cp -r "$corpus" "/tmp/proj/$corpus"; fi
   done
 fi
@@ -75,25 +75,41 @@ case "$1" in
   train|eval)
     TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh "$1" 2>&1 | tee -a "$log" ;;
   finish)
-    # what a ship rule compares: the run's eval phase, and the shipped drafter's eval phase on
-    # the same validation answers (FINISH_EVAL_SECONDS, default 200, kept for the two evals)
-    if [ "$(left)" -gt $(( ${FINISH_EVAL_SECONDS:-200} + 30 )) ]; then
-      TIME_LIMIT=$(( $(left) - ${FINISH_EVAL_SECONDS:-200} )) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
+    # what a ship rule compares, on this run's validation answers: the shipped drafter's eval
+    # phase (first, since it needs only the data: about 100 s on an H200), then the run trained
+    # to its end and its own eval phase (FINISH_EVAL_SECONDS, default 200, kept for it; with
+    # its engine sessions it takes longer than the shipped one). Data that an earlier call
+    # left unfinished are finished first, and each part that is done is skipped by a later
+    # `finish` on the same machine, so a second call completes a first.
+    complete() { grep -qs '"complete": true' "$RUN_DIR/data/manifest.json"; }
+    if ! complete; then
+      TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh data 2>&1 | tee -a "$log"
     fi
-    TIME_LIMIT=$(( $(left) / 2 + 10 )) bash scripts/train_sample_drafter.sh eval 2>&1 | tee -a "$log"
-    shipped=/tmp/shipped-drafter
-    rm -rf "$shipped" && mkdir -p "$shipped"
-    cp dflash_tui/sample/config.json dflash_tui/sample/model.safetensors "$shipped/"
-    if [ "$(left)" -gt 10 ]; then
-      timeout "$(left)" $DFLASH distill "$TARGET" --out "$shipped" --data "$RUN_DIR/data" --phase eval \
-        --session-tokens 0 --no-progress 2>&1 | tee -a "$log" || true
+    shipped="$RUN_DIR-shipped"  # beside the run, so another stage's never counts as this one's
+    if ! complete; then
+      echo "finish: the data are not complete yet; run finish again" | tee -a "$log"
     else
-      echo "finish: no time left for the shipped drafter's eval" | tee -a "$log"
-    fi
-    if [ -f "$shipped/eval_final.json" ]; then
-      cp "$shipped/eval_final.json" "$OUT/shipped-on-stage$STAGE-eval_final.json"
-    else
-      echo "finish: the shipped drafter's eval did not finish within the budget" | tee -a "$log"
+      if [ ! -f "$shipped/eval_final.json" ] && [ "$(left)" -gt 10 ]; then
+        rm -rf "$shipped" && mkdir -p "$shipped"
+        cp dflash_tui/sample/config.json dflash_tui/sample/model.safetensors "$shipped/"
+        timeout "$(left)" $DFLASH distill "$TARGET" --out "$shipped" --data "$RUN_DIR/data" --phase eval \
+          --session-tokens 0 --no-progress 2>&1 | tee -a "$log" || true
+      fi
+      if [ -f "$shipped/eval_final.json" ]; then
+        cp "$shipped/eval_final.json" "$OUT/shipped-on-stage$STAGE-eval_final.json"
+      else
+        echo "finish: the shipped drafter's eval did not finish within the budget" | tee -a "$log"
+      fi
+      if [ "$(left)" -gt $(( ${FINISH_EVAL_SECONDS:-200} + 30 )) ]; then
+        TIME_LIMIT=$(( $(left) - ${FINISH_EVAL_SECONDS:-200} )) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
+      fi
+      if [ "$RUN_DIR/eval_final.json" -nt "$RUN_DIR/model.safetensors" ]; then
+        echo "finish: the run's eval phase is done (its eval_final.json is newer than its checkpoint)" | tee -a "$log"
+      elif [ "$(left)" -gt 10 ]; then
+        TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh eval 2>&1 | tee -a "$log"
+      else
+        echo "finish: no time left for the run's eval phase" | tee -a "$log"
+      fi
     fi ;;
   bench)
     prompts=${BENCH_PROMPTS:-test_prompts}

@@ -270,6 +270,8 @@ GENERATORS = {
     "loops": "def generate_inputs(rng):\n    while True:\n        pass",
     "too_big": "def generate_inputs(rng):\n    return {'xs': list(range(100))}",
     "prints": "def generate_inputs(rng):\n    print('chatty')\n    return {'n': rng.randint(1, 9)}",
+    # seeded, but its order is a set's: it follows the process's string hashing
+    "set_order": "def generate_inputs(rng):\n    return {'names': list({'ab', 'cd', 'ef', 'gh', 'ij', 'kl'})}",
 }
 
 
@@ -279,12 +281,22 @@ def test_problems_are_asked_with_numbers_only_where_their_generator_runs_the_sam
              for name, code in GENERATORS.items()]
     values = corpus_numbers.instantiate(tasks, seed=0)
     assert list(values) == ["codeio#seeded", "codeio#prints"], \
-        "the unseeded, fenced-off, looping and too-big ones are left out; printing does no harm"
+        "the unseeded, fenced-off, looping, too-big and set-ordered ones are left out; printing does no harm"
     assert values == corpus_numbers.instantiate(tasks, seed=0) != corpus_numbers.instantiate(tasks, seed=1)
     text = values["codeio#seeded"]
     assert text.startswith("radius = ") and ", angle = " in text and ' and unit = "' in text
     form, prompt = corpus_numbers.prompt_for(tasks[0], text, seed=0)
     assert form == "numbers" and prompt.startswith("Given a sector, what is its area (seeded)?\n\n") and text in prompt
+
+
+def test_a_generator_child_is_a_function_of_its_request_and_hash_seed(tmp_path):
+    """Builds agree because each child's string hashing is fixed: the same hash seed gives a
+    set-ordered generator the same values every time, the other seed other values."""
+    from dflash_tui_distill import corpus_numbers
+    request = json.dumps({"seed": 0, "draw": 0, "tasks": [{"item": "codeio#set", "code": GENERATORS["set_order"]}]})
+    runs = [corpus_numbers._run_child(request, 60, hash_seed) for hash_seed in (1, 1, 2)]
+    assert runs[0] == runs[1] != runs[2]
+    assert runs[0]["codeio#set"].startswith("names = [")
 
 
 @pytest.mark.parametrize("inputs, expected", [
@@ -316,6 +328,43 @@ def test_task_numbers_give_a_second_prompt_on_its_problems_side(tmp_path):
     assert all(by_item[i]["split"] == by_item[i.split("|")[0]]["split"] for i in numbers)
     assert {r["split"] for r in rows} == {"train", "validation"}
     assert json.loads((out / "sources.json").read_text())["task_numbers"] is True
+
+
+def test_task_draws_ask_a_problem_again_with_new_numbers_and_keep_one_draw_unchanged(tmp_path):
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    generators = {0: GENERATORS["seeded"], 1: "def generate_inputs(rng):\n    return {'n': 7}"}  # one fixed value
+    write_problems_wheel(archives, [dict(problem(n), input_generator=generators[n % 2]) for n in range(20)])
+    rows = {}
+    for draws in (1, 3):
+        out = tmp_path / f"corpus{draws}"
+        args = ["--archives", str(archives), "--out", str(out), "--validation-share", "0.3", "--task-numbers"]
+        assert corpus.main(args + (["--task-draws", str(draws)] if draws > 1 else [])) == 0
+        rows[draws] = [json.loads(line) for line in (out / "prompts.jsonl").read_text().splitlines()]
+    one, three = rows[1], rows[3]
+    assert [r for r in three if not r["item"].endswith(("|numbers2", "|numbers3"))] == one, \
+        "the first draw's prompts are the one-draw corpus's, in its order"
+    by_item = {r["item"]: r for r in three}
+    tasks = {int(r["text"].split()[1]): r["item"] for r in three if r["item"].endswith("|numbers")}
+    assert sorted(tasks) == list(range(20))
+    assert {r["split"] for r in three if "|" in r["item"]} == {"train", "validation"}
+    for n, first in tasks.items():
+        item = first.split("|")[0]
+        variants = [i for i in (item + "|numbers", item + "|numbers2", item + "|numbers3") if i in by_item]
+        # a generator that always gives the same numbers is asked once; a seeded one three times
+        assert len(variants) == (3 if n % 2 == 0 else 1), (n, variants)
+        assert {by_item[v]["split"] for v in variants} == {by_item[item]["split"]}, "the problem's side"
+        assert {by_item[v]["kind"] for v in variants} == {"real-problem"}
+        assert len({by_item[v]["text"].rsplit("\n\n", 1)[1] for v in variants}) == len(variants)
+    assert json.loads((tmp_path / "corpus3" / "sources.json").read_text())["task_draws"] == 3
+    assert "task_draws" not in json.loads((tmp_path / "corpus1" / "sources.json").read_text())
+
+
+@pytest.mark.parametrize("extra", [["--task-draws", "0", "--task-numbers"], ["--task-draws", "2"]])
+def test_task_draws_out_of_range_or_without_numbers_is_one_line(tmp_path, capsys, extra):
+    assert corpus.main(["--archives", str(tmp_path), "--out", str(tmp_path / "corpus")] + extra) == 2
+    assert capsys.readouterr().err.strip() == \
+        f"corpus: error: --task-draws {extra[1]}: expected 1 or more, with --task-numbers"
 
 
 def test_a_generator_child_that_cannot_run_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):

