@@ -7,9 +7,8 @@ Python wheels, whose public functions become code prompts (corpus_code.py) and w
 CodeI/O problems, where a wheel ships them, become tasks in prose (corpus_tasks.py; with
 --task-numbers also asked with numbers, up to --task-draws times, corpus_numbers.py), and
 Debian documentation packages, whose questions and paragraphs become prose prompts
-(corpus_docs.py). FILE is
-the output of corpus_math.py (Mathematics Dataset, train split). Every source must have its
-licence in LICENCES: the file records it beside the counts.
+(corpus_docs.py). FILE is the output of corpus_math.py (Mathematics Dataset, train split).
+Every source must have its licence in LICENCES: the file records it beside the counts.
 
 Writes OUT/prompts.jsonl, one {"text", "kind", "split", "source", "item", "form"} per line,
 and OUT/sources.json (every source with its version, licence, archive sha256 and prompt
