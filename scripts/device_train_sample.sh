@@ -78,10 +78,16 @@ case "$1" in
     # what a ship rule compares, on this run's validation answers: the shipped drafter's eval
     # phase (first, since it needs only the data: about 100 s on an H200), then the run trained
     # to its end and its own eval phase (FINISH_EVAL_SECONDS, default 200, kept for it; with
-    # its engine sessions it takes longer than the shipped one). Data that an earlier call
-    # left unfinished are finished first, and each part that is done is skipped by a later
-    # `finish` on the same machine, so a second call completes a first.
+    # its engine sessions it takes longer than the shipped one; it runs only on the last
+    # step's checkpoint, so a call that cannot reach it trains to its end instead). Data that
+    # an earlier call left unfinished are finished first, and each part that is done is
+    # skipped by a later `finish` on the same machine, so a second call completes a first.
     complete() { grep -qs '"complete": true' "$RUN_DIR/data/manifest.json"; }
+    trained() {  # the saved checkpoint is the schedule's last step
+      ${PYTHON:-python3} -c 'import json, sys
+record = json.load(open(sys.argv[1]))["dflash_tui_training"]
+sys.exit(0 if record["step"] >= record["train"]["steps"] else 1)' "$RUN_DIR/config.json" 2>/dev/null
+    }
     if ! complete; then
       TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh data 2>&1 | tee -a "$log"
     fi
@@ -103,7 +109,13 @@ case "$1" in
       if [ "$(left)" -gt $(( ${FINISH_EVAL_SECONDS:-200} + 30 )) ]; then
         TIME_LIMIT=$(( $(left) - ${FINISH_EVAL_SECONDS:-200} )) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
       fi
-      if [ "$RUN_DIR/eval_final.json" -nt "$RUN_DIR/model.safetensors" ]; then
+      if ! trained && [ "$(left)" -gt 60 ]; then
+        # the eval waits for the last step, so the time kept for it goes to training instead
+        TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
+      fi
+      if ! trained; then
+        echo "finish: training has not reached its last step; run finish again" | tee -a "$log"
+      elif [ "$RUN_DIR/eval_final.json" -nt "$RUN_DIR/model.safetensors" ]; then
         echo "finish: the run's eval phase is done (its eval_final.json is newer than its checkpoint)" | tee -a "$log"
       elif [ "$(left)" -gt 10 ]; then
         TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh eval 2>&1 | tee -a "$log"
