@@ -10,14 +10,15 @@
 #   STAGE=N bash scripts/device_train_sample.sh eval SECONDS         # final validation eval
 #   STAGE=N bash scripts/device_train_sample.sh finish SECONDS       # the rest of the data, the shipped
 #                                                                    # drafter's eval on them, train on, eval
+#                                                                    # (only with FINISH_EVAL_SECONDS left)
 #   STAGE=N bash scripts/device_train_sample.sh bench SECONDS        # bench RUN_DIR (or BENCH_DRAFT)
 #                                                                    # on BENCH_PROMPTS at BENCH_BLOCKS
 #
 # The machine needs a python3 (or PYTHON) that imports MLX for its GPU (`pip install
 # "mlx[cuda13]"` on CUDA, `pip install mlx` on Apple silicon; DEVICE_ENV=FILE is sourced
 # first for a build carried in by other means), mlx-lm and the project's other dependencies,
-# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 13 also need their corpus in the tree
-# (runs/corpus, or runs/corpusN for stages 11 to 13, made by
+# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 14 also need their corpus in the tree
+# (runs/corpus, or runs/corpusN for stages 11 to 13, runs/corpus13 for stage 14, made by
 # scripts/build_prompt_corpus.sh; it travels as an ignored folder).
 # SECONDS is this command's budget; 25 s of it are kept to pack the results, and `all`
 # keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
@@ -117,10 +118,15 @@ sys.exit(0 if record["step"] >= record["train"]["steps"] else 1)' "$RUN_DIR/conf
         echo "finish: training has not reached its last step; run finish again" | tee -a "$log"
       elif [ "$RUN_DIR/eval_final.json" -nt "$RUN_DIR/model.safetensors" ]; then
         echo "finish: the run's eval phase is done (its eval_final.json is newer than its checkpoint)" | tee -a "$log"
-      elif [ "$(left)" -gt 10 ]; then
-        TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh eval 2>&1 | tee -a "$log"
+      elif [ "$(left)" -ge "${FINISH_EVAL_SECONDS:-200}" ]; then
+        # the eval phase is all or nothing (it does not stop at TIME_LIMIT), so it starts only
+        # with the time it needs, and `timeout` keeps the call inside its budget regardless
+        TIME_LIMIT=$(left) timeout "$(left)" bash scripts/train_sample_drafter.sh eval 2>&1 | tee -a "$log" || true
+        if [ ! "$RUN_DIR/eval_final.json" -nt "$RUN_DIR/model.safetensors" ]; then
+          echo "finish: the run's eval phase did not finish within the budget; run finish again" | tee -a "$log"
+        fi
       else
-        echo "finish: no time left for the run's eval phase" | tee -a "$log"
+        echo "finish: $(left) s left, less than the run's eval phase needs (FINISH_EVAL_SECONDS=${FINISH_EVAL_SECONDS:-200}); run finish again" | tee -a "$log"
       fi
     fi ;;
   bench)

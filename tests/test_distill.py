@@ -120,6 +120,27 @@ def test_distill_end_to_end_gives_a_checkpoint_the_engine_runs(data_dir, tmp_pat
     session.close()
 
 
+def test_an_engine_session_that_parts_from_the_stored_text_says_where_and_keeps_its_prompt(
+        data_dir, tmp_path):
+    from dflash_tui_distill.dataset import load_sequences
+    from dflash_tui_distill.evaluate import session_check
+
+    target_dir, data = data_dir
+    out = tmp_path / "drafter"
+    assert distill(target_dir, out, data, "--steps", "2", "--phase", "train") == 0
+    held = load_sequences(data, "validation")
+    # the stored answer's first token changed: the engine's greedy decode must part from it there
+    start = int(held.prompt_lens[0])
+    original = int(held.tokens[0][start])
+    tampered = held.tokens[0].copy()
+    tampered[start] = original ^ 1
+    held.tokens[0] = tampered
+    first = session_check(load_target(target_dir), out, held, gamma=3, max_tokens=6)[0]
+    assert not first["matches_greedy"] and first["first_difference"] == 0
+    assert first["generated_token"] == original and first["stored_token"] == int(tampered[start])
+    assert first["prompt_text"] == held.texts[0] and first["prompt"] == held.texts[0][:80]
+
+
 def test_resume_continues_exactly(data_dir, tmp_path):
     target_dir, data = data_dir
     flags = ["--phase", "train", "--steps", "6", "--eval-every", "0", "--save-every", "2"]
@@ -358,8 +379,8 @@ def test_a_dflash_v1_drafter_trains_and_loads(data_dir, tmp_path):
 
 
 @pytest.mark.parametrize("script, variable, value, expected", [
-    ("train_sample_drafter.sh", "STAGE", "14", "STAGE must be 1 to 13 (got 14)"),
-    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 13 (got 0)"),
+    ("train_sample_drafter.sh", "STAGE", "15", "STAGE must be 1 to 14 (got 15)"),
+    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 14 (got 0)"),
     ("build_prompt_corpus.sh", "CORPUS_STAGE", "7", "CORPUS_STAGE must be 5, 6, 11, 12 or 13 (got 7)"),
 ])
 def test_the_recipe_scripts_refuse_a_stage_they_do_not_have_in_one_line(script, variable, value,

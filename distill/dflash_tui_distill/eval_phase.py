@@ -64,7 +64,8 @@ def run_eval_phase(load_target32, out: Path, data_dir: Path, run: RunSettings, s
         for s in sessions:
             say(f"eval: engine session ({s['kind']}): {s['rounds']} rounds, "
                 f"{s['accepted_per_round']:.2f} accepted/round at {gamma} proposals, "
-                f"{'matches' if s['matches_greedy'] else 'DIFFERS FROM'} the stored greedy text")
+                + ("matches the stored greedy text" if s["matches_greedy"] else
+                   f"DIFFERS FROM the stored greedy text from answer token {s['first_difference']}"))
     target.unhook()
     write_json_atomic(out / "eval_final.json", result)
     state_lib.append_jsonl(out / "eval.jsonl", result)

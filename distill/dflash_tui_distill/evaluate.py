@@ -201,10 +201,17 @@ def session_check(target, drafter_dir, sequences: Sequences, gamma: int, max_tok
         generated = session.generated
         stored = [int(t) for t in sequences.tokens[i][int(sequences.prompt_lens[i]):]]
         n = min(len(generated), len(stored))
-        out.append({
+        first = next((j for j in range(n) if generated[j] != stored[j]), None)
+        entry = {
             "kind": kind, "prompt": sequences.texts[i][:80], "rounds": len(rounds),
             "tokens": len(generated),
             "accepted_per_round": round(float(np.mean([r.accepted for r in rounds])), 3) if rounds else 0.0,
-            "matches_greedy": generated[:n] == stored[:n],
-        })
+            "matches_greedy": first is None,
+        }
+        if first is not None:
+            # what it takes to rerun the prompt on another machine and see which tie broke:
+            # the whole prompt and the two tokens at the first answer position where they part
+            entry.update(first_difference=first, prompt_text=sequences.texts[i],
+                         stored_token=stored[first], generated_token=int(generated[first]))
+        out.append(entry)
     return out
