@@ -78,8 +78,8 @@
 #      14, 1,300 steps at peak 1e-4, stage 13's corpus) with 20,000 generated prompts instead
 #      of 8,000, the 12,000 more all `asked` (16,800 in all; every other generated kind keeps
 #      its count: code 800, ident 320, math 1,280, prose 480, literal 160, self 160), so the
-#      one change is those questions: on stage 13's validation the asked-* kinds were the
-#      lowest (1.72-1.94 as decoded at 7, against 2.13-3.08 for the real-* kinds). Rule fixed
+#      one change is those questions: on stage 13's validation the asked-* kinds were among
+#      the lowest (1.72-1.94 as decoded at 7, against 2.13-3.08 for the real-* kinds). Rule fixed
 #      before the run: it ships only if, on stage 14's validation answers, the eval phase's
 #      all-kinds acceptance as decoded at 7 proposals beats stage 13's on the same answers
 #      and no real-code, real-math or real-prose kind falls more than 0.05 below stage 13's.
