@@ -17,8 +17,8 @@
 # The machine needs a python3 (or PYTHON) that imports MLX for its GPU (`pip install
 # "mlx[cuda13]"` on CUDA, `pip install mlx` on Apple silicon; DEVICE_ENV=FILE is sourced
 # first for a build carried in by other means), mlx-lm and the project's other dependencies,
-# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 14 also need their corpus in the tree
-# (runs/corpus, or runs/corpusN for stages 11 to 13, runs/corpus13 for stage 14, made by
+# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 15 also need their corpus in the tree
+# (runs/corpus, or runs/corpusN for stages 11 to 13, runs/corpus13 for stages 14 and 15, made by
 # scripts/build_prompt_corpus.sh; it travels as an ignored folder).
 # SECONDS is this command's budget; 25 s of it are kept to pack the results, and `all`
 # keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
@@ -78,10 +78,12 @@ case "$1" in
   finish)
     # what a ship rule compares, on this run's validation answers: the shipped drafter's eval
     # phase (first, since it needs only the data: about 100 s on an H200), then the run trained
-    # to its end and its own eval phase (FINISH_EVAL_SECONDS, default 200, kept for it; with
-    # its engine sessions it takes longer than the shipped one; it runs only on the last
-    # step's checkpoint, so a call that cannot reach it trains to its end instead). Data that
-    # an earlier call left unfinished are finished first, and each part that is done is
+    # to its end and its own eval phase (FINISH_EVAL_SECONDS, default 150, kept for it; with
+    # its engine sessions it takes longer than the shipped one; the `finish` calls that did
+    # only this eval took 141 s (stage 13) and 176 s (stage 14, the training phase's load
+    # included), and a 200 s reserve left stage 14 a fourth call for it alone; it runs only
+    # on the last step's checkpoint, so a call that cannot reach it trains to its end
+    # instead). Data that an earlier call left unfinished are finished first, and each part that is done is
     # skipped by a later `finish` on the same machine, so a second call completes a first.
     complete() { grep -qs '"complete": true' "$RUN_DIR/data/manifest.json"; }
     trained() {  # the saved checkpoint is the schedule's last step
@@ -107,8 +109,8 @@ sys.exit(0 if record["step"] >= record["train"]["steps"] else 1)' "$RUN_DIR/conf
       else
         echo "finish: the shipped drafter's eval did not finish within the budget" | tee -a "$log"
       fi
-      if [ "$(left)" -gt $(( ${FINISH_EVAL_SECONDS:-200} + 30 )) ]; then
-        TIME_LIMIT=$(( $(left) - ${FINISH_EVAL_SECONDS:-200} )) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
+      if [ "$(left)" -gt $(( ${FINISH_EVAL_SECONDS:-150} + 30 )) ]; then
+        TIME_LIMIT=$(( $(left) - ${FINISH_EVAL_SECONDS:-150} )) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
       fi
       if ! trained && [ "$(left)" -gt 60 ]; then
         # the eval waits for the last step, so the time kept for it goes to training instead
@@ -118,7 +120,7 @@ sys.exit(0 if record["step"] >= record["train"]["steps"] else 1)' "$RUN_DIR/conf
         echo "finish: training has not reached its last step; run finish again" | tee -a "$log"
       elif [ "$RUN_DIR/eval_final.json" -nt "$RUN_DIR/model.safetensors" ]; then
         echo "finish: the run's eval phase is done (its eval_final.json is newer than its checkpoint)" | tee -a "$log"
-      elif [ "$(left)" -ge "${FINISH_EVAL_SECONDS:-200}" ]; then
+      elif [ "$(left)" -ge "${FINISH_EVAL_SECONDS:-150}" ]; then
         # the eval phase is all or nothing (it does not stop at TIME_LIMIT), so it starts only
         # with the time it needs, and `timeout` keeps the call inside its budget regardless
         TIME_LIMIT=$(left) timeout "$(left)" bash scripts/train_sample_drafter.sh eval 2>&1 | tee -a "$log" || true
@@ -126,7 +128,7 @@ sys.exit(0 if record["step"] >= record["train"]["steps"] else 1)' "$RUN_DIR/conf
           echo "finish: the run's eval phase did not finish within the budget; run finish again" | tee -a "$log"
         fi
       else
-        echo "finish: $(left) s left, less than the run's eval phase needs (FINISH_EVAL_SECONDS=${FINISH_EVAL_SECONDS:-200}); run finish again" | tee -a "$log"
+        echo "finish: $(left) s left, less than the run's eval phase needs (FINISH_EVAL_SECONDS=${FINISH_EVAL_SECONDS:-150}); run finish again" | tee -a "$log"
       fi
     fi ;;
   bench)
