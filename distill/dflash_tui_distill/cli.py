@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "python -m dflash_tui_distill.corpus), added to the --num-prompts generated ones")
     g.add_argument("--gen-batch", type=int, default=64, metavar="N",
                    help="sequences decoded together (default 64; 256+ on a GPU)")
+    g.add_argument("--continuations-from", metavar="FILE",
+                   help="take the continuations an earlier data phase kept in FILE (python -m "
+                        "dflash_tui_distill.continuations) and decode only the prompts it lacks")
 
     g = p.add_argument_group("drafter")
     g.add_argument("--kind", choices=("dflash2", "dflash"), help="drafter kind (default dflash2)")
@@ -120,7 +123,8 @@ def settings_from_args(args) -> tuple[RunSettings, dict, dict]:
         phase=args.phase, out=args.out, data=args.data, target=args.model,
         holdout=args.holdout, time_limit=args.time_limit, stop_at=args.stop_at,
         resume=args.resume,
-        gen_batch=args.gen_batch, save_every=args.save_every, eval_every=args.eval_every,
+        gen_batch=args.gen_batch, continuations_from=args.continuations_from,
+        save_every=args.save_every, eval_every=args.eval_every,
         eval_blocks=args.eval_blocks,
         eval_gammas=tuple(parse_int_list(args.eval_gammas, "--eval-gammas")) if args.eval_gammas else (),
         log_every=args.log_every, session_tokens=args.session_tokens,

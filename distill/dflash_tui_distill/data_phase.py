@@ -9,7 +9,8 @@
    a --prompts-from file brings its own split.
 3. Continue every prompt not already in a shard, in batches, and write a shard every
    `shard_size` finished sequences. A deadline stops between decode steps; what is in a
-   shard stays, the next data command does the rest.
+   shard stays, the next data command does the rest. Prompts whose continuation an earlier
+   data phase kept (--continuations-from, continuations.py) take it instead of a decode.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.target import encode_prompt
 
 from . import dataset, prompts as prompt_lib, prompts_asked
+from .continuations import Continuations
 from .generate import generate_texts, decode_continuations, stop_token_ids
 from .holdout import Holdout, refuse_clashes
 from .prompts_from import describe, read_prompts_from
@@ -133,11 +135,14 @@ def _add_asked(target, steers: list[str], seed: int, items: list[dict], reject,
 
 
 def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Holdout,
-                   gen_batch: int, deadline: float, say: Say, shard_size: int = 0) -> dict:
+                   gen_batch: int, deadline: float, say: Say, shard_size: int = 0,
+                   continuations: Continuations | None = None) -> dict:
     """Generate (or finish generating) the data in `directory`. Returns the manifest."""
+    fingerprint = dataset.target_fingerprint(target)
+    if continuations is not None:  # before anything is written
+        continuations.check(settings.max_new_tokens, settings.data_dtype, fingerprint)
     directory.mkdir(parents=True, exist_ok=True)
     should_stop = lambda: time.monotonic() >= deadline  # noqa: E731
-    fingerprint = dataset.target_fingerprint(target)
     manifest = dataset.read_manifest(directory)
     if manifest is None:
         manifest = {"version": dataset.VERSION, "target": fingerprint,
@@ -164,10 +169,15 @@ def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Hol
     todo = [i for i in items if i["i"] not in done]
     if not todo:
         return _finish(directory, manifest, say)
-    say(f"data: {len(todo)} of {len(items)} prompts to continue (greedy, at most "
-        f"{settings.max_new_tokens} new tokens, {gen_batch} at a time)")
     prompt_ids = [encode_prompt(target.tokenizer, i["text"], None) for i in todo]
     shard_size = shard_size or gen_batch  # a shard per decoded batch: a kill loses one batch
+    if continuations is not None:
+        todo, prompt_ids = _take_stored(directory, manifest, todo, prompt_ids, continuations,
+                                        shard_size, say)
+        if not todo:
+            return _finish(directory, manifest, say)
+    say(f"data: {len(todo)} of {len(items)} prompts to continue (greedy, at most "
+        f"{settings.max_new_tokens} new tokens, {gen_batch} at a time)")
     stops = stop_token_ids(target.tokenizer)
     pending: list[tuple[int, list[int], int, bool]] = []
     t0, tokens, finished = time.monotonic(), 0, 0
@@ -207,6 +217,32 @@ def _flush(directory: Path, manifest: dict, pending: list) -> None:
     manifest["shards"].append(name)
     dataset.write_manifest(directory, manifest)
     pending.clear()
+
+
+def _take_stored(directory: Path, manifest: dict, todo: list[dict], prompt_ids: list[list[int]],
+                 continuations: Continuations, shard_size: int, say: Say):
+    """Shard the prompts `continuations` holds; the rest, still to decode."""
+    pending: list[tuple[int, list[int], int, bool]] = []
+    rest, rest_ids = [], []
+    for item, ids in zip(todo, prompt_ids):
+        found = continuations.get(ids)
+        if found is None:
+            rest.append(item)
+            rest_ids.append(ids)
+            continue
+        pending.append((item["i"], ids + found[0], len(ids), found[1]))
+        if len(pending) >= shard_size:
+            _flush(directory, manifest, pending)
+    taken = len(todo) - len(rest)
+    manifest["continuations_taken"] = manifest.get("continuations_taken", 0) + taken
+    manifest["continuations_from"] = {"file": Path(continuations.path).name, **{
+        k: continuations.meta.get(k) for k in ("kinds", "sequences")}}
+    if pending:
+        _flush(directory, manifest, pending)
+    else:
+        dataset.write_manifest(directory, manifest)
+    say(f"data: {taken} of {len(todo)} continuations taken from {continuations.path}")
+    return rest, rest_ids
 
 
 def _finish(directory: Path, manifest: dict, say: Say) -> dict:

@@ -10,6 +10,7 @@ from dflash_tui.engine.errors import InputError
 
 from . import dataset, state as state_lib
 from .architecture import check_against_target, target_shape
+from .continuations import load as load_continuations
 from .data_phase import run_data_phase
 from .holdout import read_holdouts, refuse_clashes
 from .init_from import apply_shape, refuse_other_target
@@ -42,6 +43,10 @@ class Distill:
         if data_to_make and self.data.prompts_from and not Path(self.data.prompts_from).is_file():
             raise InputError(f"--prompts-from {self.data.prompts_from}: no such file (expected JSON lines "
                              "of prompts; scripts/build_prompt_corpus.sh makes the sample recipe's)")
+        self.continuations = None
+        if run.continuations_from and run.phase in ("data", "all"):
+            self.continuations = load_continuations(run.continuations_from)
+            self.continuations.check(self.data.max_new_tokens, self.data.data_dtype)
         self.saved = state_lib.latest_state(self.out)
         if run.resume and self.saved is None:
             raise InputError(f"--resume: {self.out} has no saved training state ({state_lib.TRAINING}/{state_lib.LATEST})")
@@ -100,7 +105,8 @@ class Distill:
                 refuse_other_target(self.train.init_from, target_shape(self.target))
             check_against_target(self.target, self.train, self.train.mask_token_id)
         manifest = run_data_phase(self.target, self.data_dir, self.data, self.holdout,
-                                  self.run_settings.gen_batch, self.deadline.at, self.say)
+                                  self.run_settings.gen_batch, self.deadline.at, self.say,
+                                  continuations=self.continuations)
         return bool(manifest.get("complete"))
 
     def _train(self, reserve_eval: bool) -> bool:

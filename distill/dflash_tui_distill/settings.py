@@ -94,6 +94,7 @@ class RunSettings:
     stop_at: Optional[int] = None  # stop this command at this step (saved; rerun to go on)
     resume: bool = False
     gen_batch: int = 64
+    continuations_from: Optional[str] = None  # an earlier data phase's (continuations.py)
     save_every: int = 200
     eval_every: int = 250
     eval_blocks: int = 256

@@ -1,0 +1,114 @@
+"""An earlier data phase's continuations, kept in a file and taken by the next one."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dflash_tui.cli import main
+from dflash_tui_distill import continuations, dataset
+
+FLAGS = ["--phase", "data", "--num-prompts", "6", "--max-new-tokens", "8", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def first_phase(make_pair, tmp_path_factory):
+    """A data phase over generated prompts and a small real corpus, and its real-* kept."""
+    target_dir, _ = make_pair("llama")
+    root = tmp_path_factory.mktemp("continuations")
+    corpus = root / "prompts.jsonl"
+    corpus.write_text("".join(json.dumps(
+        {"text": f"Explain what line {n} of the poem means.", "kind": "real-prose",
+         "split": "validation" if n < 2 else "train", "source": "poems==1.0"}) + "\n" for n in range(9)))
+    data = root / "first"
+    assert main(["distill", str(target_dir), "--out", str(root / "o"), "--data", str(data),
+                 *FLAGS, "--prompts-from", str(corpus)]) == 0
+    kept = root / "kept.npz"
+    assert continuations.main([str(data), str(kept), "--kinds", "real-"]) == 0
+    return target_dir, corpus, data, kept
+
+
+def sequences_by_text(data) -> dict[str, list[int]]:
+    out = {}
+    for split in ("train", "validation"):
+        seqs = dataset.load_sequences(data, split)
+        out.update({text: tokens.tolist() for text, tokens in zip(seqs.texts, seqs.tokens)})
+    return out
+
+
+def test_a_data_phase_takes_the_kept_continuations_and_decodes_only_the_rest(first_phase, tmp_path,
+                                                                             capsys):
+    target_dir, corpus, first, kept = first_phase
+    capsys.readouterr()
+    second = tmp_path / "second"
+    assert main(["distill", str(target_dir), "--out", str(tmp_path / "o"), "--data", str(second),
+                 *FLAGS, "--prompts-from", str(corpus), "--continuations-from", str(kept)]) == 0
+    log = capsys.readouterr().err
+    generated = sum(1 for p in dataset.read_prompts(second) if not p["kind"].startswith("real-"))
+    total = len(dataset.read_prompts(second))
+    assert f"data: 9 of {total} continuations taken from {kept}" in log
+    assert f"data: {generated} sequences this command" in log  # only the generated were decoded
+    assert sequences_by_text(second) == sequences_by_text(first)
+    manifest = json.loads((second / "manifest.json").read_text())
+    assert manifest["continuations_taken"] == 9 and manifest["complete"]
+    assert manifest["continuations_from"] == {"file": "kept.npz", "kinds": "real-", "sequences": 9}
+
+
+def test_the_kept_file_holds_the_continuations_alone_in_uint16(first_phase):
+    _, _, first, kept = first_phase
+    with np.load(kept) as data:
+        assert data["tokens"].dtype == np.uint16 and data["keys"].shape == (9, 32)
+        stored = data["tokens"]
+    seqs = [s for split in ("train", "validation") for s in [dataset.load_sequences(first, split)]]
+    real = [t[p:] for s in seqs for t, p, k in zip(s.tokens, s.prompt_lens, s.kinds) if k == "real-prose"]
+    assert len(stored) == sum(len(t) for t in real)
+
+
+def test_continuations_decoded_under_other_settings_are_refused_in_one_line(first_phase, tmp_path,
+                                                                            capsys):
+    target_dir, corpus, _, kept = first_phase
+    flags = [f if f != "8" else "9" for f in FLAGS]  # --max-new-tokens 9
+    assert main(["distill", str(target_dir), "--out", str(tmp_path / "o"), "--data", str(tmp_path / "d"),
+                 *flags, "--prompts-from", str(corpus), "--continuations-from", str(kept)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"dflash-tui: error: --continuations-from {kept}: decoded with max_new_tokens 8; "
+                   "this data phase uses 9")
+    assert not (tmp_path / "d").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, "no such file"),
+    (b"not an npz", "not a continuations file"),
+])
+def test_a_missing_or_foreign_continuations_file_is_a_one_line_error(first_phase, tmp_path, capsys,
+                                                                   content, expected):
+    target_dir, corpus, _, _ = first_phase
+    path = tmp_path / "kept.npz"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["distill", str(target_dir), "--out", str(tmp_path / "o"), "--data", str(tmp_path / "d"),
+                 *FLAGS, "--continuations-from", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"dflash-tui: error: --continuations-from {path}: {expected}")
+    assert not (tmp_path / "d").exists()  # refused before anything was written
+
+
+def test_exporting_an_unfinished_data_phase_is_refused(tmp_path, capsys):
+    (tmp_path / "data").mkdir()
+    assert continuations.main([str(tmp_path / "data"), str(tmp_path / "kept.npz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no finished data phase here" in err[0]
+    assert not (tmp_path / "kept.npz").exists()
+
+
+def test_continuations_of_another_target_are_refused_before_the_data_are_written(first_phase, make_pair,
+                                                                                 tmp_path, capsys):
+    _, corpus, _, kept = first_phase
+    other_target, _ = make_pair("qwen35")
+    assert main(["distill", str(other_target), "--out", str(tmp_path / "o"), "--data", str(tmp_path / "d"),
+                 *FLAGS, "--prompts-from", str(corpus), "--continuations-from", str(kept)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"dflash-tui: error: --continuations-from {kept}: decoded with target {{")
+    assert not (tmp_path / "d" / "manifest.json").exists()
