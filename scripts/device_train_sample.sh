@@ -33,7 +33,8 @@
 #
 # $OUT gets the checkpoint in 15 MiB parts (`cat model.part* > model.safetensors`) and
 # run.tgz (config.json, train/eval logs, eval_final.json, the data manifest, the command's
-# log): at most 5 files, and with KEEP_CONTINUATIONS=1 the corpus's continuations (below). `bench` writes bench-PROMPTS[-BENCH_NAME].json instead.
+# log): at most 5 files; with KEEP_CONTINUATIONS=1 also the corpus's continuations (below).
+# `bench` writes bench-PROMPTS[-BENCH_NAME].json instead.
 set -euo pipefail
 t0=$(date +%s)
 budget=${2:?usage: $0 all|data+train|train|eval|finish|bench SECONDS}
@@ -83,8 +84,9 @@ case "$1" in
     # only this eval took 141 s (stage 13) and 176 s (stage 14, the training phase's load
     # included), and a 200 s reserve left stage 14 a fourth call for it alone; it runs only
     # on the last step's checkpoint, so a call that cannot reach it trains to its end
-    # instead). Data that an earlier call left unfinished are finished first, and each part that is done is
-    # skipped by a later `finish` on the same machine, so a second call completes a first.
+    # instead). Data that an earlier call left unfinished are finished first, and each part
+    # that is done is skipped by a later `finish` on the same machine, so a second call
+    # completes a first.
     complete() { grep -qs '"complete": true' "$RUN_DIR/data/manifest.json"; }
     trained() {  # the saved checkpoint is the schedule's last step
       ${PYTHON:-python3} -c 'import json, sys

@@ -112,3 +112,11 @@ def test_continuations_of_another_target_are_refused_before_the_data_are_written
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"dflash-tui: error: --continuations-from {kept}: decoded with target {{")
     assert not (tmp_path / "d" / "manifest.json").exists()
+
+
+def test_a_file_that_cannot_be_written_is_a_one_line_error(first_phase, tmp_path, capsys):
+    _, _, first, _ = first_phase
+    out = tmp_path / "no-such-folder" / "kept.npz"
+    assert continuations.main([str(first), str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"continuations: error: {out}: cannot write it (No such file or directory)"]

@@ -99,7 +99,10 @@ def export(data_dir: Path, path: Path, kind_prefix: str = "") -> int:
     }
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
-    write_atomic(path, buffer.getvalue())
+    try:
+        write_atomic(path, buffer.getvalue())
+    except OSError as error:
+        raise InputError(f"{path}: cannot write it ({error.strerror or error})") from None
     return len(keys)
 
 
