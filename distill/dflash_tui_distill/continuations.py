@@ -73,17 +73,11 @@ def export(data_dir: Path, path: Path, kind_prefix: str = "") -> int:
         raise InputError(f"{data_dir}: no finished data phase here (its manifest.json must say "
                          "\"complete\": true)")
     keys, pieces, stopped = [], [], []
-    for name in manifest["shards"]:
-        shard = dataset.read_shard(data_dir / name)
-        starts = np.concatenate([[0], np.cumsum(shard["lengths"])[:-1]]).astype(np.int64)
-        for start, length, plen, index, stop in zip(starts, shard["lengths"], shard["prompt_lens"],
-                                                    shard["prompt_index"], shard["stopped"]):
-            if not prompts[int(index)]["kind"].startswith(kind_prefix):
-                continue
-            tokens = shard["tokens"][start:start + length]
+    for index, tokens, plen, stop in dataset.shard_rows(data_dir, manifest["shards"]):
+        if prompts[index]["kind"].startswith(kind_prefix):
             keys.append(prompt_key(tokens[:plen].tolist()))
             pieces.append(tokens[plen:])
-            stopped.append(bool(stop))
+            stopped.append(stop)
     vocab = int(manifest["target"]["vocab"])
     dtype = np.uint16 if vocab <= 1 << 16 else np.int32
     meta = {"format": FORMAT, "target": manifest["target"],

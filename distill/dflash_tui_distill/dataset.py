@@ -116,6 +116,16 @@ def read_shard(path: Path) -> dict[str, np.ndarray]:
         raise InputError(f"{path}: unreadable data shard ({error})") from None
 
 
+def shard_rows(directory: Path, shards: list[str]):
+    """(prompt index, prompt + continuation ids, prompt length, stopped) of each sequence."""
+    for name in shards:
+        shard = read_shard(directory / name)
+        starts = np.concatenate([[0], np.cumsum(shard["lengths"])[:-1]]).astype(np.int64)
+        for start, length, plen, index, stopped in zip(starts, shard["lengths"], shard["prompt_lens"],
+                                                       shard["prompt_index"], shard["stopped"]):
+            yield int(index), shard["tokens"][start:start + length], int(plen), bool(stopped)
+
+
 def done_prompt_indices(directory: Path, manifest: dict) -> set[int]:
     done: set[int] = set()
     for name in manifest.get("shards", []):
@@ -150,15 +160,8 @@ def load_sequences(directory: Path, split: str, shards: Optional[list[str]] = No
             f"--data {directory}: no generated data here (run --phase data first, or give the "
             "--data DIR a data phase wrote)")
     shards = manifest.get("shards", []) if shards is None else shards
-    rows = []
-    for name in shards:
-        shard = read_shard(directory / name)
-        starts = np.concatenate([[0], np.cumsum(shard["lengths"])[:-1]]).astype(np.int64)
-        for start, length, plen, index in zip(starts, shard["lengths"], shard["prompt_lens"],
-                                              shard["prompt_index"]):
-            prompt = prompts[int(index)]
-            if prompt["split"] == split:
-                rows.append((int(index), shard["tokens"][start:start + length], int(plen), prompt))
+    rows = [(index, tokens, plen, prompts[index])
+            for index, tokens, plen, _ in shard_rows(directory, shards) if prompts[index]["split"] == split]
     rows.sort(key=lambda r: r[0])
     return Sequences(
         tokens=[r[1] for r in rows],
