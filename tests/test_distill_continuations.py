@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
 import pytest
 
 from dflash_tui.cli import main
-from dflash_tui_distill import continuations, dataset
+from dflash_tui_distill import continuations, data_phase, dataset
 
 FLAGS = ["--phase", "data", "--num-prompts", "6", "--max-new-tokens", "8", "--seed", "3"]
 
@@ -30,12 +31,12 @@ def first_phase(make_pair, tmp_path_factory):
     return target_dir, corpus, data, kept
 
 
-def sequences_by_text(data) -> dict[str, list[int]]:
-    out = {}
-    for split in ("train", "validation"):
-        seqs = dataset.load_sequences(data, split)
-        out.update({text: tokens.tolist() for text, tokens in zip(seqs.texts, seqs.tokens)})
-    return out
+def rows_by_text(data) -> dict[str, tuple]:
+    """Every stored sequence as (ids, prompt length, stopped), by its prompt's text."""
+    texts = [p["text"] for p in dataset.read_prompts(data)]
+    manifest = dataset.read_manifest(data)
+    return {texts[index]: (tokens.tolist(), plen, stopped)
+            for index, tokens, plen, stopped in dataset.shard_rows(data, manifest["shards"])}
 
 
 def test_a_data_phase_takes_the_kept_continuations_and_decodes_only_the_rest(first_phase, tmp_path,
@@ -48,12 +49,11 @@ def test_a_data_phase_takes_the_kept_continuations_and_decodes_only_the_rest(fir
     log = capsys.readouterr().err
     generated = sum(1 for p in dataset.read_prompts(second) if not p["kind"].startswith("real-"))
     total = len(dataset.read_prompts(second))
-    assert f"data: 9 of {total} continuations taken from {kept}" in log
+    assert f"data: 9 of {total} prompts take their continuation from {kept}" in log
     assert f"data: {generated} sequences this command" in log  # only the generated were decoded
-    assert sequences_by_text(second) == sequences_by_text(first)
+    assert rows_by_text(second) == rows_by_text(first)
     manifest = json.loads((second / "manifest.json").read_text())
-    assert manifest["continuations_taken"] == 9 and manifest["complete"]
-    assert manifest["continuations_from"] == {"file": "kept.npz", "kinds": "real-", "sequences": 9}
+    assert manifest["complete"] and manifest["continuations_from"] == [{"file": "kept.npz", "taken": 9}]
 
 
 def test_the_kept_file_holds_the_continuations_alone_in_uint16(first_phase):
@@ -78,14 +78,30 @@ def test_continuations_decoded_under_other_settings_are_refused_in_one_line(firs
     assert not (tmp_path / "d").exists()  # refused before anything was written
 
 
-@pytest.mark.parametrize("content, expected", [
-    (None, "no such file"),
-    (b"not an npz", "not a continuations file"),
+def damaged(kept, change: dict) -> bytes:
+    """The kept file with some arrays replaced."""
+    with np.load(kept) as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays.update(change)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda kept: None, "no such file"),
+    (lambda kept: b"not an npz", "not a continuations file"),
+    (lambda kept: kept.read_bytes()[: kept.stat().st_size // 2], "not a continuations file"),  # a part lost
+    (lambda kept: damaged(kept, {"meta": np.frombuffer(b"[1]", np.uint8)}), "not a continuations file"),
+    # offsets that run past the end of the tokens
+    (lambda kept: damaged(kept, {"tokens": np.zeros(3, np.uint16)}), "not a continuations file"),
+    (lambda kept: damaged(kept, {"keys": np.zeros((9, 16), np.uint8)}), "not a continuations file"),
 ])
-def test_a_missing_or_foreign_continuations_file_is_a_one_line_error(first_phase, tmp_path, capsys,
-                                                                   content, expected):
-    target_dir, corpus, _, _ = first_phase
+def test_a_missing_foreign_or_damaged_continuations_file_is_a_one_line_error(first_phase, tmp_path, capsys,
+                                                                             make, expected):
+    target_dir, corpus, _, kept = first_phase
     path = tmp_path / "kept.npz"
+    content = make(kept)
     if content is not None:
         path.write_bytes(content)
     assert main(["distill", str(target_dir), "--out", str(tmp_path / "o"), "--data", str(tmp_path / "d"),
@@ -120,3 +136,27 @@ def test_a_file_that_cannot_be_written_is_a_one_line_error(first_phase, tmp_path
     assert continuations.main([str(first), str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"continuations: error: {out}: cannot write it (No such file or directory)"]
+
+
+def test_a_taken_continuation_is_stored_as_a_decode_would_store_it(tmp_path):
+    """Prompt ids, then the continuation; the prompt's length; and whether it stopped."""
+    kept = continuations.Continuations("kept.npz", {}, {
+        continuations.prompt_key([5, 6, 7]): (np.array([8, 2], np.uint16), True),
+        continuations.prompt_key([5, 9]): (np.array([3, 3, 3], np.uint16), False)})
+    manifest = {"version": dataset.VERSION, "shards": []}
+    todo = [{"i": 0}, {"i": 1}, {"i": 2}]
+    rest, rest_ids = data_phase._take_stored(tmp_path, manifest, todo, [[5, 9], [1], [5, 6, 7]], kept,
+                                             shard_size=1, say=lambda message: None)
+    assert rest == [{"i": 1}] and rest_ids == [[1]]
+    rows = [(i, t.tolist(), p, s) for i, t, p, s in dataset.shard_rows(tmp_path, manifest["shards"])]
+    assert rows == [(0, [5, 9, 3, 3, 3], 2, False), (2, [5, 6, 7, 8, 2], 3, True)]
+    assert dataset.read_manifest(tmp_path)["continuations_from"] == [{"file": "kept.npz", "taken": 2}]
+
+
+def test_exporting_kinds_that_no_prompt_has_is_refused(first_phase, tmp_path, capsys):
+    _, _, first, _ = first_phase
+    assert continuations.main([str(first), str(tmp_path / "kept.npz"), "--kinds", "rael-"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"continuations: error: {first}: no sequence's prompt kind starts with 'rael-'; "
+                   "nothing to keep"]
+    assert not (tmp_path / "kept.npz").exists()

@@ -24,6 +24,8 @@ import hashlib
 import io
 import json
 import sys
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,8 @@ from dflash_tui.engine.files import write_atomic
 from . import dataset
 
 FORMAT = "dflash-tui continuations 1"
+# what reading a file that is not one, or a damaged one, raises
+NOT_ONE = (ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile, zlib.error)
 
 
 def prompt_key(prompt_ids: list[int]) -> bytes:
@@ -60,9 +64,9 @@ class Continuations:
                     f"--continuations-from {self.path}: decoded with {name} {self.meta.get(name)!r}; "
                     f"this data phase uses {value!r}")
 
-    def get(self, prompt_ids: list[int]) -> tuple[list[int], bool] | None:
-        found = self.table.get(prompt_key(prompt_ids))
-        return None if found is None else (found[0].astype(np.int64).tolist(), found[1])
+    def get(self, prompt_ids: list[int]) -> tuple[np.ndarray, bool] | None:
+        """The stored continuation of these prompt ids and whether it stopped, if there is one."""
+        return self.table.get(prompt_key(prompt_ids))
 
 
 def export(data_dir: Path, path: Path, kind_prefix: str = "") -> int:
@@ -78,11 +82,14 @@ def export(data_dir: Path, path: Path, kind_prefix: str = "") -> int:
             keys.append(prompt_key(tokens[:plen].tolist()))
             pieces.append(tokens[plen:])
             stopped.append(stop)
+    if not keys:
+        raise InputError(f"{data_dir}: no sequence's prompt kind starts with {kind_prefix!r}; "
+                         "nothing to keep")
     vocab = int(manifest["target"]["vocab"])
     dtype = np.uint16 if vocab <= 1 << 16 else np.int32
     meta = {"format": FORMAT, "target": manifest["target"],
             "max_new_tokens": manifest["settings"]["max_new_tokens"],
-            "data_dtype": manifest["settings"]["data_dtype"], "kinds": kind_prefix or "all",
+            "data_dtype": manifest["settings"]["data_dtype"], "kinds": kind_prefix,
             "sequences": len(keys)}
     arrays = {
         "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
@@ -101,22 +108,44 @@ def export(data_dir: Path, path: Path, kind_prefix: str = "") -> int:
 
 
 def load(path: str) -> Continuations:
+    """Read a continuations file, refusing in one line one that is damaged or not one."""
     try:
-        with np.load(path) as data:
-            meta = json.loads(bytes(data["meta"]).decode())
-            keys, offsets, tokens, stopped = data["keys"], data["offsets"], data["tokens"], data["stopped"]
+        meta, keys, offsets, tokens, stopped = _read(path)
     except FileNotFoundError:
         raise InputError(f"--continuations-from {path}: no such file (expected the .npz "
                          "python -m dflash_tui_distill.continuations writes)") from None
-    except (OSError, ValueError, KeyError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InputError(f"--continuations-from {path}: not a continuations file ({error})") from None
-    if meta.get("format") != FORMAT or len(offsets) != len(keys) + 1 or len(stopped) != len(keys):
-        raise InputError(f"--continuations-from {path}: not a continuations file (format "
-                         f"{meta.get('format')!r}, {len(keys)} keys, {len(offsets)} offsets; "
-                         f"expected {FORMAT!r} and one offset more than keys)")
+    except OSError as error:
+        raise InputError(f"--continuations-from {path}: unreadable ({error.strerror or error})") from None
+    except NOT_ONE as error:  # a part missing from a file carried in parts lands here too
+        raise InputError(f"--continuations-from {path}: not a continuations file, or a damaged one "
+                         f"({error})") from None
     table = {bytes(key): (tokens[offsets[i]:offsets[i + 1]], bool(stopped[i]))
              for i, key in enumerate(keys)}
     return Continuations(path, meta, table)
+
+
+def _read(path: str):
+    """The file's arrays, checked against each other (ValueError says what is wrong)."""
+    data = np.load(path, allow_pickle=False)
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError("one array, not an .npz")
+    with data:
+        meta = json.loads(bytes(data["meta"]).decode())
+        keys, offsets, tokens, stopped = (data[k] for k in ("keys", "offsets", "tokens", "stopped"))
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else meta
+        raise ValueError(f"format {found!r}; expected {FORMAT!r}")
+    n = len(keys) if keys.ndim == 2 else -1
+    vocab = (meta.get("target") or {}).get("vocab", 0)
+    if (keys.dtype != np.uint8 or keys.ndim != 2 or keys.shape[1] != 32
+            or offsets.ndim != 1 or offsets.dtype.kind not in "iu" or len(offsets) != n + 1
+            or offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != len(tokens)
+            or tokens.ndim != 1 or tokens.dtype.kind not in "iu" or (len(tokens) and tokens.max() >= vocab)
+            or stopped.dtype != bool or stopped.shape != (n,)):
+        raise ValueError(f"arrays that do not fit together: keys {keys.dtype}{keys.shape}, offsets "
+                         f"{offsets.dtype}{offsets.shape}, tokens {tokens.dtype}{tokens.shape}, stopped "
+                         f"{stopped.dtype}{stopped.shape}, vocabulary {vocab}")
+    return meta, keys, offsets, tokens, stopped
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -139,7 +139,7 @@ def run_data_phase(target, directory: Path, settings: DataSettings, holdout: Hol
                    continuations: Continuations | None = None) -> dict:
     """Generate (or finish generating) the data in `directory`. Returns the manifest."""
     fingerprint = dataset.target_fingerprint(target)
-    if continuations is not None:  # before anything is written
+    if continuations is not None:  # the target's fingerprint, before anything is written
         continuations.check(settings.max_new_tokens, settings.data_dtype, fingerprint)
     directory.mkdir(parents=True, exist_ok=True)
     should_stop = lambda: time.monotonic() >= deadline  # noqa: E731
@@ -220,29 +220,25 @@ def _flush(directory: Path, manifest: dict, pending: list) -> None:
 
 
 def _take_stored(directory: Path, manifest: dict, todo: list[dict], prompt_ids: list[list[int]],
-                 continuations: Continuations, shard_size: int, say: Say):
-    """Shard the prompts `continuations` holds; the rest, still to decode."""
-    pending: list[tuple[int, list[int], int, bool]] = []
-    rest, rest_ids = [], []
-    for item, ids in zip(todo, prompt_ids):
-        found = continuations.get(ids)
-        if found is None:
-            rest.append(item)
-            rest_ids.append(ids)
-            continue
-        pending.append((item["i"], ids + found[0], len(ids), found[1]))
-        if len(pending) >= shard_size:
-            _flush(directory, manifest, pending)
-    taken = len(todo) - len(rest)
-    manifest["continuations_taken"] = manifest.get("continuations_taken", 0) + taken
-    manifest["continuations_from"] = {"file": Path(continuations.path).name, **{
-        k: continuations.meta.get(k) for k in ("kinds", "sequences")}}
-    if pending:
-        _flush(directory, manifest, pending)
-    else:
-        dataset.write_manifest(directory, manifest)
-    say(f"data: {taken} of {len(todo)} continuations taken from {continuations.path}")
-    return rest, rest_ids
+                 continuations: Continuations, shard_size: int,
+                 say: Say) -> tuple[list[dict], list[list[int]]]:
+    """Shard the prompts whose continuation `continuations` holds; return the rest, to decode."""
+    found = [continuations.get(ids) for ids in prompt_ids]
+    taken = [k for k, f in enumerate(found) if f is not None]
+    say(f"data: {len(taken)} of {len(todo)} prompts take their continuation from {continuations.path}")
+    if taken:
+        # counted shard by shard, so the manifest agrees with the shards a kill leaves
+        record = {"file": Path(continuations.path).name, "taken": 0}
+        manifest.setdefault("continuations_from", []).append(record)
+        for start in range(0, len(taken), shard_size):
+            rows = []
+            for k in taken[start:start + shard_size]:
+                tokens, stopped = found[k]
+                rows.append((todo[k]["i"], prompt_ids[k] + tokens.tolist(), len(prompt_ids[k]), stopped))
+            record["taken"] += len(rows)
+            _flush(directory, manifest, rows)
+    rest = [k for k, f in enumerate(found) if f is None]
+    return [todo[k] for k in rest], [prompt_ids[k] for k in rest]
 
 
 def _finish(directory: Path, manifest: dict, say: Say) -> dict:

@@ -43,8 +43,9 @@ class Distill:
         if data_to_make and self.data.prompts_from and not Path(self.data.prompts_from).is_file():
             raise InputError(f"--prompts-from {self.data.prompts_from}: no such file (expected JSON lines "
                              "of prompts; scripts/build_prompt_corpus.sh makes the sample recipe's)")
-        self.continuations = None
-        if run.continuations_from and run.phase in ("data", "all"):
+        data_left = run.phase in ("data", "all") and not (manifest and manifest.get("complete"))
+        self.continuations = None  # read only where data are still to be decoded
+        if run.continuations_from and data_left:
             self.continuations = load_continuations(run.continuations_from)
             self.continuations.check(self.data.max_new_tokens, self.data.data_dtype)
         self.saved = state_lib.latest_state(self.out)
