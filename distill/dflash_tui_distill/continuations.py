@@ -95,7 +95,7 @@ def export(data_dir: Path, path: Path, kind_prefix: str = "") -> int:
         "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
         "keys": np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32),
         "offsets": np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64),
-        "tokens": np.concatenate(pieces).astype(dtype) if pieces else np.zeros(0, dtype),
+        "tokens": np.concatenate(pieces).astype(dtype),
         "stopped": np.array(stopped, dtype=bool),
     }
     buffer = io.BytesIO()
