@@ -98,10 +98,10 @@
 #  16. more of those questions: stage 15's recipe from stage 15 (same shape, stage 13's corpus,
 #      peak lr 1e-4) with seed 16 and 32,000 generated prompts, 28,800 of them `asked` (1.7
 #      times stage 15's; every other generated kind keeps its count), and 1,600 steps, so
-#      that a sequence is seen as often as in stage 15 (0.84 of an epoch): on stage 15's
-#      validation, three and a half times as many questions (stage 14) bought 2.0% and new
-#      draws of as many (stage 15) 1.2%, the asked-* kinds still among the lowest (1.66-2.24 as
-#      decoded at 7). CONTINUATIONS_FROM=stage 15's kept continuations saves decoding the
+#      that a sequence is seen as often as in stage 15 (0.84 of an epoch): three and a half
+#      times as many questions bought 2.0% on validation (stage 14) and new draws of as many
+#      1.2% (stage 15), where asked-general and asked-math (1.66, 1.91 as decoded at 7) are
+#      still the lowest kinds. CONTINUATIONS_FROM=stage 15's kept continuations saves decoding the
 #      corpus again. Rule fixed before the run: it ships only if, on stage 16's validation
 #      answers, the eval phase's all-kinds acceptance as decoded at 7 proposals beats stage
 #      15's on the same answers and no real-code, real-math or real-prose kind falls more
@@ -128,7 +128,7 @@
 # 5 min (14,350 tokens/s), 3,000 steps at ~0.2 s; stage 11 (4 layers) data 5 min (18,900
 # tokens/s), 1,300 steps at ~0.2 s; stage 12 data 9 min (16,000 tokens/s), steps at 0.23 s;
 # stage 14 data 13 min (16,800 questions ~2 min, then 13,100-14,700 tokens/s), steps 0.24 s;
-# stage 15 data 12 min (14,900-16,900 tokens/s), steps 0.24 s.
+# stage 15 data 12 min (14,900-16,900 tokens/s), steps 0.23 s.
 # scripts/device_train_sample.sh is the device wrapper; docs/DISTILL.md has the call
 # sequences and what each stage bought on sample_prompts/ and test_prompts/.
 #
