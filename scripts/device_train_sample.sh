@@ -82,14 +82,13 @@ case "$1" in
   finish)
     # what a ship rule compares, on this run's validation answers: the shipped drafter's eval
     # phase (first, since it needs only the data: about 100 s on an H200), then the run trained
-    # to its end and its own eval phase (FINISH_EVAL_SECONDS, default 150, kept for it; with
-    # its engine sessions it takes longer than the shipped one; the `finish` calls that did
-    # only this eval took 141 s (stage 13) and 176 s (stage 14, the training phase's load
-    # included), and a 200 s reserve left stage 14 a fourth call for it alone; it runs only
-    # on the last step's checkpoint, so a call that cannot reach it trains to its end
-    # instead). Data that an earlier call left unfinished are finished first, and each part
-    # that is done is skipped by a later `finish` on the same machine, so a second call
-    # completes a first.
+    # towards its last step until the call's end, and its own eval phase of the last step's
+    # checkpoint if FINISH_EVAL_SECONDS (default 150) are left after it (with its engine
+    # sessions it takes longer than the shipped one; the `finish` calls that did only this
+    # eval took 141 s (stage 13) and 176 s (stage 14, the training phase's load included)).
+    # Data that an earlier call left unfinished are finished first, and each part that is
+    # done is skipped by a later `finish` on the same machine, so a second call completes a
+    # first.
     complete() { grep -qs '"complete": true' "$RUN_DIR/data/manifest.json"; }
     trained() {  # the saved checkpoint is the schedule's last step
       ${PYTHON:-python3} -c 'import json, sys
@@ -114,11 +113,10 @@ sys.exit(0 if record["step"] >= record["train"]["steps"] else 1)' "$RUN_DIR/conf
       else
         echo "finish: the shipped drafter's eval did not finish within the budget" | tee -a "$log"
       fi
-      if [ "$(left)" -gt $(( ${FINISH_EVAL_SECONDS:-150} + 30 )) ]; then
-        TIME_LIMIT=$(( $(left) - ${FINISH_EVAL_SECONDS:-150} )) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
-      fi
       if ! trained && [ "$(left)" -gt 60 ]; then
-        # the eval waits for the last step, so the time kept for it goes to training instead
+        # one train command to the call's end: the eval waits for the last step, so time kept
+        # back for it would buy nothing unless training reached that step anyway (two commands,
+        # the first stopping FINISH_EVAL_SECONDS early, cost stages 14 and 15 a second load)
         TIME_LIMIT=$(left) bash scripts/train_sample_drafter.sh train 2>&1 | tee -a "$log"
       fi
       if ! trained; then
