@@ -3,6 +3,7 @@
     dflash-tui [MODEL_DIR] [options]          the TUI (no MODEL_DIR: the bundled sample)
     dflash-tui probe [MODEL_DIR] ...          step headless, one line per round, JSON out
     dflash-tui bench [MODEL_DIR] ...          acceptance tables by workload and block
+    dflash-tui bench-diff A.json B.json       two benches side by side, prompt by prompt
     dflash-tui distill TARGET --out DIR ...   train a DFlash2 drafter for a target
     dflash-tui quantize DRAFT_DIR --bits B --out DIR   a quantized copy of a drafter
     dflash-tui replay TRACE                   reopen a recorded session with no model
@@ -24,7 +25,7 @@ from .engine.errors import GroupError, InputError, ParameterError
 from .prompt_file import read_prompt_file
 
 KEEP_ROUNDS = 100  # the TUI's full records in memory: ~27 MB on the sample's shapes
-COMMANDS = ("probe", "bench", "distill", "quantize", "replay", "export")
+COMMANDS = ("probe", "bench", "bench-diff", "distill", "quantize", "replay", "export")
 # The flag that sets each engine parameter a ParameterError can name.
 FLAGS = {
     "gamma": "--block", "dtype": "--dtype", "chat": "--chat", "prompt_ids": "--prompt",
@@ -182,6 +183,18 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     add_compare_args(p)
     parsers["bench"] = p
 
+    p = _Parser(prog="dflash-tui bench-diff", description="Two bench runs (bench --json) side by "
+                "side: accepted per round by workload and block, the change, and a paired "
+                "bootstrap interval over prompts.")
+    p.add_argument("a", metavar="A.json", help="the first bench's --json file (the baseline)")
+    p.add_argument("b", metavar="B.json", help="the second bench's --json file")
+    p.add_argument("--by-prompt", action="store_true", help="also list every prompt's change")
+    p.add_argument("--resamples", type=int, default=2000, metavar="N",
+                   help="bootstrap resamples (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="the bootstrap's seed (default: %(default)s)")
+    parsers["bench-diff"] = p
+
     p = _Parser(prog="dflash-tui distill", description="Train a DFlash2 drafter for a target by self-distillation.")
     p.add_argument("model", metavar="TARGET", nargs="?", help="mlx-lm model directory or .gguf file (default: the sample target)")
     p.add_argument("--out", metavar="DIR", required=True, help="where the drafter checkpoint goes")
@@ -260,6 +273,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             from .probe import run
         elif command == "bench":
             from .bench.command import run
+        elif command == "bench-diff":
+            from .bench.diff import run
         elif command == "distill":
             run = _trainer_cli().run
         elif command == "quantize":

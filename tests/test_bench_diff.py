@@ -1,0 +1,196 @@
+"""`dflash-tui bench-diff A.json B.json` on files `dflash-tui bench --json` wrote: its means are
+the bench's own cells, its interval brackets a change that every prompt shows, what it
+leaves out is said, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from dflash_tui.bench.diff import load, rows
+from dflash_tui.cli import main
+
+TRAINING = Path(__file__).resolve().parents[1] / "docs" / "training"
+STORED = [(TRAINING / f"stage14-bench-{s}-cpu.json", TRAINING / f"stage15-bench-{s}-cpu.json")
+          for s in ("test_prompts", "sample_prompts")]
+PROMPTS = {"prose": ["The quick brown fox", "The rain in Spain", "Once upon a time"],
+           "code": ["def add(a, b):", "for i in range(10):", "import os"]}
+MAX_TOKENS = 14
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = main(["bench-diff", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def body(stdout: str) -> dict:
+    """The main table's rows by (workload, block): n, A, B, B - A, interval, up/down."""
+    table = {}
+    for line in stdout.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())  # columns are two spaces apart at least
+        if len(cells) == 8 and cells[1].isdigit() and cells[2].isdigit():
+            table[(cells[0], int(cells[1]))] = cells[2:]
+    return table
+
+
+def cells(path: Path) -> dict:
+    return {(c["workload"], c["block"]): c["mean_accepted"] for c in json.loads(path.read_text())["cells"]}
+
+
+def edited(source: Path, path: Path, edit) -> Path:
+    """A copy of a real bench file with one thing changed."""
+    record = json.loads(source.read_text())
+    edit(record)
+    path.write_text(json.dumps(record))
+    return path
+
+
+@pytest.fixture(scope="module")
+def benches(make_pair, tmp_path_factory) -> tuple[Path, Path]:
+    """A random drafter's bench and one whose proposals cannot miss, on the same prompts."""
+    root = tmp_path_factory.mktemp("diff")
+    prompts = root / "prompts"
+    for workload, texts in PROMPTS.items():
+        (prompts / workload).mkdir(parents=True)
+        for k, text in enumerate(texts):
+            (prompts / workload / f"0{k}.txt").write_text(text + "\n", encoding="utf-8")
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    paths = []
+    for name, extra in (("random", []), ("oracle", ["--oracle"])):
+        path = root / f"{name}.json"
+        assert main(["bench", str(target_dir), "--prompts", str(prompts), "--blocks", "2,4",
+                     "--max-tokens", str(MAX_TOKENS), "--json", str(path), *extra]) == 0
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def test_means_are_each_bench_s_cells_and_a_sure_gain_has_an_interval_above_zero(benches, capsys):
+    random_json, oracle_json = benches
+    rc, stdout, _ = run(capsys, random_json, oracle_json)
+    assert rc == 0
+    assert [line for line in stdout.splitlines() if line.startswith("note:")] == [
+        f"note: oracle differs: False in {random_json}, True in {oracle_json}"]
+    table, a, b = body(stdout), cells(random_json), cells(oracle_json)
+    assert set(table) == set(a) == set(b)  # every workload and block, "all" included
+    for key, (n, mean_a, mean_b, change, interval, up_down) in table.items():
+        assert (mean_a, mean_b) == (f"{a[key]:.2f}", f"{b[key]:.2f}")
+        low, high = (float(x) for x in interval.split(".."))
+        assert 0 < low <= float(change.split()[0]) <= high  # every prompt gains, so every resample does
+        assert up_down == f"{n}/0"
+    assert table[("all", 2)][0] == "6"
+
+
+def test_a_bench_against_itself_changes_nothing(benches, capsys):
+    rc, stdout, _ = run(capsys, benches[0], benches[0], "--by-prompt")
+    assert rc == 0
+    assert len(body(stdout)) == 6
+    for n, mean_a, mean_b, change, interval, up_down in body(stdout).values():
+        assert mean_a == mean_b and change.split()[0] == "+0.00" and interval == "+0.00..+0.00"
+        assert up_down == "0/0"
+    assert "code/02" in stdout and "prose/01" in stdout  # --by-prompt lists every prompt
+
+
+@pytest.mark.parametrize("a, b", STORED)
+def test_stored_benches_pool_as_their_cells_do(a, b):
+    """On the shipped drafters' own bench files: the pooled means equal the bench's cells to
+    the last digit, and the same seed draws the same interval."""
+    result = rows(load(a), load(b), resamples=500, seed=1)
+    ca, cb = cells(a), cells(b)
+    assert {(r.workload, r.block) for r in result} == set(ca)
+    for r in result:
+        assert r.a == pytest.approx(ca[(r.workload, r.block)], abs=1e-12)
+        assert r.b == pytest.approx(cb[(r.workload, r.block)], abs=1e-12)
+        assert r.interval[0] < r.interval[1]
+    again = rows(load(a), load(b), resamples=500, seed=1)
+    assert [r.interval for r in again] == [r.interval for r in result]
+
+
+def test_settings_that_differ_are_named(benches, tmp_path, capsys):
+    def longer(record):
+        record["settings"]["max_tokens"] = 64
+    other = edited(benches[1], tmp_path / "other.json", longer)
+    rc, stdout, _ = run(capsys, benches[0], other)
+    assert rc == 0
+    assert f"note: max_tokens differs: {MAX_TOKENS} in {benches[0]}, 64 in {other}" in stdout
+
+
+def test_an_interrupted_bench_compares_the_prompts_it_finished_at_every_block(benches, tmp_path, capsys):
+    """As the bench's own tables do: a prompt done at block 2 but not 4 is left out of both."""
+    def interrupt(record):
+        record["runs"] = [r for r in record["runs"] if not (r["prompt"] == "code/02" and r["block"] == 4)]
+        record["complete"] = False
+    cut = edited(benches[1], tmp_path / "cut.json", interrupt)
+    rc, stdout, _ = run(capsys, benches[0], cut)
+    assert rc == 0
+    assert f"note: {cut} is an interrupted bench" in stdout
+    assert f"note: {cut}: 1 runs of prompts it did not finish at every block are left out" in stdout
+    table = body(stdout)
+    assert table[("code", 2)][0] == table[("code", 4)][0] == "2"
+    assert table[("code", 2)][4] == "-"  # two prompts are too few to resample
+    assert table[("prose", 2)][0] == "3" and table[("all", 2)][4] == "-"
+
+
+def test_what_only_one_bench_ran_is_named_and_left_out(benches, tmp_path, capsys):
+    def prose_only(record):
+        record["runs"] = [r for r in record["runs"] if r["workload"] == "prose"]
+    prose = edited(benches[1], tmp_path / "prose.json", prose_only)
+    rc, stdout, _ = run(capsys, benches[0], prose)
+    assert rc == 0
+    assert f"note: 6 runs only in {benches[0]} (block 2, 4) are left out" in stdout
+    assert set(body(stdout)) == {("prose", 2), ("prose", 4)}  # one workload: no "all" row
+
+
+def test_odd_but_readable_fields_do_not_stop_it(benches, tmp_path, capsys):
+    def odd(record):
+        record["settings"], record["drafter"] = [1], "x"
+    other = edited(benches[0], tmp_path / "odd.json", odd)
+    rc, stdout, _ = run(capsys, benches[0], other)
+    assert rc == 0 and "drafter ?" in stdout
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _with(benches, tmp_path: Path, name: str, edit) -> Path:
+    return edited(benches[0], tmp_path / name, edit)
+
+
+def _foreign(record):
+    for r in record["runs"]:
+        r["prompt"] = "elsewhere/" + r["prompt"]
+
+
+def _first_run(key, value):
+    def edit(record):
+        record["runs"][0][key] = value
+    return edit
+
+
+@pytest.mark.parametrize("make_args, expected", [
+    (lambda t, b: [t / "missing.json", b[0]], "missing.json: no such file"),
+    (lambda t, b: [write(t / "x.json", "{not json"), b[0]], "x.json: not a bench JSON file"),
+    (lambda t, b: [write(t / "s.json", '{"schema": "dflash-tui.trace/1"}'), b[0]],
+     "schema 'dflash-tui.trace/1', expected 'dflash-tui.bench/1'"),
+    (lambda t, b: [write(t / "e.json", '{"schema": "dflash-tui.bench/1", "runs": 5}'), b[0]],
+     "e.json: holds no runs"),
+    (lambda t, b: [write(t / "r.json", '{"schema": "dflash-tui.bench/1", "runs": [{"prompt": "p"}]}'), b[0]],
+     "r.json: runs[0] lacks workload, prompt or block"),
+    (lambda t, b: [_with(b, t, "big.json", _first_run("block", 1e400)), b[0]],
+     "big.json: runs[0]: expected text workload and prompt and a block >= 1"),
+    (lambda t, b: [_with(b, t, "str.json", _first_run("accepted_per_round", "1234")), b[0]],
+     "str.json: runs[0].accepted_per_round: expected a list of counts >= 0"),
+    (lambda t, b: [b[0], _with(b, t, "foreign.json", _foreign)], "share no prompt at any block"),
+    (lambda t, b: [b[0], b[1], "--resamples", "5"], "--resamples 5: expected 100 to 100000"),
+    (lambda t, b: [b[0], b[1], "--seed", "-1"], "--seed -1: expected a seed >= 0"),
+])
+def test_bad_input_is_one_line_and_exit_2(benches, tmp_path, capsys, make_args, expected):
+    rc, stdout, stderr = run(capsys, *make_args(tmp_path, benches))
+    assert rc == 2 and stdout == ""
+    assert stderr.count("\n") == 1 and expected in stderr and "Traceback" not in stderr
