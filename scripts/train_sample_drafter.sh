@@ -101,8 +101,8 @@
 #      that a sequence is seen as often as in stage 15 (0.84 of an epoch): three and a half
 #      times as many questions bought 2.0% on validation (stage 14) and new draws of as many
 #      1.2% (stage 15), where asked-general and asked-math (1.66, 1.91 as decoded at 7) are
-#      still the lowest kinds. CONTINUATIONS_FROM=stage 15's kept continuations saves decoding the
-#      corpus again. Rule fixed before the run: it ships only if, on stage 16's validation
+#      still the lowest kinds. CONTINUATIONS_FROM=stage 15's kept continuations saves
+#      decoding the corpus again. Rule fixed before the run: it ships only if, on stage 16's validation
 #      answers, the eval phase's all-kinds acceptance as decoded at 7 proposals beats stage
 #      15's on the same answers and no real-code, real-math or real-prose kind falls more
 #      than 0.05 below stage 15's. NOT RUN YET (docs/DISTILL.md, "Stage 16: the plan")
