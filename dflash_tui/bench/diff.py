@@ -25,9 +25,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..engine.errors import InputError
+from .export import SCHEMA
 from .stats import ALL
 
-SCHEMA = "dflash-tui.bench/1"
 LEVEL = 0.005  # a prompt's mean that moves less than this counts as level
 MIN_PROMPTS = 3  # fewer, and a bootstrap over prompts has next to nothing to draw from
 MAX_RESAMPLES = 100_000
