@@ -6,7 +6,7 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 import pytest
-from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.models.cache import BatchKVCache, make_prompt_cache
 
 from dflash_tui_distill.architecture import choose_mask_token
 from dflash_tui_distill.batches import BatchSampler, make_batch
@@ -194,3 +194,50 @@ def test_sampler_state_restores_the_same_batches():
         got = b.next()
         assert (got.ids == want.ids).all() and (got.anchors == want.anchors).all()
         assert (got.lengths == want.lengths).all()
+
+
+def test_rows_that_stop_leave_the_batch_and_the_rest_stay_exactly_greedy(make_pair, monkeypatch):
+    import dflash_tui_distill.generate as generate
+
+    target = load_target(make_pair("llama")[0])
+    texts = ["hello", "The quick brown fox jumps over", "def add(a, b): return a + b", "x",
+             "What is 12 plus 30?", "one two three"]
+    prompts = [encode_prompt(target.tokenizer, t, True) for t in texts]
+    free = [greedy_one(target.model, p, 40, set()) for p in prompts]
+    # A stop token that some rows reach early, others late or never: rows leave one by one.
+    def first_reached(stop):
+        return [f.index(stop) if stop in f else None for f in free]
+
+    def spread(reached):
+        return reached[0] <= 8 and (None in reached or max(r for r in reached if r is not None) > 8)
+
+    stop = next((t for t in free[0][1:9] if spread(first_reached(t))), None)
+    assert stop is not None, "the fixture's continuations give no stop token that splits the batch"
+    reached = first_reached(stop)
+    monkeypatch.setattr(generate, "SYNC_EVERY", 2)
+    filtered = []
+    real = BatchKVCache.filter
+    monkeypatch.setattr(BatchKVCache, "filter",
+                        lambda self, rows: (filtered.append(rows.size), real(self, rows))[1])
+    got = {c.index: c for c in decode_continuations(target.model, prompts, 40, [stop], batch_size=6)}
+    assert filtered, "a row stopped early, so the batch must have shrunk"
+    for i, prompt in enumerate(prompts):
+        want = free[i][:reached[i] + 1] if reached[i] is not None else free[i]
+        assert got[i].tokens == want, texts[i]
+        assert got[i].stopped == (reached[i] is not None)
+    # Sampling keeps the batch whole: the same seed draws the same tokens as before.
+    filtered.clear()
+    list(decode_continuations(target.model, prompts, 40, [stop], batch_size=6, temperature=1.0))
+    assert not filtered
+
+
+def test_a_recurrent_hybrid_keeps_its_batch_whole(make_pair):
+    """Only attention caches are dropped rows from (the cases the test above holds to the
+    one-sequence loop); a hybrid's recurrent state decodes as a static batch."""
+    import dflash_tui_distill.generate as generate
+
+    target = load_target(make_pair("qwen35")[0])
+    cache, _ = generate._prefill(target.model, [[1, 2, 3], [4, 5]])
+    assert not generate._compactable(cache)
+    assert generate._compactable(generate._prefill(load_target(make_pair("llama")[0]).model,
+                                                   [[1, 2, 3], [4, 5]])[0])

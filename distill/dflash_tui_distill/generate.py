@@ -6,8 +6,9 @@ roll the padding to the left and remember it, for attention and recurrent caches
 the decode is a bare loop, one forward and one argmax per step for the whole batch, with
 no per-sequence work on the host (mlx-lm's continuous batching spends most of a step on
 the host at large batches: about 2,000 tokens/s at batch 512 on an H200 for a 135M
-target). A sequence that stops early keeps decoding with the batch; its tokens after the
-stop token are dropped. tests/test_distill_data.py holds the result to a one-sequence
+target). A greedy sequence that stops early leaves the batch at the next check once
+enough others have (COMPACT_AT); a sampled one keeps decoding with the batch. Tokens after
+a stop token are dropped. tests/test_distill_data.py holds the result to a one-sequence
 greedy loop on both fixture targets (an attention model and a recurrent hybrid).
 
 The stop token is kept at the end of a continuation that stopped: the drafter should
@@ -23,6 +24,10 @@ import mlx.core as mx
 import numpy as np
 
 SYNC_EVERY = 16  # decode steps between checks whether the whole batch has stopped
+# Share of a greedy batch's rows that must have stopped before they are dropped from it.
+# Dropping copies the live rows' caches, about what one decode step reads, so it pays as
+# soon as a few steps remain; the threshold only keeps it from happening every sync.
+COMPACT_AT = 0.125
 # A batch of `batch_size` rows may hold this many tokens a row (prompt and continuation, the
 # longest row counting for all); longer prompts go in smaller batches. Counting rows alone,
 # an H200 ran out of memory prefilling the 643 longest prompts of stage 6 at batch 1024.
@@ -48,13 +53,30 @@ def _prefill(model, prompts: list[list[int]]):
     return batch.prompt_cache, mx.array([p[-1] for p in prompts])
 
 
+def _compactable(cache) -> bool:
+    """Whether rows can leave this batch: attention caches only (a recurrent layer's state
+    has its own filter, which no test here holds to the one-sequence loop)."""
+    from mlx_lm.models.cache import BatchKVCache
+
+    return all(type(c) is BatchKVCache for c in cache)
+
+
 def _decode_batch(model, prompts: list[list[int]], max_new_tokens: int, stops: np.ndarray,
                   should_stop: Callable[[], bool], temperature: float = 0.0,
                   key: Optional[mx.array] = None) -> Optional[np.ndarray]:
     """[len(prompts), steps] tokens, greedy or (temperature > 0) sampled from `key`;
-    None if should_stop() interrupted it."""
+    None if should_stop() interrupted it. A row's tokens after its stop token are junk.
+
+    Greedy decoding drops the rows that have stopped from the batch (their caches too) once
+    they are a COMPACT_AT share of it: a static batch otherwise runs every row to its
+    longest one's end. Sampled decoding keeps the batch whole, so that a seed draws the
+    same tokens as before."""
     cache, token = _prefill(model, prompts)
-    steps = []
+    compact = temperature == 0 and _compactable(cache)
+    out = np.zeros((len(prompts), max_new_tokens), dtype=np.int64)
+    live = np.arange(len(prompts))  # the batch's rows, as rows of `out`
+    finished = np.zeros(len(prompts), dtype=bool)
+    steps, first = [], 0  # tokens of the steps since the last sync, and its step number
     for step in range(max_new_tokens):
         logits = model(token[:, None], cache=cache)[:, -1, :]
         if temperature > 0:
@@ -64,13 +86,24 @@ def _decode_batch(model, prompts: list[list[int]], max_new_tokens: int, stops: n
             token = mx.argmax(logits, axis=-1)
         steps.append(token)
         mx.async_eval(token)
-        if (step + 1) % SYNC_EVERY == 0 or step + 1 == max_new_tokens:
-            done = np.isin(np.array(mx.stack(steps, axis=1)), stops).any(axis=1)
-            if done.all():
-                break
-            if should_stop():
-                return None
-    return np.array(mx.stack(steps, axis=1))
+        if (step + 1) % SYNC_EVERY and step + 1 != max_new_tokens:
+            continue
+        block = np.array(mx.stack(steps, axis=1))
+        out[live, first:step + 1] = block
+        finished[live] |= np.isin(block, stops).any(axis=1)
+        steps, first = [], step + 1
+        if finished[live].all():
+            return out[:, :step + 1]
+        if should_stop():
+            return None
+        done = finished[live]
+        if compact and done.mean() >= COMPACT_AT and step + 1 < max_new_tokens:
+            keep = np.flatnonzero(~done)
+            rows = mx.array(keep)
+            for c in cache:
+                c.filter(rows)
+            token, live = token[rows], live[keep]
+    return out
 
 
 def decode_continuations(model, prompts: list[list[int]], max_new_tokens: int,
