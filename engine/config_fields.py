@@ -85,6 +85,28 @@ DFLASH_CONFIG = {
 }
 
 
+# A target's config.json goes to mlx-lm, whose ModelArgs take any value and fail later in
+# arithmetic ("unsupported operand type(s) for /: 'int' and 'str'"). Only the counts and
+# constants every decoder config shares are checked, each may be null (mlx-lm's default).
+TARGET_FIELDS = {name: _or_null(kind) for name, kind in {
+    "hidden_size": DIM,
+    "num_hidden_layers": DIM,
+    "num_attention_heads": DIM,
+    "num_key_value_heads": DIM,
+    "head_dim": DIM,
+    "intermediate_size": DIM,
+    "vocab_size": DIM,
+    "max_position_embeddings": DIM,
+    "rms_norm_eps": NUMBER,
+    "rope_theta": NUMBER,
+}.items()}
+
+
+def check_target_field_types(raw: dict, where: str) -> None:
+    """Refuse the first present shared field of a target's config whose value is not of its kind."""
+    _check(raw, TARGET_FIELDS, "", where)
+
+
 def check_field_types(raw: dict, where: str) -> None:
     """Refuse the first present field whose value is not of its kind."""
     _check(raw, TOP_LEVEL, "", where)

@@ -224,6 +224,13 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
                 f"{where}: hidden_size {config.hidden_size} is not a multiple of "
                 f"conv_group_size {config.conv_group_size}"
             )
+    if not config.rope_theta > 0:  # a base of 0 or below puts NaN in every rotary angle
+        raise InputError(f"{where}: rope_theta = {config.rope_theta:g}; expected a number above 0")
+    if config.is_dflash2 and config.selector_top_k > config.vocab_size:
+        raise InputError(
+            f"{where}: dflash_config.selector_top_k = {config.selector_top_k}; expected at most "
+            f"vocab_size ({config.vocab_size}) candidates"
+        )
     if config.num_attention_heads % config.num_key_value_heads:
         raise InputError(
             f"{where}: num_attention_heads {config.num_attention_heads} is not a multiple of "

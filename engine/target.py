@@ -28,6 +28,7 @@ from mlx.utils import tree_map, tree_map_with_path
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from .block_attention import KernelKVCache, route_target_attention
+from .config_fields import check_target_field_types
 from .errors import InputError, ParameterError
 from .fused_projections import Fusion
 from .padded_attention import PaddedKVCache
@@ -381,6 +382,7 @@ def _load_mlx_lm_dir(path: Path, lazy: bool = False):
     if not isinstance(config["model_type"], str):
         raise InputError(f"{config_path}: model_type = {config['model_type']!r}; expected a "
                          "string such as \"llama\"")
+    check_target_field_types(config, str(config_path))
     weights = sorted(path.glob("model*.safetensors"))
     if not weights:
         raise InputError(f"{path}: no model*.safetensors weights found")
@@ -398,7 +400,7 @@ def _load_mlx_lm_dir(path: Path, lazy: bool = False):
     except TypeError as error:  # the architecture's ModelArgs was called without a field
         raise InputError(_args_error(config_path, config["model_type"], error)) from None
     except (ValueError, RuntimeError, KeyError, OSError) as error:
-        raise InputError(f"{path}: mlx-lm cannot build this model ({_first_line(error)})") from None
+        raise InputError(_build_error(path, error)) from None
     try:
         tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
     except Exception as error:  # transformers raises OSError/ValueError/EnvironmentError
@@ -424,6 +426,24 @@ def _args_error(config_path: Path, model_type: str, error: TypeError) -> str:
         return (f"{config_path}: missing required field{'s' if len(names) > 1 else ''} {fields} "
                 f"(mlx-lm's {model_type} model needs it)")
     return f"{config_path}: mlx-lm cannot build a {model_type} model from it ({_first_line(error)})"
+
+
+# mlx's strict load_weights lists every name, one per line after the count
+_NAMES = re.compile(r"^(Missing|Received) (\d+) parameters(?: not in model)?: \n(.*?)\.?$", re.S)
+
+
+def _build_error(path: Path, error: BaseException) -> str:
+    """mlx-lm's load error, in one line that names the first tensor where it lists some."""
+    found = _NAMES.match(str(error).strip())
+    if not found:
+        return f"{path}: mlx-lm cannot build this model ({_first_line(error)})"
+    which, count, names = found.group(1), int(found.group(2)), found.group(3).split(",\n")
+    more = f" (and {count - 1} more)" if count > 1 else ""
+    if which == "Missing":
+        return (f"{path}: tensor {names[0].strip()!r} is missing from the weights{more}; "
+                "expected every tensor of the model config.json describes")
+    return (f"{path}: tensor {names[0].strip()!r} is not in the model config.json describes{more}; "
+            "check num_hidden_layers and the other sizes")
 
 
 def _first_line(error: BaseException) -> str:

@@ -7,6 +7,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from dflash_tui.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,3 +113,17 @@ def test_a_missing_prompts_from_file_is_refused_before_any_work(make_pair, tmp_p
     code = main(["distill", str(target_dir), "--out", str(out), "--prompts-from", str(tmp_path / "no.jsonl")])
     assert code == 2 and f"--prompts-from {tmp_path / 'no.jsonl'}: no such file" in one_line_error(capsys)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("make_bad", ["missing", "not-utf8"])
+def test_a_bad_extra_prompts_file_is_refused_before_the_target_generates(make_pair, tmp_path, capsys,
+                                                                        make_bad):
+    target_dir, _ = make_pair("llama")
+    extra = tmp_path / "extra.txt"
+    if make_bad == "not-utf8":
+        extra.write_bytes(b"\xff\xfe caf\xe9\n")
+    out = tmp_path / "out"
+    code = main(["distill", str(target_dir), "--out", str(out), "--phase", "data",
+                 "--extra-prompts", str(extra)])
+    assert code == 2 and f"--extra-prompts {extra}: " in one_line_error(capsys)
+    assert not out.exists()  # nothing generated, no empty data folder left behind

@@ -209,3 +209,48 @@ def test_refusal_in_a_real_process_has_no_traceback(breakable_pair):
     assert "Traceback" not in proc.stderr
     errors = [l for l in proc.stderr.splitlines() if l.startswith("dflash-tui: error:")]
     assert len(errors) == 1 and "mask_token_id -5" in errors[0]
+
+
+def test_target_tensor_missing_is_named(capsys, breakable_pair):
+    target, _ = breakable_pair
+    weights = dict(mx.load(str(target / "model.safetensors")))
+    del weights["model.layers.0.mlp.down_proj.weight"]
+    mx.save_safetensors(str(target / "model.safetensors"), weights)
+    _refused(capsys, str(target), "--prompt", "x",
+             needles=["'model.layers.0.mlp.down_proj.weight'", "missing from the weights"])
+
+
+def test_target_config_with_more_layers_than_its_weights(capsys, breakable_pair):
+    target, _ = breakable_pair
+    config = _config(target)
+    config["num_hidden_layers"] += 2
+    (target / "config.json").write_text(json.dumps(config))
+    line = _refused(capsys, str(target), "--prompt", "x", needles=["missing from the weights", "more)"])
+    assert f"model.layers.{config['num_hidden_layers'] - 2}." in line  # the first layer it lacks
+
+
+def test_target_config_field_of_the_wrong_type(capsys, breakable_pair):
+    target, _ = breakable_pair
+    config = _config(target)
+    config["hidden_size"] = str(config["hidden_size"])
+    (target / "config.json").write_text(json.dumps(config))
+    _refused(capsys, str(target), "--prompt", "x",
+             needles=[str(target / "config.json"), f"hidden_size = '{config['hidden_size']}'",
+                      "expected a whole number"])
+
+
+def test_drafter_rope_theta_not_above_zero(capsys, breakable_pair):
+    target, draft = breakable_pair
+    config = _config(draft)
+    config["rope_theta"] = -1
+    (draft / "config.json").write_text(json.dumps(config))
+    _refused(capsys, str(target), "--prompt", "x", needles=["rope_theta = -1", "above 0"])
+
+
+def test_drafter_selector_top_k_above_the_vocabulary(capsys, breakable_pair):
+    target, draft = breakable_pair
+    config = _config(draft)
+    config["dflash_config"]["selector_top_k"] = 100000
+    (draft / "config.json").write_text(json.dumps(config))
+    _refused(capsys, str(target), "--prompt", "x",
+             needles=["selector_top_k = 100000", f"vocab_size ({config['vocab_size']})"])

@@ -11,7 +11,7 @@ from dflash_tui.engine.errors import InputError
 from . import dataset, state as state_lib
 from .architecture import check_against_target, target_shape
 from .continuations import load as load_continuations
-from .data_phase import run_data_phase
+from .data_phase import read_extra_prompts, run_data_phase
 from .holdout import read_holdouts, refuse_clashes
 from .init_from import apply_shape, refuse_other_target
 from .outputs import check_out, writable_dir
@@ -43,6 +43,10 @@ class Distill:
         if data_to_make and self.data.prompts_from and not Path(self.data.prompts_from).is_file():
             raise InputError(f"--prompts-from {self.data.prompts_from}: no such file (expected JSON lines "
                              "of prompts; scripts/build_prompt_corpus.sh makes the sample recipe's)")
+        if data_to_make and self.data.extra_prompts:
+            # read again after the target's own prompts are generated; a bad file must fail
+            # here, before minutes of that
+            read_extra_prompts(self.data.extra_prompts)
         data_left = run.phase in ("data", "all") and not (manifest and manifest.get("complete"))
         self.continuations = None  # read only where data are still to be decoded
         if run.continuations_from and data_left:
