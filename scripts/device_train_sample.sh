@@ -19,7 +19,7 @@
 # first for a build carried in by other means), mlx-lm and the project's other dependencies,
 # and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 16 also need their corpus in the tree
 # (runs/corpus, or runs/corpusN for stages 11 to 13, runs/corpus13 for stages 14 to 16, made by
-# scripts/build_prompt_corpus.sh; it travels as an ignored folder).
+# scripts/build_prompt_corpus.sh; it travels as an ignored folder, or packed as runs/corpusN.tar.gz).
 # SECONDS is this command's budget; 25 s of it (35 with KEEP_CONTINUATIONS) are kept to pack
 # the results, and `all` keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.
 # A machine that goes back between commands loses /tmp (ours goes back about 30 s after a
@@ -50,6 +50,8 @@ if [ ! -d /tmp/proj ]; then
   cp -r distill/dflash_tui_distill /tmp/proj/dflash_tui_distill
   for corpus in runs/corpus runs/corpus11 runs/corpus12 runs/corpus13; do
     if [ -d "$corpus" ]; then cp -r "$corpus" "/tmp/proj/$corpus"; fi
+    # or carried packed (`tar czf runs/corpus13.tar.gz -C runs corpus13`: 3.5 MB, not 16)
+    if [ -f "$corpus.tar.gz" ] && [ ! -d "/tmp/proj/$corpus" ]; then tar xzf "$corpus.tar.gz" -C /tmp/proj/runs; fi
   done
 fi
 # a carried file named from the checkout is found from /tmp/proj too
@@ -149,11 +151,22 @@ fi
 # continues again) come back as continuations-stageN.partNN, to be carried in by that stage
 # (cat them; CONTINUATIONS_FROM=the file), once the data are complete; the export of 31,847
 # random sequences (prompts of 30-300 tokens, continuations of 20-256) took 0.8 s on a
-# 2-core CPU and made 9.9 MB
+# 2-core CPU and made 9.9 MB. Only runs/ keeps it here, and a new session's checkout has no
+# runs/: committed, it lasts (docs/DISTILL.md, "Stage 16: the plan"), so the prompts of a
+# corpus source under a GPL licence (its sources.json says which) are left out of it, and
+# the next data phase decodes those few again.
 if [ -n "${KEEP_CONTINUATIONS:-}" ] && grep -qs '"complete": true' "$RUN_DIR/data/manifest.json"; then
   kept="/tmp/run/continuations-stage$STAGE.npz"
   if [ ! -f "$kept" ]; then  # a failed export must not cost the call's other files
-    ${PYTHON:-python3} -m dflash_tui_distill.continuations "$RUN_DIR/data" "$kept" --kinds real- 2>&1 | tee -a "$log" \
+    mapfile -t copyleft < <(${PYTHON:-python3} -c 'import json, pathlib, sys
+corpus = json.load(open(sys.argv[1]))["settings"].get("prompts_from")
+listing = pathlib.Path(corpus or "").with_name("sources.json")
+sources = json.loads(listing.read_text())["sources"] if corpus and listing.is_file() else {}
+for name, source in sources.items():
+    if "GPL" in source.get("licence", ""):
+        print("--exclude-source"); print(name)' "$RUN_DIR/data/manifest.json")
+    ${PYTHON:-python3} -m dflash_tui_distill.continuations "$RUN_DIR/data" "$kept" --kinds real- \
+      "${copyleft[@]}" 2>&1 | tee -a "$log" \
       || echo "continuations: the export failed; the rest is packed" | tee -a "$log"
   fi
   if [ -f "$kept" ]; then split -b 15M -d "$kept" "$OUT/continuations-stage$STAGE.part"; fi

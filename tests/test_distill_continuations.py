@@ -160,3 +160,26 @@ def test_exporting_kinds_that_no_prompt_has_is_refused(first_phase, tmp_path, ca
     assert err == [f"continuations: error: {first}: no sequence's prompt kind starts with 'rael-'; "
                    "nothing to keep"]
     assert not (tmp_path / "kept.npz").exists()
+
+
+def test_a_source_can_be_left_out_of_the_kept_file(first_phase, tmp_path, capsys):
+    _, _, first, _ = first_phase
+    prompts = dataset.read_prompts(first)
+    poems = {continuations.prompt_key(ids[:plen].tolist())
+             for index, ids, plen, _ in dataset.shard_rows(first, dataset.read_manifest(first)["shards"])
+             if prompts[index]["source"] == "poems==1.0"}
+    assert len(poems) == 9
+    kept = tmp_path / "without-poems.npz"
+    assert continuations.main([str(first), str(kept), "--exclude-source", "poems==1.0"]) == 0
+    table = continuations.load(str(kept))
+    assert len(table.table) == len(prompts) - 9 and not poems & set(table.table)
+    assert table.meta["excluded_sources"] == ["poems==1.0"]
+    # a name no prompt carries is a typo, not an empty exclusion
+    capsys.readouterr()
+    assert continuations.main([str(first), str(tmp_path / "x.npz"), "--exclude-source", "poem==1.0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'poem==1.0'" in err and not (tmp_path / "x.npz").exists()
+    # leaving out every prompt of the kinds asked for says so
+    assert continuations.main([str(first), str(tmp_path / "y.npz"), "--kinds", "real-",
+                               "--exclude-source", "poems==1.0"]) == 2
+    assert "once poems==1.0 is left out" in capsys.readouterr().err

@@ -7,6 +7,7 @@ FILE` takes those it finds there and decodes only the rest; on a GPU machine tha
 its disk between sessions, that is most of the data phase's time.
 
     python -m dflash_tui_distill.continuations DATA_DIR FILE [--kinds PREFIX]
+        [--exclude-source NAME ...]
 
 writes FILE (.npz, compressed) from a finished data phase: for each sequence whose prompt
 kind starts with PREFIX (default: every kind), the SHA-256 of its prompt ids, its
@@ -69,28 +70,38 @@ class Continuations:
         return self.table.get(prompt_key(prompt_ids))
 
 
-def export(data_dir: Path, path: Path, kind_prefix: str = "") -> int:
-    """Write the continuations of `data_dir`'s finished data phase to `path`; how many."""
+def export(data_dir: Path, path: Path, kind_prefix: str = "",
+           exclude_sources: tuple[str, ...] = ()) -> int:
+    """Write the continuations of `data_dir`'s finished data phase to `path`; how many.
+    Prompts from `exclude_sources` (a corpus source's name, e.g. one whose licence does not
+    let text derived from it travel with this repository) are left out."""
     manifest = dataset.read_manifest(data_dir)
     prompts = dataset.read_prompts(data_dir)
     if manifest is None or prompts is None or not manifest.get("complete"):
         raise InputError(f"{data_dir}: no finished data phase here (its manifest.json must say "
                          "\"complete\": true)")
+    known = {p.get("source") for p in prompts}
+    unknown = [name for name in exclude_sources if name not in known]
+    if unknown:
+        raise InputError(f"{data_dir}: no prompt comes from source {unknown[0]!r} (--exclude-source "
+                         f"takes a source's name as its prompts record it, e.g. {sorted(map(str, known))[0]!r})")
     keys, pieces, stopped = [], [], []
     for index, tokens, plen, stop in dataset.shard_rows(data_dir, manifest["shards"]):
-        if prompts[index]["kind"].startswith(kind_prefix):
+        prompt = prompts[index]
+        if prompt["kind"].startswith(kind_prefix) and prompt.get("source") not in exclude_sources:
             keys.append(prompt_key(tokens[:plen].tolist()))
             pieces.append(tokens[plen:])
             stopped.append(stop)
     if not keys:
-        raise InputError(f"{data_dir}: no sequence's prompt kind starts with {kind_prefix!r}; "
-                         "nothing to keep")
+        left_out = f" once {', '.join(exclude_sources)} is left out" if exclude_sources else ""
+        raise InputError(f"{data_dir}: no sequence's prompt kind starts with {kind_prefix!r}"
+                         f"{left_out}; nothing to keep")
     vocab = int(manifest["target"]["vocab"])
     dtype = np.uint16 if vocab <= 1 << 16 else np.int32
     meta = {"format": FORMAT, "target": manifest["target"],
             "max_new_tokens": manifest["settings"]["max_new_tokens"],
             "data_dtype": manifest["settings"]["data_dtype"], "kinds": kind_prefix,
-            "sequences": len(keys)}
+            "excluded_sources": list(exclude_sources), "sequences": len(keys)}
     arrays = {
         "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
         "keys": np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32),
@@ -155,9 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the .npz to write")
     parser.add_argument("--kinds", default="", metavar="PREFIX",
                         help="only prompts whose kind starts with PREFIX (e.g. real-)")
+    parser.add_argument("--exclude-source", action="append", default=[], metavar="NAME",
+                        help="leave out the prompts of this source (as the prompts record it; "
+                             "repeatable)")
     args = parser.parse_args(argv)
     try:
-        count = export(args.data, args.out, args.kinds)
+        count = export(args.data, args.out, args.kinds, tuple(args.exclude_source))
     except InputError as error:
         print(f"continuations: error: {error}", file=sys.stderr)
         return 2
