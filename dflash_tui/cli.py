@@ -15,12 +15,16 @@ Bad input ends with one line on stderr naming what was wrong, exit code 2, no tr
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 from . import flag_ranges
 from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, parse_spec
+from .engine.draft_config import DFLASH, DFLASH2
 from .engine.errors import GroupError, InputError, ParameterError
 from .prompt_file import read_prompt_file
 
@@ -53,7 +57,10 @@ class _Parser(argparse.ArgumentParser):
 def _prompt_text(args) -> Optional[str]:
     if getattr(args, "prompt_file", None):
         return read_prompt_file(Path(args.prompt_file))
-    return getattr(args, "prompt", None)
+    prompt = getattr(args, "prompt", None)
+    if prompt is not None and not prompt.strip():  # as an empty --prompt-file is refused
+        raise InputError(f"--prompt {prompt!r}: the prompt is empty (expected the prompt's text)")
+    return prompt
 
 
 def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> None:
@@ -100,6 +107,29 @@ def check_compare(args) -> None:
                          "decode on one process)")
 
 
+def check_drafter_path(value: str) -> None:
+    """Two easy mistakes the loader would report as something else: a file given as the
+    drafter ("no such drafter directory"), and the target's own folder ("architectures =
+    []"). A missing path and a damaged config.json are left to the loader's messages."""
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path}: a file, not a drafter directory (expected a folder with "
+                         "config.json + *.safetensors)")
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(config, dict):
+        return
+    architectures, model_type = config.get("architectures") or [], config.get("model_type")
+    if not isinstance(architectures, list) or {DFLASH, DFLASH2} & set(map(str, architectures)):
+        return  # a drafter, or a field of the wrong type the loader names
+    if model_type or architectures:
+        raise InputError(f"{path}: looks like a target model (model_type = {model_type!r}, "
+                         f"architectures = {architectures!r}), not a DFlash drafter (expected "
+                         f"architectures {[DFLASH2]!r} or {[DFLASH]!r})")
+
+
 def add_decode_args(p: argparse.ArgumentParser, block_default=None) -> None:
     p.add_argument("--block", type=int, default=block_default, metavar="G",
                    help="proposals per round (default: the drafter's block_size - 1)")
@@ -124,7 +154,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     parsers = {}
 
     p = _Parser(prog="dflash-tui", description="Step a DFlash/DFlash2 speculative decode live.",
-                epilog="Other commands: dflash-tui {probe,bench,distill,quantize,replay,export} --help")
+                epilog=f"Other commands: {', '.join(COMMANDS)} (dflash-tui COMMAND --help)")
     add_model_args(p)
     add_prompt_args(p)
     add_decode_args(p)
@@ -222,6 +252,8 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
                    help="csv (default) or parquet (needs pyarrow: pip install 'dflash-tui[parquet]')")
     p.add_argument("--session", type=int, metavar="N",
                    help="which session of a trace that holds several (1-based; default: the last)")
+    p.add_argument("--force", action="store_true",
+                   help="replace rounds / slots / buffers files already in --out (and nothing else)")
     parsers["export"] = p
     return parsers
 
@@ -238,15 +270,31 @@ def _trainer_cli():
     return dflash_tui_distill.cli
 
 
+def _check_command_word(word: str) -> None:
+    """A bare word that is no command and no existing path is a mistyped command far more
+    often than a model folder (`bench-dif A B` used to say `unrecognized arguments: A B`).
+    Anything path-like (a separator, a dot) is left to the MODEL_DIR checks."""
+    if word[:1] in ("-", "~") or "/" in word or os.sep in word or "." in word or Path(word).exists():
+        return
+    close = difflib.get_close_matches(word, COMMANDS, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise InputError(f"unknown command {word!r} ({hint}commands: {', '.join(COMMANDS)}; "
+                     "or MODEL_DIR, an existing folder or .gguf file)")
+
+
 def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
     parsers = build_parsers()
     command = argv[0] if argv and argv[0] in COMMANDS else "tui"
+    if command == "tui" and argv:
+        _check_command_word(argv[0])
     rest = argv[1:] if command != "tui" else argv
     if command == "distill":
         _trainer_cli().add_arguments(parsers["distill"])
     args = parsers[command].parse_args(rest)
     if command in ("tui", "probe", "bench"):
         flag_ranges.check(args)
+    if getattr(args, "draft", None):
+        check_drafter_path(args.draft)
     if hasattr(args, "prompt"):
         args.prompt_text = _prompt_text(args)
     if hasattr(args, "compare"):

@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 from .engine.errors import InputError
-from .tables import columns, rows, session_records
+from .outputs import same_file
+from .tables import TABLES, columns, rows, session_records
 
 PARQUET_BATCH = 4096  # rows buffered per Parquet record batch
 
@@ -28,6 +29,12 @@ def run(args) -> int:
             raise InputError("--format parquet needs pyarrow: pip install 'dflash-tui[parquet]'") from None
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a directory")
+    if source.is_dir() and same_file(out, source):  # tables there go stale with its rounds
+        raise InputError(f"--out {out}: is SOURCE itself (give the tables a folder of their own)")
+    present = next((f for f in (out / f"{name}.{args.format}" for name in TABLES) if f.exists()), None)
+    if present is not None and not args.force:
+        raise InputError(f"--out {out}: already holds {present.name} (an earlier export?); "
+                         "give an empty or new folder, or --force to replace its tables")
     count, compared, records = session_records(source, args.session)
     try:
         out.mkdir(parents=True, exist_ok=True)

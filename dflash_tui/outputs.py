@@ -111,6 +111,15 @@ def run_dir(flag: str, value: str, force: bool) -> Path:
     return path
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same file on disk where both exist (hard and
+    symbolic links, ./x and x), else the same absolute path once resolved."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them is not there (yet)
+        return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
 @contextmanager
 def writing(path: Path) -> Iterator[None]:
     """Turn a failed write (full disk, file size limit, a folder gone) into one line naming

@@ -9,6 +9,7 @@ round 19's acceptance and the prompt's mean from 1.41 to 1.38).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .engine.errors import InputError
@@ -19,7 +20,12 @@ def read_prompt_file(path: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
+        if path.is_symlink():
+            raise InputError(f"{path}: broken symbolic link to {os.readlink(path)} "
+                             "(expected a prompt file)") from None
         raise InputError(f"{path}: no such prompt file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: a folder, not a prompt file (expected UTF-8 text)") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text (a prompt file is plain UTF-8)") from None
     except OSError as error:

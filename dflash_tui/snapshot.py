@@ -76,8 +76,10 @@ def round_from_json(d: dict) -> RoundRecord:
 
 
 def _named(probes: tuple[ProbeRow, ...], where: Optional[dict]) -> Optional[ProbeRow]:
-    if not where:
+    if where is None:
         return None
+    if not isinstance(where, dict):  # the codec never saw this field: check its type here
+        raise TypeError(f"first_nonfinite = {where!r}; expected an object or null")
     key = (where.get("stage"), where.get("layer"), where.get("name"))
     return next((p for p in probes if (p.stage, p.layer, p.name) == key), None)
 

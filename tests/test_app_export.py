@@ -97,9 +97,11 @@ def test_export_of_a_trace_writes_rows_equal_to_the_records(recorded, tmp_path, 
     assert f"{out / 'buffers.csv'}: {len(expected['buffers'])} rows" in captured.out
     assert [list(r) for r in read_csv(out / "rounds.csv")][0][8:13] == [f"ms_{s}" for s in STAGE_ORDER]
 
-    assert cli.main(["export", str(root / "trace.jsonl"), "--out", str(out), "--session", "1"]) == 0
+    assert cli.main(["export", str(root / "trace.jsonl"), "--out", str(out), "--session", "1",
+                     "--force"]) == 0
     assert [r["round"] for r in read_csv(out / "rounds.csv")] == ["0", "1"]
-    assert cli.main(["export", str(root / "trace.jsonl"), "--out", str(out), "--session", "3"]) == 2
+    assert cli.main(["export", str(root / "trace.jsonl"), "--out", str(out), "--session", "3",
+                     "--force"]) == 2
     assert "--session 3" in capsys.readouterr().err
 
 
@@ -145,6 +147,37 @@ def test_load_trace_gives_a_notebook_the_same_tables(recorded):
     rounds, slots, buffers = tables.to_pandas()
     assert list(rounds["accepted"]) == [r.accepted for r in sessions[-1]]
     assert len(buffers) == len(expected["buffers"]) and list(slots.columns) == list(expected["slots"][0])
+
+
+def test_export_never_overwrites_tables_without_force(recorded, tmp_path, capsys):
+    from one_line import refusal
+
+    root, sessions = recorded
+    out = tmp_path / "tables"
+    out.mkdir()
+    (out / "rounds.csv").write_text("the user's own table\n")
+    (out / "notes.txt").write_text("kept")
+    argv = ["export", root / "trace.jsonl", "--out", out]
+    refusal(capsys, argv, f"--out {out}: already holds rounds.csv", "--force")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "rounds.csv"]
+    assert (out / "rounds.csv").read_text() == "the user's own table\n"
+
+    assert cli.main([*map(str, argv), "--force"]) == 0
+    assert [r["round"] for r in read_csv(out / "rounds.csv")] == [str(r.round) for r in sessions[-1]]
+    assert (out / "notes.txt").read_text() == "kept"
+    refusal(capsys, argv, f"--out {out}: already holds rounds.csv")  # an export is refused alike
+
+
+def test_export_into_its_own_source_folder_is_refused(recorded, capsys):
+    from one_line import refusal
+
+    root, _ = recorded
+    snapshots = root / "snapshots"
+    before = sorted(p.name for p in snapshots.iterdir())
+    refusal(capsys, ["export", snapshots, "--out", snapshots / ".." / "snapshots"],
+            "is SOURCE itself")
+    refusal(capsys, ["export", snapshots, "--out", snapshots, "--force"], "is SOURCE itself")
+    assert sorted(p.name for p in snapshots.iterdir()) == before
 
 
 @pytest.mark.parametrize("argv, message", [

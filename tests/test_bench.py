@@ -325,6 +325,10 @@ def test_lossy_engine_is_caught(make_pair, prompts_dir, tmp_path, capsys, monkey
     (["--prompts", "{tmp}/no-workloads"], "no workload sub-folders"),
     (["--json", "{tmp}/missing/out.json"], "missing/out.json: directory"),
     (["--csv", "{tmp}"], "is a directory"),
+    (["--json", "{tmp}/same.json", "--csv", "{tmp}/same.json"], "--csv {tmp}/same.json: same file as --json"),
+    (["--json", "{tmp}/same.json", "--csv", "{tmp}/sub/../same.json"], "same file as --json"),
+    (["--prompts", "{tmp}/dangling"], "dangling/code/b.txt: broken symbolic link to {tmp}/gone.txt"),
+    (["--prompts", "{tmp}/folder-prompt"], "folder-prompt/code/b.txt: a folder, not a prompt file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(make_pair, prompts_dir, tmp_path, capsys, args, expected):
     target_dir, _ = make_pair("llama", "DFlash2DraftModel")
@@ -332,6 +336,13 @@ def test_bad_input_is_one_line_and_exit_2(make_pair, prompts_dir, tmp_path, caps
     (tmp_path / "empty-prompt" / "math").mkdir(parents=True)
     (tmp_path / "empty-prompt" / "math" / "01.txt").write_text("  \n")
     (tmp_path / "no-workloads").mkdir()
+    (tmp_path / "sub").mkdir()
+    for name in ("dangling", "folder-prompt"):  # a good a.txt beside a b.txt that is no file
+        (tmp_path / name / "code").mkdir(parents=True)
+        (tmp_path / name / "code" / "a.txt").write_text("def add(a, b):\n")
+    (tmp_path / "dangling" / "code" / "b.txt").symlink_to(tmp_path / "gone.txt")
+    (tmp_path / "folder-prompt" / "code" / "b.txt").mkdir()
+    expected = expected.replace("{tmp}", str(tmp_path))
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     if "--prompts" not in args:
         args += ["--prompts", str(prompts_dir)]
@@ -341,3 +352,21 @@ def test_bad_input_is_one_line_and_exit_2(make_pair, prompts_dir, tmp_path, caps
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dflash-tui: error: ")
     assert expected in lines[0]
+
+
+@pytest.mark.parametrize("flag", ["--json", "--csv"])
+def test_an_output_that_is_a_prompt_file_is_refused_before_loading(make_pair, prompts_dir, tmp_path,
+                                                                   capsys, flag):
+    import shutil
+
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    prompts = tmp_path / "prompts"
+    shutil.copytree(prompts_dir, prompts)
+    victim = prompts / "code" / "01-add.txt"
+    before = victim.read_bytes()
+    rc, stdout, stderr = bench(capsys, target_dir, "--prompts", prompts, flag, victim)
+    assert rc == 2 and stdout == ""
+    [line] = stderr.strip().splitlines()
+    assert line.startswith(f"dflash-tui: error: {flag} {victim}: is the prompt file {victim}")
+    assert "loading" not in stderr
+    assert victim.read_bytes() == before

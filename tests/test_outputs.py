@@ -110,3 +110,18 @@ def test_tui_outputs_are_checked_before_the_app_opens(target, tmp_path, capsys, 
     path = {"a folder": tmp_path, "a file": _blocker(tmp_path), "unwritable": unwritable / "x",
             "under a file": _blocker(tmp_path) / "x"}[where]
     refusal(capsys, [target, flag, path], f"{flag} {path}")
+
+
+@pytest.mark.parametrize("spelling", ["same path", "a link to it"])
+def test_trace_on_the_prompt_file_is_refused_before_the_app_opens(target, tmp_path, capsys,
+                                                                  monkeypatch, spelling):
+    monkeypatch.setattr("dflash_tui.app.main.run_live",
+                        lambda *a, **k: pytest.fail("the app opened with --trace on the prompt"))
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("def add(a, b):\n")
+    trace = prompt if spelling == "same path" else tmp_path / "link.txt"
+    if trace != prompt:
+        trace.symlink_to(prompt)
+    refusal(capsys, [target, "--prompt-file", prompt, "--trace", trace],
+            f"--trace {trace}: same file as --prompt-file")
+    assert prompt.read_text() == "def add(a, b):\n"

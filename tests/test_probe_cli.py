@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from dflash_tui.cli import main
 from dflash_tui.snapshot import SNAPSHOT_SCHEMA, round_from_json, round_json
@@ -81,3 +82,15 @@ def test_prompt_file_sends_the_bench_s_prompt(make_pair, tmp_path, capsys):
     sent = json.loads((tmp_path / "o" / "summary.json").read_text())["session"]["prompt"]
     [workload] = load_workloads(tmp_path / "prompts")
     assert sent == workload.prompts[0].text == "The quick brown fox jumps"
+
+
+@pytest.mark.parametrize("prompt", ["", " \n\t"])
+def test_an_empty_prompt_is_refused_like_an_empty_prompt_file(make_pair, tmp_path, capsys, prompt):
+    from one_line import refusal
+
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    out = tmp_path / "o"
+    refusal(capsys, ["probe", target_dir, "--prompt", prompt, "--rounds", "1", "--out", out],
+            f"--prompt {prompt!r}: the prompt is empty")
+    assert not out.exists()  # refused before anything ran
+

@@ -52,3 +52,33 @@ def test_a_damaged_header_does_not_merge_two_sessions(recorded, tmp_path):
     assert loaded.skipped == 1
     assert [[r.round for r in s.rounds] for s in loaded.sessions] == [[0, 1, 2], [0, 1]]
     assert loaded.sessions[1].info is None  # its header is gone: said, not borrowed
+
+
+@pytest.fixture(scope="module")
+def probed(make_pair, tmp_path_factory):
+    """round-0000.json as `probe --rounds 1 --out DIR` writes it."""
+    from dflash_tui.cli import main
+
+    target, _ = make_pair("llama", "DFlash2DraftModel")
+    out = tmp_path_factory.mktemp("probed") / "run"
+    assert main(["probe", str(target), "--prompt", "Hi", "--rounds", "1", "--out", str(out)]) == 0
+    return out / "round-0000.json"
+
+
+@pytest.mark.parametrize("value", ["x", 3, True])
+@pytest.mark.parametrize("command", ["replay", "export"])
+def test_a_snapshot_whose_first_nonfinite_is_no_object_is_one_line(probed, tmp_path, capsys,
+                                                                   monkeypatch, command, value):
+    from one_line import refusal
+
+    monkeypatch.setattr("dflash_tui.app.replay_app.ReplayApp",
+                        lambda *a, **k: pytest.fail("the damaged snapshot replayed"))
+    snapshot = json.loads(probed.read_text())
+    assert snapshot["first_nonfinite"] is None  # the field the damage replaces
+    snapshot["first_nonfinite"] = value
+    file = tmp_path / "round-0000.json"
+    file.write_text(json.dumps(snapshot, indent=1))
+    argv = [command, file] + (["--out", tmp_path / "tables"] if command == "export" else [])
+    refusal(capsys, argv, f"{file}: damaged snapshot",
+            f"first_nonfinite = {value!r}; expected an object or null")
+    assert not (tmp_path / "tables").exists()  # export wrote nothing

@@ -18,7 +18,7 @@ from .. import sample
 from ..engine.api import load_pair
 from ..engine.errors import InputError
 from ..engine.files import write_atomic, write_json_atomic
-from ..outputs import output_file, writing
+from ..outputs import output_file, same_file, writing
 from .compare import render as render_compare
 from .export import to_csv, to_json
 from .progress import LineProgress, RichProgress
@@ -82,8 +82,16 @@ def run(args) -> int:
     settings = settings_from(args)
     json_path = output_file("--json", args.json)
     csv_path = output_file("--csv", args.csv)
+    if json_path and csv_path and same_file(json_path, csv_path):
+        raise InputError(f"--csv {csv_path}: same file as --json")
     prompts_dir = Path(args.prompts).expanduser() if args.prompts else sample.PROMPTS_DIR
     workloads = load_workloads(prompts_dir, args.limit)
+    for flag, path in (("--json", json_path), ("--csv", csv_path)):  # or a prompt is lost
+        read = next((p.path for w in workloads for p in w.prompts
+                     if path and same_file(path, p.path)), None)
+        if read is not None:
+            raise InputError(f"{flag} {path}: is the prompt file {read} (the bench reads it; "
+                             "write the results elsewhere)")
     model, draft = sample.resolve(args.model, args.draft)
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)

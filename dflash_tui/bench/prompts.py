@@ -47,8 +47,9 @@ def load_workloads(directory: Path, limit: Optional[int] = None) -> tuple[Worklo
     workloads = []
     folders = [d for d in directory.iterdir() if d.is_dir() and not d.name.startswith(".")]
     for folder in sorted(folders, key=lambda d: _order(d.name)):
-        files = sorted(f for f in folder.iterdir()
-                       if f.is_file() and f.suffix == SUFFIX and not f.name.startswith("."))
+        # Not only regular files: a broken link or a folder named *.txt is reported when
+        # read, like an empty file, rather than silently leaving the workload smaller.
+        files = sorted(f for f in folder.iterdir() if f.suffix == SUFFIX and not f.name.startswith("."))
         if not files:
             raise InputError(f"{folder}: workload folder has no *{SUFFIX} prompt files")
         if limit is not None:

@@ -1,0 +1,52 @@
+"""The first word and --draft: a mistyped command, a file or a target folder given as the
+drafter are each named for what they are, in one line, before any model loads."""
+
+from __future__ import annotations
+
+import pytest
+
+from one_line import refusal
+
+from dflash_tui.cli import COMMANDS, build_parsers
+
+
+@pytest.fixture(autouse=True)
+def no_app(monkeypatch):
+    monkeypatch.setattr("dflash_tui.app.main.run_live", lambda *a, **k: pytest.fail("app opened"))
+
+
+def test_a_mistyped_command_is_named_with_the_commands(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no file named bench-dif here
+    line = refusal(capsys, ["bench-dif", "a.json", "b.json"], "unknown command 'bench-dif'",
+                   "did you mean 'bench-diff'?", ", ".join(COMMANDS))
+    assert "unrecognized arguments" not in line
+
+
+def test_an_existing_folder_is_still_a_model_dir(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "probx").mkdir()
+    line = refusal(capsys, ["probx"], "probx: not a model directory")
+    assert "unknown command" not in line
+
+
+def test_the_help_lists_every_command():
+    epilog = build_parsers()["tui"].epilog
+    assert all(command in epilog for command in COMMANDS) and "bench-diff" in epilog
+
+
+@pytest.mark.parametrize("name", ["empty", "drafter.gguf"])
+@pytest.mark.parametrize("command", [[], ["probe"], ["bench"]])
+def test_a_file_given_as_the_drafter_is_called_a_file(make_pair, tmp_path, capsys, name, command):
+    target, _ = make_pair("llama", "DFlash2DraftModel")
+    draft = tmp_path / name
+    draft.write_bytes(b"" if name == "empty" else b"GGUF")
+    line = refusal(capsys, [*command, target, "--draft", draft],
+                   f"{draft}: a file, not a drafter directory")
+    assert "no such" not in line
+
+
+@pytest.mark.parametrize("command", [[], ["probe"], ["bench"]])
+def test_a_target_folder_given_as_the_drafter_says_so(make_pair, capsys, command):
+    target, _ = make_pair("llama", "DFlash2DraftModel")
+    refusal(capsys, [*command, target, "--draft", target],
+            f"{target}: looks like a target model (model_type = 'llama'", "not a DFlash drafter")
