@@ -400,6 +400,10 @@ def test_a_partial_npz_and_the_screenshot_go_where_they_should(pair, tmp_path):
             assert "partial NPZ: no raw buffers for context, draft" in app.status.message
             app.deliver_screenshot()
             await wait_for(pilot, lambda: list(app.session_dir.path.glob("*.svg")), what="the screenshot")
+            # and the user is told where (the delivery thread's last call; leaving before it
+            # lands made it fail on a closed loop, a warning in a later test)
+            await wait_for(pilot, lambda: any(str(app.session_dir.path) in n.message
+                                              for n in app._notifications), what="the screenshot's note")
 
     run(scenario())
 
