@@ -24,7 +24,8 @@ LEGEND = (
 )
 
 
-KEY, DESCRIPTION = 12, 66  # column widths of the keys list
+KEY, DESCRIPTION = 12, 66  # column widths of the keys list (the text narrows to fit the box)
+LEGEND_PANEL, LEGEND_SAMPLE = 10, 10  # the legend's first two columns, "sample" with its gaps
 
 
 class HelpScreen(ModalScreen[None]):
@@ -45,6 +46,26 @@ class HelpScreen(ModalScreen[None]):
     def __init__(self, keys: list[tuple[str, list[tuple[str, str]]]]) -> None:
         super().__init__()
         self.keys = keys
+        self.text_width = KEY + DESCRIPTION  # of the text; set to the box's once it is laid out
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._fit)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit)
+
+    def on_screen_resume(self) -> None:  # shown again, maybe in a terminal resized since
+        self.call_after_refresh(self._fit)
+
+    def _fit(self) -> None:
+        """Wrap the text to the box (narrower than 84 columns in an 80-column terminal):
+        wrapped again by the box, a description's continuation fell back to column 0."""
+        keys = self.query_one("#help-keys", Static)
+        width = keys.content_size.width
+        if width and width != self.text_width:
+            self.text_width = width
+            keys.update(self._keys_table())
+            self.query_one("#help-legend", Static).update(self._legend())
 
     def compose(self):
         with VerticalScroll() as scroll:
@@ -62,7 +83,7 @@ class HelpScreen(ModalScreen[None]):
         for section, rows in self.keys:
             out.append(f"{section}\n", style="bold underline")
             for key, description in rows:
-                lines = textwrap.wrap(description, DESCRIPTION) or [""]
+                lines = textwrap.wrap(description, max(20, self.text_width - KEY)) or [""]
                 out.append(f"{key:<{KEY}}", style="bold cyan")
                 out.append(lines[0] + "\n")
                 for more in lines[1:]:
@@ -71,10 +92,14 @@ class HelpScreen(ModalScreen[None]):
 
     def _legend(self) -> Text:
         out = Text("colours\n", style="bold underline")
+        indent = LEGEND_PANEL + LEGEND_SAMPLE
         for panel, style, meaning in LEGEND:
-            out.append(f"{panel:<10}", style="dim")
+            lines = textwrap.wrap(meaning, max(20, self.text_width - indent)) or [""]
+            out.append(f"{panel:<{LEGEND_PANEL}}", style="dim")
             out.append(" sample " if style else "        ", style=style)
-            out.append(f"  {meaning}\n")
+            out.append(f"  {lines[0]}\n")
+            for more in lines[1:]:
+                out.append(" " * indent + more + "\n")
         return out
 
     def action_dismiss(self) -> None:

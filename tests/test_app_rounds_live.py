@@ -423,3 +423,37 @@ def test_ctrl_a_selects_the_whole_prompt(pair):
             await pilot.press("escape")
 
     run(scenario())
+
+
+def test_help_fits_an_80_column_terminal_and_lists_no_key_that_never_fires(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the help")
+            keys = app.screen.query_one("#help-keys")
+            await wait_for(pilot, lambda: app.screen.text_width == keys.content_size.width, what="the fit")
+            assert keys.content_size.width < 12 + 66  # narrower than the text was laid out for
+            for text in (app.screen.keys_text(), app.screen._legend().plain):
+                assert max(len(line) for line in text.splitlines()) <= keys.content_size.width
+            # ← and → move the round, whatever has the focus: a table's scroll on them is no key
+            assert "Scroll Left" not in app.screen.keys_text()
+
+    run(scenario())
+
+
+def test_less_and_greater_than_scroll_the_inspector_tables_sideways(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "3")  # probes: the widest table
+            table = app.main.query_one(ProbesPanel).query_one(FastTable)
+            assert table.virtual_size.width > table.size.width, "some columns are off screen"
+            await press_and_settle(pilot, "greater_than_sign", "greater_than_sign")
+            assert table.scroll_x == min(16, table.max_scroll_x) > 0
+            await press_and_settle(pilot, "less_than_sign", "less_than_sign", "less_than_sign")
+            assert table.scroll_x == 0
+
+    run(scenario())

@@ -61,7 +61,7 @@ GENERAL = Binding.Group("general")
 # restarted the session). They stand aside while a question or a dialog has the keyboard.
 PRIORITY = {"round", "goto_first", "goto_last", "goto_round", "search", "tab", "help",
             "breakpoints", "probe_filter", "probe_sort", "probe_sort_reverse", "layer",
-            "first_nonfinite", "aggregate_range", "prompt"}
+            "first_nonfinite", "aggregate_range", "prompt", "columns"}
 SEARCH_NEXT = Binding("n", "search_step(1)", "next hit", group=STEP,
                       tooltip="while searching: the next hit (round and slot)")
 
@@ -176,6 +176,11 @@ class DebuggerApp(App[int]):
                 tooltip="probes: jump to the first non-finite buffer in pipeline order"),
         Binding("m", "maximize", "zoom", show=False, group=VIEW,
                 tooltip="zoom the inspector (m or escape again to restore)"),
+        Binding("less_than_sign", "columns(-8)", "columns ◂", show=False, priority=True, group=VIEW,
+                tooltip="inspector: scroll its tables' columns left"),
+        Binding("greater_than_sign", "columns(8)", "columns ▸", show=False, priority=True, group=VIEW,
+                tooltip="inspector: scroll its tables' columns right (at 80 columns the last "
+                "ones are off screen)"),
     ]
 
     def __init__(self, *, export_dir: Path = Path("dflash-snapshots"), show_timings: bool = True,
@@ -356,6 +361,10 @@ class DebuggerApp(App[int]):
             self.render_now()
 
     @needs_screen
+    @needs_screen
+    def action_columns(self, step: int) -> None:
+        self.main.scroll_inspector_columns(step)
+
     def action_layer(self, step: int) -> None:
         self.main.show_tab(2)
         self.main.query_one(ProbesPanel).cycle_layer(step)
@@ -410,9 +419,14 @@ class DebuggerApp(App[int]):
         """The keys of this app and of its tables, from their bindings: one row per action
         with all its keys, the tooltip (or description) as the text, sections by group."""
         rows: dict[tuple, list] = {}
+        # a table's key that the app binds with priority never reaches the table (← → move
+        # the round): leave it out rather than list a scroll that never happens
+        taken = {key for key, binding in self._bindings if binding.priority}
         for bindings, where in ((self._bindings, "app"), (FastTable._merge_bindings(), "tables")):
-            for _, binding in bindings:
+            for key, binding in bindings:
                 if binding.system or not (binding.tooltip or binding.description):
+                    continue
+                if where == "tables" and key in taken:
                     continue
                 text = binding.tooltip or binding.description
                 row = rows.setdefault((where, binding.action, text), [[], binding])

@@ -27,6 +27,7 @@ from ...panels.probes import ProbesPanel
 from ...panels.ranks import RanksPanel
 from ...panels.selector import SelectorPanel
 from ...panels.state import SHORT, StatePanel
+from ...panels.table import FastTable
 from ...panels.status import StatusLine
 from ...panels.stream import TokenStream
 
@@ -161,6 +162,14 @@ class MainScreen(Screen):
         # a repaint of the old tab, and the new one came a frame, ~17 ms, later).
         inspector.active = tab
         self.set_focus(self.query_one(focus), scroll_visible=False)
+
+    def scroll_inspector_columns(self, step: int) -> None:
+        """Scroll the shown inspector tab's tables sideways by `step` columns (← and → move
+        the round, so a table's own horizontal keys never reach it)."""
+        inspector = self.query_one("#inspector", TabbedContent)
+        pane = inspector.get_pane(inspector.active)
+        for table in pane.query(FastTable):
+            table.scroll_to(x=max(0, table.scroll_x + step), animate=False)
 
     def focus_tab(self) -> None:
         """Focus the active tab's table (after a tab switch, or a question answered)."""
