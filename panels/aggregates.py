@@ -73,7 +73,7 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         yield Static(id="agg-position", classes="section")
         yield Static(Text(BUFFERS_TITLE, style="bold"), classes="section")
         # a line-API table: only its visible rows are laid out (there are ~70 buffers)
-        table = FastTable(id="agg-buffers", grow_only=False)
+        table = FastTable(id="agg-buffers", grow_only=False, frozen=3)
         table.add_columns(*BUFFER_HEADER)
         yield table
 

@@ -85,11 +85,11 @@ class ComparePanel(DrawnWhenShown, Horizontal):
         with Vertical(id="compare-left"):
             yield Static(id="compare-summary")
             yield Static(id="compare-trend")
-            slots = FastTable(id="compare-slots", grow_only=False,
+            slots = FastTable(id="compare-slots", grow_only=False, frozen=1,
                               max_widths={1: TOKEN_WIDTH, 4: TOKEN_WIDTH, 7: TOKEN_WIDTH})
             slots.add_columns(*SLOT_COLUMNS)
             yield slots
-        drift = FastTable(id="compare-drift", grow_only=False)
+        drift = FastTable(id="compare-drift", grow_only=False, frozen=4)
         drift.add_columns(*DRIFT_COLUMNS)
         yield drift
 

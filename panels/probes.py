@@ -113,7 +113,7 @@ class ProbesPanel(Vertical):
 
     def compose(self):
         yield Static(id="probes-summary")
-        table = FastTable(id="probes-table")
+        table = FastTable(id="probes-table", frozen=3)
         table.add_columns(*COLUMNS)
         yield table
 

@@ -56,7 +56,7 @@ class RanksPanel(Vertical):
         self._tops: Optional[tuple] = None  # (record, slot, width) the top-5 lists show
 
     def compose(self):
-        table = FastTable(id="ranks-table", grow_only=False)
+        table = FastTable(id="ranks-table", grow_only=False, frozen=1)
         table.add_columns(*COLUMNS)
         yield table
         with Horizontal():

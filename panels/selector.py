@@ -58,7 +58,7 @@ class SelectorPanel(Vertical):
 
     def compose(self):
         yield Static(id="selector-note")
-        table = FastTable(id="selector-path", grow_only=False)
+        table = FastTable(id="selector-path", grow_only=False, frozen=1)
         table.add_columns(*PATH_COLUMNS)
         yield table
         with Horizontal():

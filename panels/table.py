@@ -69,11 +69,14 @@ class FastTable(ScrollView, can_focus=True):
             return self.table
 
     def __init__(self, *, id: Optional[str] = None, classes: Optional[str] = None,
-                 max_widths: Optional[dict[int, int]] = None, grow_only: bool = True) -> None:
+                 max_widths: Optional[dict[int, int]] = None, grow_only: bool = True,
+                 frozen: int = 0) -> None:
         """grow_only: the scrollable height never shrinks (no layout pass when a long table
-        is refilled from its start); off for short tables sized to their rows."""
+        is refilled from its start); off for short tables sized to their rows. frozen: the
+        leading columns that name a row (a slot, a buffer) stay put when it scrolls sideways."""
         super().__init__(id=id, classes=classes)
         self._grow_only = grow_only
+        self._frozen = frozen
         self._labels: list[Text] = []
         self._rows: list[list[Text]] = []
         self._widths: list[int] = []
@@ -190,7 +193,9 @@ class FastTable(ScrollView, can_focus=True):
         if event.y >= 1:
             self._user_move(int(self.scroll_offset.y) + event.y - 1, scroll=False)
             return
-        x, left = event.x + int(self.scroll_offset.x), GAP
+        x, left = event.x, GAP
+        if x >= self._frozen_width():
+            x += int(self.scroll_offset.x)
         for index, width in enumerate(self._widths):
             if left <= x < left + width + GAP:
                 self.post_message(self.HeaderSelected(self, index))
@@ -288,7 +293,34 @@ class FastTable(ScrollView, can_focus=True):
         style = styles["cursor"] if index == self.cursor_row else styles["odd"] if index % 2 else base
         return self._finish(strip, scroll_x, width, style)
 
-    @staticmethod
-    def _finish(strip: Strip, scroll_x: int, width: int, style: Style) -> Strip:
-        strip = strip.crop(scroll_x, scroll_x + width).extend_cell_length(width)
+    def scroll_columns(self, step: int) -> None:
+        """Scroll sideways by whole columns, past the frozen ones. A table not laid out yet
+        (its tab shown by the key before this one) does it once it is."""
+        if not self.size.width:
+            self.call_after_refresh(self.scroll_columns, step)
+            return
+        edges, left = [], 0  # scroll_x that brings each scrolling column to the front
+        for width in self._widths[self._frozen:]:
+            edges.append(left)
+            left += width + GAP
+        if not edges:
+            return
+        first = max(i for i, edge in enumerate(edges) if edge <= self.scroll_x)
+        target = edges[min(max(first + step, 0), len(edges) - 1)]
+        self.scroll_to(x=min(target, self.max_scroll_x), animate=False)
+
+    def _frozen_width(self) -> int:
+        """Cells of the frozen columns with their gaps (0 while the table is not scrolled:
+        then nothing needs holding)."""
+        if not self._frozen or not int(self.scroll_offset.x):
+            return 0
+        return GAP + sum(w + GAP for w in self._widths[:self._frozen])
+
+    def _finish(self, strip: Strip, scroll_x: int, width: int, style: Style) -> Strip:
+        held = min(self._frozen_width(), width)
+        if held:
+            strip = Strip.join([strip.crop(0, held), strip.crop(held + scroll_x, scroll_x + width)])
+        else:
+            strip = strip.crop(scroll_x, scroll_x + width)
+        strip = strip.extend_cell_length(width)
         return Strip([Segment(t, style + s if s else style, c) for t, s, c in strip], width)

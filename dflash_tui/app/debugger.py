@@ -176,10 +176,10 @@ class DebuggerApp(App[int]):
                 tooltip="probes: jump to the first non-finite buffer in pipeline order"),
         Binding("m", "maximize", "zoom", show=False, group=VIEW,
                 tooltip="zoom the inspector (m or escape again to restore)"),
-        Binding("less_than_sign", "columns(-8)", "columns ◂", show=False, priority=True, group=VIEW,
-                tooltip="inspector: scroll its tables' columns left"),
-        Binding("greater_than_sign", "columns(8)", "columns ▸", show=False, priority=True, group=VIEW,
-                tooltip="inspector: scroll its tables' columns right (at 80 columns the last "
+        Binding("less_than_sign", "columns(-1)", "columns ◂", show=False, priority=True, group=VIEW,
+                tooltip="inspector: its tables' columns one to the left (the first, naming the row, stay)"),
+        Binding("greater_than_sign", "columns(1)", "columns ▸", show=False, priority=True, group=VIEW,
+                tooltip="inspector: its tables' columns one to the right (at 80 columns the last "
                 "ones are off screen)"),
     ]
 

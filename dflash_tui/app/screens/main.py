@@ -167,9 +167,8 @@ class MainScreen(Screen):
         """Scroll the shown inspector tab's tables sideways by `step` columns (← and → move
         the round, so a table's own horizontal keys never reach it)."""
         inspector = self.query_one("#inspector", TabbedContent)
-        pane = inspector.get_pane(inspector.active)
-        for table in pane.query(FastTable):
-            table.scroll_to(x=max(0, table.scroll_x + step), animate=False)
+        for table in inspector.get_pane(inspector.active).query(FastTable):
+            table.scroll_columns(step)
 
     def focus_tab(self) -> None:
         """Focus the active tab's table (after a tab switch, or a question answered)."""
