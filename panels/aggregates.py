@@ -119,6 +119,11 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         self._sizes[section] = size
 
 
+def rounds_count(n: int) -> str:
+    """`1 round`, `3 rounds`."""
+    return f"{n} round" if n == 1 else f"{n} rounds"
+
+
 def render_title(first_last, count: int, total: int, chosen, mean: Optional[float]) -> Text:
     text = Text(no_wrap=True)
     if first_last is None:
@@ -126,8 +131,9 @@ def render_title(first_last, count: int, total: int, chosen, mean: Optional[floa
     else:
         text.append(f"rounds {first_last[0]}–{first_last[1]}", style="bold")
         text.append(f" ({count} of {total})", style="dim")
-    text.append("  all rounds" if chosen is None else "  a range", style="cyan")
-    text.append(" (a: range)", style="dim")
+    if chosen is None:
+        text.append("  all rounds", style="cyan")
+    text.append(" (a: pick a range)" if chosen is None else "  (a: another range; empty: all)", style="dim")
     if mean is not None:
         text.append(f"  mean accepted {mean:.2f}", style="bold")
     return text
@@ -157,7 +163,7 @@ def render_slots(stats, selected: int) -> Text:
 
 
 def render_rounds(accepted: list, gamma: list, headroom: list) -> Text:
-    text = Text(f"last {len(accepted)} rounds of the span\n", style="bold", no_wrap=True)
+    text = Text(f"last {rounds_count(len(accepted))} of the span\n", style="bold", no_wrap=True)
     text.append("accepted      ", style="dim")
     text.append_text(sparkline(accepted, gamma))
     text.append("\nmin fp16 bits ", style="dim")
@@ -177,7 +183,7 @@ def render_position(bins) -> Text:
             text.append("  no rounds\n", style="dim")
             continue
         text.append(bar(b.mean_accepted / top, 16), style="cyan")
-        text.append(f" {b.mean_accepted:5.2f}  ({b.rounds} rounds)\n")
+        text.append(f" {b.mean_accepted:5.2f}  ({rounds_count(b.rounds)})\n")
     text.rstrip()
     return text
 
@@ -196,7 +202,7 @@ def buffer_rows(stats) -> list[list]:
             headroom_cell(b.min_headroom),
             Text(DASH if b.min_headroom_round is None else str(b.min_headroom_round), justify="right"),
             Text(big, justify="right"),
-            Text(f"{b.nonfinite_rounds} rounds" if bad else "0",
+            Text(rounds_count(b.nonfinite_rounds) if bad else "0",
                  style="bold white on red" if bad else "dim", justify="right"),
             Text(DASH if b.first_nonfinite_round is None else str(b.first_nonfinite_round), justify="right"),
         ])

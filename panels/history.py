@@ -55,7 +55,9 @@ class HistoryPanel(Static):
             self._data = self._numbers(frame, slots)  # a slot key alone redraws, counts nothing
         self._key, self._frame = key, frame
         mean, accepted, gamma, by_slot = self._data
-        self.border_subtitle = f"mean {mean:.2f} over {len(accepted)} rounds" if accepted else "no rounds yet"
+        n = len(accepted)
+        rounds = "1 round" if n == 1 else f"{n} rounds"
+        self.border_subtitle = f"mean {mean:.2f} over {rounds}" if accepted else "no rounds yet"
         self.update(render_history(accepted, gamma, by_slot, frame.slot, width, bar_rows),
                     layout=False)  # fixed height
 

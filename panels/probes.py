@@ -181,6 +181,20 @@ class ProbesPanel(Vertical):
         column = 1 if self.sort_column is PIPELINE else self.sort_column + 1
         self.sort_by(PIPELINE if column >= len(COLUMNS) else column, reverse=False)
 
+    def describe(self, lead: str = "sort") -> str:
+        """The table's order and filters in words for the status line, what just changed
+        (`lead`: "sort", "filter" or "layer") first: `probes sorted by absmax ↑: 92 buffers`,
+        `probes filter fp16<9: 11 of 92 buffers · sorted by fp16 ↑`."""
+        order = "in pipeline order" if self.sort_column is PIPELINE else \
+            f"sorted by {COLUMNS[self.sort_column]} {'↓' if self.sort_reverse else '↑'}"
+        shown, total = len(self._shown), len(self._rows)
+        counted = f"{total} buffers" if shown == total else f"{shown} of {total} buffers"
+        parts = {"sort": order, "filter": f"filter {str(self.filter) or 'none'}",
+                 "layer": f"layer {self.layer_filter}"}
+        rest = [text for name, text in parts.items() if name != lead and text not in
+                ("in pipeline order", "filter none", f"layer {ALL}")]
+        return " · ".join([f"probes {parts[lead]}: {counted}", *rest])
+
     def jump_to_first_nonfinite(self) -> Optional[ProbeRow]:
         """Select the first non-finite buffer (widening the filters if they hide it)."""
         first = self._first

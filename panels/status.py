@@ -1,15 +1,21 @@
 """Status line: what the engine is doing (loading, running, paused, stopped by a breakpoint,
 finished, failed) on the left; on the right, what is armed and where files go.
 
-The right side is a list of parts, most important first, each with a full and a short form.
-It is never cut mid-part: each part shows in the longest form that fits beside at least
-LEFT_MIN characters of the message, and a part that fits in no form is left out (the
-palette and the help say the same).
+The message wins: it gets the whole width it needs, and the right side takes what is left.
+The right side is a list of parts, most important first, each with a full and a short form;
+it is never cut mid-part: each part shows in the longest form that fits beside the message,
+and a part that fits in no form is left out (the armed breakpoints are in the `b` menu and
+the palette, where files go in the palette). A message longer than the line is cut with
+`… [L]`: `L` opens the message log (StatusLog below, panels/messages.py), which keeps the
+last LOG_SIZE messages whole.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Optional, Sequence
 
 from rich.text import Text
 from textual.widgets import Static
@@ -22,12 +28,52 @@ STYLES = {
     "breakpoint": "bold black on yellow",
     "finished": "bold green",
     "error": "bold white on red",
+    "warning": "bold yellow",  # a notification's (the log only)
     "info": "",
 }
 ICONS = {"busy": "… ", "running": "▶ ", "paused": "⏸ ", "breakpoint": "⚑ ", "finished": "⏹ ",
          "error": "✗ "}
-LEFT_MIN = 28  # characters of the message kept however much the right side holds
 GAP = "  "
+LOG_KEY = "L"  # opens the message log (the binding is DebuggerApp's)
+CUT = f"… [{LOG_KEY}]"  # ends a message cut to the line: the log has it whole
+LOG_SIZE = 100
+# progress and position (the header has it): the next message takes its place in the log
+TRANSIENT = frozenset({"busy", "running", "paused"})
+
+
+@dataclass(frozen=True)
+class Entry:
+    when: float  # time.time()
+    kind: str  # a status kind, or a notification's "warning" / "error" / "info"
+    text: str
+
+
+class StatusLog:
+    """The last LOG_SIZE status messages (and notifications), whole. Progress and position
+    messages (busy, running, paused) stand in the log only until the next message: the
+    outcome replaces them ("exporting…" → "exported …", "running · round 4 draft" → the
+    breakpoint), so a run, stepping or a ticking timer never floods it."""
+
+    def __init__(self, size: int = LOG_SIZE) -> None:
+        self.entries: deque[Entry] = deque(maxlen=size)
+
+    def add(self, kind: str, text: str, when: Optional[float] = None) -> None:
+        if not text:
+            return
+        last = self.entries[-1] if self.entries else None
+        if last is not None and (last.kind, last.text) == (kind, text):
+            return
+        entry = Entry(time.time() if when is None else when, kind, text)
+        if last is not None and last.kind in TRANSIENT:
+            self.entries[-1] = entry
+        else:
+            self.entries.append(entry)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self):
+        return iter(self.entries)
 
 
 class StatusLine(Static):
@@ -39,6 +85,7 @@ class StatusLine(Static):
         super().__init__(**kwargs)
         self.kind, self.message = "idle", ""
         self.parts: tuple[tuple[str, str], ...] = ()
+        self.cut = False  # the message did not fit: it ends in CUT
 
     @property
     def right(self) -> str:
@@ -62,13 +109,24 @@ class StatusLine(Static):
 
     def _render_line(self) -> None:
         width = self.content_size.width or 100
-        left = Text(ICONS.get(self.kind, "") + self.message, style=STYLES.get(self.kind, ""))
-        right = Text(fit_parts(self.parts, width - min(left.cell_len, LEFT_MIN) - len(GAP)), style="dim")
-        room = max(width - right.cell_len - len(GAP), 1)
-        left.truncate(room, overflow="ellipsis")
-        line = Text.assemble(left, " " * max(width - left.cell_len - right.cell_len, 0), right)
-        line.no_wrap = True
+        line, self.cut = status_text(self.kind, self.message, self.parts, width)
         self.update(line, layout=False)  # one line, always: no layout pass
+
+
+def status_text(kind: str, message: str, parts: Sequence[tuple[str, str]],
+                width: int) -> tuple[Text, bool]:
+    """The line, and whether the message was cut: the message whole where it fits (the
+    right side gets what is left), else cut, ending in CUT, and no right side."""
+    left = Text(ICONS.get(kind, "") + message, style=STYLES.get(kind, ""))
+    right = Text(fit_parts(parts, width - left.cell_len - len(GAP)), style="dim")
+    cut = left.cell_len > width
+    if cut:
+        left.truncate(max(width - len(CUT), 1))
+        left.append(CUT[0], style=STYLES.get(kind, ""))
+        left.append(CUT[1:], style="dim")
+    line = Text.assemble(left, " " * max(width - left.cell_len - right.cell_len, 0), right)
+    line.no_wrap = True
+    return line, cut
 
 
 def fit_parts(parts: Sequence[tuple[str, str]], room: int) -> str:

@@ -12,7 +12,7 @@ import pytest
 from dflash_tui import aggregates
 from dflash_tui.aggregates import Span, every_round, rounds_span
 from dflash_tui.history import History
-from dflash_tui.search import search, step
+from dflash_tui.search import first, search, step
 from dflash_tui.trace_rounds import TraceRounds
 
 from app_helpers import oracle_proposer
@@ -200,15 +200,19 @@ def test_search_finds_text_and_ids_where_the_records_have_them(decode):
     history = History(keep=1)
     for record in records:
         history.add(record)
-    # a token id: every place it was proposed, was the target's or was committed
+    # a token id: every place it was proposed, was the target's or was committed, as the
+    # screen shows them: the target's row after the last proposal only as a round's bonus
     token = records[3].target_tokens[1]
     hits = search(history, f"#{token}")
     expected = set()
     for r in records:
         expected |= {(r.round, s) for s, t in enumerate(r.proposals) if t == token}
-        expected |= {(r.round, s) for s, t in enumerate(r.target_tokens) if t == token}
+        expected |= {(r.round, s) for s, t in enumerate(r.target_tokens)
+                     if t == token and (s < r.gamma or len(r.committed_tokens) > r.gamma)}
         expected |= {(r.round, s) for s, t in enumerate(r.committed_tokens) if t == token}
     assert {(h.round, h.slot) for h in hits} == expected
+    gammas = {r.round: r.gamma for r in records}
+    assert all(h.bonus == (h.slot == gammas[h.round]) for h in hits)
     # text spanning two tokens of a round's proposals, found at the slot where it starts
     r = records[5]
     text = r.text(r.proposals[1]) + r.text(r.proposals[2])[:1]
@@ -218,3 +222,34 @@ def test_search_finds_text_and_ids_where_the_records_have_them(decode):
     assert step(hits, (hits[0].round, hits[0].slot), forward=True) == 1 % len(hits)
     assert step(hits, (hits[0].round, hits[0].slot), forward=False) == len(hits) - 1
     assert search(history, "   ") == []
+
+
+def test_search_shows_the_bonus_on_the_last_slot_and_starts_at_a_rounds_first_slot(decode):
+    records, _, _ = decode
+    history = History(keep=1)
+    for record in records:
+        history.add(record)
+    # every slot's committed token, in rounds that accepted every proposal and in others
+    full = [r for r in records if r.accepted == r.gamma and len(r.committed_tokens) > r.gamma]
+    short = [r for r in records if r.accepted < r.gamma]
+    assert full and short
+    r = full[0]
+    bonus = [h for h in search(history, f"#{r.committed_tokens[r.gamma]}") if h.round == r.round
+             and h.slot == r.gamma]
+    assert len(bonus) == 1 and bonus[0].bonus and bonus[0].where == ("committed", "target")
+    assert bonus[0].shown_slot == r.gamma - 1 and bonus[0].place == f"bonus after slot {r.gamma - 1}"
+    # the target's token after the last proposal of a round that rejected one is shown
+    # nowhere: no hit there (it is still found where it shows, if anywhere)
+    for r in short:
+        hits = search(history, f"#{r.target_tokens[r.gamma]}")
+        assert (r.round, r.gamma) not in {(h.round, h.slot) for h in hits}
+        assert all(not h.bonus for h in hits if h.round == r.round)
+    # a new search starts at slot 0 of the round on screen; n from the hit shown goes to the
+    # next one even where two share a row (the last slot and the bonus)
+    r = full[0]
+    hits = search(history, f"#{r.proposals[0]}")
+    at = first(hits, r.round)
+    assert (hits[at].round, hits[at].slot) == (r.round, 0)
+    assert first(hits, records[-1].round + 1) == 0  # past the last hit: wraps to the first
+    assert step(hits, (r.round, 3), forward=True, at=at) == (at + 1) % len(hits)
+    assert step(hits, (r.round, 3), forward=False, at=at) == (at - 1) % len(hits)

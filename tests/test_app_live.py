@@ -61,7 +61,7 @@ def test_stage_by_stage_every_panel_follows(pair):
             assert "The quick brown fox" in stream
             assert f"{record.accepted}/{record.gamma} accepted" in stream
             history = widget_text(app, app.main.query_one("#history"))
-            assert "over 1 rounds" in history
+            assert "over 1 round " in history  # one round, not "1 rounds"
             assert "round 0" in widget_text(app, app.main.query_one("#header"))
 
     run(scenario())
@@ -314,6 +314,42 @@ def test_new_prompt_and_restart_open_fresh_sessions(pair):
             assert len(app.history) == 0 and app.info.prompt == "def add"
             await press_and_settle(pilot, "n")
             assert app.record.committed_tokens == first.committed_tokens  # greedy: same again
+
+    run(scenario())
+
+
+def test_a_refused_restart_makes_no_directory_and_is_shown_as_a_refusal(pair):
+    """A new prompt past the target's context (2048 tokens) is refused: the session goes on
+    in the directory it had; a restart that opens gets its own once it writes its trace."""
+    out = Path("out")
+
+    async def scenario():
+        app = LiveApp(launch(pair), show_timings=False, export_dir=out)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            first = app.session_dir.path
+            assert [p.name for p in out.iterdir()] == [first.name]
+            await pilot.press("p")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the prompt dialog")
+            app.screen.query_one("#prompt-text").text = "fox " * 3000
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: app.screen is app.main and not app.loading, what="the refusal")
+            assert app.status.kind == "paused"  # not an engine error: the session is as it was
+            assert app.status.message.startswith("restart refused: the prompt is ")
+            assert "context of 2048 tokens" in app.status.message
+            assert not any("engine error" in n.message or n.title == "engine error"
+                           for n in app._notifications)
+            assert [p.name for p in out.iterdir()] == [first.name] and app.session_dir.path == first
+            await press_and_settle(pilot, "n")  # the old session goes on, into its own trace
+            assert len(app.history) == 2
+            assert len((first / "trace.jsonl").read_text().splitlines()) == 3  # header + 2 rounds
+            await pilot.press("r")
+            await wait_for(pilot, lambda: not app.loading, what="the restart")
+            second = app.session_dir.path
+            assert second != first
+            assert sorted(p.name for p in out.iterdir()) == sorted([first.name, second.name])
+            assert (second / "trace.jsonl").exists()
 
     run(scenario())
 

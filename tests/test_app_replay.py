@@ -68,7 +68,7 @@ def test_export_writes_json_and_npz_atomically(live_session):
     _, exports, views = live_session
     record = views["record"]
     assert sorted(p.name for p in exports.iterdir()) == ["round-0002.json", "round-0002.npz", "trace.jsonl"]
-    assert f"{exports}/round-0002.json + round-0002.npz" in views["status"]
+    assert views["status"] == f"exported round-0002.json + .npz · round 2 commit → {exports}/"
     snapshot = json.loads((exports / "round-0002.json").read_text())
     assert snapshot["round"] == 2 and snapshot["stage"] == "commit"
     assert snapshot["accepted"] == record.accepted and snapshot["proposals"] == list(record.proposals)
@@ -168,7 +168,7 @@ def test_replay_steps_stages_back_and_forth(live_session):
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
             assert (app.record.round, app.record.stage) == (0, "commit")
-            assert "over 1 rounds" in widget_text(app, app.main.query_one("#history"))
+            assert "over 1 round " in widget_text(app, app.main.query_one("#history"))
             await press_and_settle_replay(pilot, "backspace")
             record = app.record
             assert record.stage == "verify" and record.accepted is not None

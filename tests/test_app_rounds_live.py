@@ -162,8 +162,9 @@ def test_search_finds_a_token_and_n_walks_the_hits(pair):
             await press_and_settle(pilot, "n", "n", "n", "n")
             records = records_of(app)
             token = records[2].target_tokens[1]
+            # the target's row after the last proposal counts only as a round's bonus
             places = sorted({(r.round, s) for r in records for s, t in
-                             [*enumerate(r.proposals), *enumerate(r.target_tokens),
+                             [*enumerate(r.proposals), *enumerate(r.target_tokens[:r.gamma]),
                               *enumerate(r.committed_tokens)] if t == token})
             await press_and_settle(pilot, "home")
             await type_answer(pilot, "slash", f"#{token}")
@@ -185,6 +186,65 @@ def test_search_finds_a_token_and_n_walks_the_hits(pair):
             assert " n round " in widget_text(app, keys) and "next hit" not in widget_text(app, keys)
             await press_and_settle(pilot, "n")
             assert len(app.history) == 5
+
+    run(scenario())
+
+
+def test_a_search_starts_at_the_round_on_screen_names_the_bonus_and_escape_gives_the_status_back(pair):
+    """Every round accepts all γ proposals: each commits a bonus after its last slot."""
+    proposer = oracle_proposer(pair, "The quick brown fox", 60, good=4)
+
+    async def scenario():
+        app = live_app(pair, proposer=proposer)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n")
+            records = records_of(app)
+            assert all(len(r.committed_tokens) == r.gamma + 1 for r in records)
+            before = (app.status.kind, app.status.message)
+            # the last slot selected: a new search still starts at the round's first slot
+            await press_and_settle(pilot, "left", *["full_stop"] * 3)
+            assert (app.record.round, app.slot) == (1, 3)
+            r = records[1]
+            await type_answer(pilot, "slash", f"#{r.proposals[0]}")
+            assert (app.record.round, app.slot) == (1, 0)
+            assert app.status.message.startswith(f"find '#{r.proposals[0]}': round 1 slot 0 (")
+            # the bonus: no slot of its own; named so, shown on the last slot's row, and n
+            # goes on from it (the last slot's own hit shares the row)
+            token = r.committed_tokens[r.gamma]
+            places = sorted({(q.round, s) for q in records for s, t in
+                             [*enumerate(q.proposals), *enumerate(q.committed_tokens)] if t == token})
+            await type_answer(pilot, "slash", f"#{token}")
+            assert (app.record.round, app.slot) == (1, 3)
+            shown = app.searching.hits[app.searching.index]
+            if (shown.round, shown.slot) == (1, 3):  # the last proposal is that token too
+                await press_and_settle(pilot, "n")
+            assert f"round 1 bonus after slot 3 (committed, target)" in app.status.message
+            assert "slot 4" not in app.status.message and app.slot == 3
+            at = app.searching.index
+            await press_and_settle(pilot, "n")
+            assert app.searching.index == (at + 1) % len(places)
+            # escape: the search's message goes, what the status said before comes back
+            await press_and_settle(pilot, "escape")
+            assert (app.status.kind, app.status.message) == before
+
+    run(scenario())
+
+
+def test_a_reversed_aggregates_range_is_refused(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n")
+            await type_answer(pilot, "a", "1-2")
+            assert app.aggregate_rounds == (1, 2)
+            title = widget_text(app, app.main.query_one("#agg-title"))
+            assert "rounds 1–2 (2 of 3)" in title and "range (a: range)" not in title
+            await type_answer(pilot, "a", "2-1")
+            assert app.aggregate_rounds == (1, 2)  # refused: the range it had stays
+            assert any("2-1: the first round is after the last (meant 1-2?)" in n.message
+                       for n in app._notifications)
 
     run(scenario())
 

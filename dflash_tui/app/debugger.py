@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import re
 import time
-from bisect import bisect_left
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
@@ -33,7 +32,7 @@ from ..panels.history import HistoryPanel
 from ..panels.probes import ProbesPanel
 from ..panels.ranks import RanksPanel
 from ..panels.selector import SelectorPanel
-from ..panels.status import StatusLine
+from ..panels.status import LOG_KEY, StatusLine, StatusLog
 from ..panels.table import FastTable
 from .screens.main import COMPARE_TAB, MainScreen
 from .session_dir import SessionDir
@@ -88,6 +87,8 @@ class Searching:
     query: str
     hits: list["Hit"]
     index: int = 0
+    shown: str = ""  # the status message the last hit set
+    before: Optional[tuple[str, str]] = None  # the status it replaced: back when the search ends
 
 
 class _EarlyStatus:
@@ -143,6 +144,9 @@ class DebuggerApp(App[int]):
                 tooltip="breakpoints menu"),
         Binding("x", "export", "export", group=GENERAL, tooltip="export the round on screen (JSON, "
                 "+ NPZ when on) into this session's directory"),
+        Binding(LOG_KEY, "messages", "messages", show=False, group=GENERAL,
+                tooltip="message log: the last 100 status messages and notifications, whole "
+                "(a message too long for the status line ends in … [L])"),
         Binding("1", "tab(0)", "ranks", show=False, priority=True, group=VIEW,
                 tooltip="inspector tab: ranks"),
         Binding("2", "tab(1)", "selector", show=False, priority=True, group=VIEW,
@@ -208,6 +212,7 @@ class DebuggerApp(App[int]):
         self.aggregate_rounds: Optional[tuple[int, int]] = None
         self._panels: list = []
         self._status = _EarlyStatus()
+        self.status_log = StatusLog()  # every message, whole (L shows them)
         self._last_render = 0.0
         self._drawn: Optional[Frame] = None  # the frame the panels show
         self._render_pending = False
@@ -297,7 +302,21 @@ class DebuggerApp(App[int]):
     # ---- status --------------------------------------------------------------------------
 
     def set_status(self, kind: str, message: str) -> None:
+        self.status_log.add(kind, message)
         self.status.set_status(kind, message)
+
+    def notify(self, message: str, *, title: str = "", severity="information",
+               timeout: Optional[float] = None, markup: bool = True) -> None:
+        """A notification goes away: the message log keeps it."""
+        self.status_log.add("info" if severity == "information" else severity,
+                            f"{title}: {message}" if title else message)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def action_messages(self) -> None:
+        from ..panels.messages import MessagesScreen  # first use: off the first frame
+
+        if self.screen is self.main:
+            self.push_screen(MessagesScreen(self.status_log))
 
     def status_right(self) -> list[tuple[str, str]]:
         """(full, short) parts for the right of the status line, most important first."""
@@ -367,7 +386,9 @@ class DebuggerApp(App[int]):
 
     def action_layer(self, step: int) -> None:
         self.main.show_tab(2)
-        self.main.query_one(ProbesPanel).cycle_layer(step)
+        probes = self.main.query_one(ProbesPanel)
+        probes.cycle_layer(step)
+        self.set_status("info", probes.describe("layer"))
 
     @needs_screen
     def action_first_nonfinite(self) -> None:
@@ -384,18 +405,23 @@ class DebuggerApp(App[int]):
                       placeholder="nonfinite  fp16<4  attn  (words; empty: every row)")
 
     def _set_probe_filter(self, text: str) -> None:
-        self.main.query_one(ProbesPanel).set_filter(text)
+        probes = self.main.query_one(ProbesPanel)
+        probes.set_filter(text)
+        self.set_status("info", probes.describe("filter"))
 
     @needs_screen
     def action_probe_sort(self) -> None:
         self.main.show_tab(2)
-        self.main.query_one(ProbesPanel).next_sort()
+        probes = self.main.query_one(ProbesPanel)
+        probes.next_sort()
+        self.set_status("info", probes.describe("sort"))
 
     @needs_screen
     def action_probe_sort_reverse(self) -> None:
         self.main.show_tab(2)
         probes = self.main.query_one(ProbesPanel)
         probes.sort_by(probes.sort_column, reverse=not probes.sort_reverse)
+        self.set_status("info", probes.describe("sort"))
 
     @needs_screen
     def action_maximize(self) -> None:
@@ -514,27 +540,30 @@ class DebuggerApp(App[int]):
                       placeholder="token text, or #id · n / N next / previous · escape ends")
 
     def _search_answer(self, query: str) -> None:
-        from ..search import search
+        from ..search import first, search
 
         hits = search(self.history, query) if self.history is not None else []
         if not hits:
-            self.searching = None
-            self.update_status_right()
+            self.action_end_search()
             if query.strip():
                 self.notify(f"find {query!r}: not in any round so far", severity="warning")
             return
-        here = (self.current_round() or 0, self.slot)
-        first = bisect_left([(h.round, h.slot) for h in hits], here) % len(hits)
-        self.searching = Searching(query, hits)
-        self._show_hit(first)
+        # a new search starts at the round's first slot; n / N go on from the hit shown
+        old = self.searching if self._showing_find() else Searching("", [])
+        self.searching = Searching(query, hits, shown=old.shown, before=old.before)
+        self._show_hit(first(hits, self.current_round() or 0))
 
     def action_search_step(self, direction: int) -> None:
         from ..search import step
 
-        if self.searching is None:
+        s = self.searching
+        if s is None:
             return
+        hit = s.hits[s.index]
+        slot = min(self.slot, self.record.gamma - 1) if self.record is not None else self.slot
+        on_screen = self.current_round() == hit.round and slot == hit.shown_slot
         here = (self.current_round() or 0, self.slot)
-        self._show_hit(step(self.searching.hits, here, forward=direction > 0))
+        self._show_hit(step(s.hits, here, forward=direction > 0, at=s.index if on_screen else None))
 
     def _show_hit(self, index: int) -> None:
         s = self.searching
@@ -542,13 +571,25 @@ class DebuggerApp(App[int]):
         s.index = index
         if self.current_round() != hit.round and not self.go_to_round(hit.round):
             return
-        self.slot = min(hit.slot, self.record.gamma - 1) if self.record is not None else hit.slot
+        gamma = self.record.gamma if self.record is not None else hit.shown_slot + 1
+        self.slot = min(hit.shown_slot, gamma - 1)
         self.update_status_right()
-        self.set_status("info", f"find {s.query!r}: round {hit.round} slot {hit.slot} "
-                        f"({', '.join(hit.where)})")
+        if not self._showing_find():
+            s.before = (self.status.kind, self.status.message)
+        s.shown = f"find {s.query!r}: round {hit.round} {hit.place} ({', '.join(hit.where)})"
+        self.set_status("info", s.shown)
         self.render_now()
 
+    def _showing_find(self) -> bool:
+        """The status line still says where the search's last hit is."""
+        s = self.searching
+        status = self.status
+        return s is not None and bool(s.shown) and (status.kind, status.message) == ("info", s.shown)
+
     def action_end_search(self) -> None:
+        # the status the search replaced comes back, unless something has replaced it since
+        if self._showing_find():
+            self.set_status(*(self.searching.before or ("idle", "")))
         self.searching = None
         self.update_status_right()
 
@@ -561,7 +602,14 @@ class DebuggerApp(App[int]):
             self.notify("nothing to pin yet: step a round first", severity="warning")
             return
         # the header says what is pinned ("vs r3"); the tables add its columns
-        self.pinned = None if self.pinned is not None and self.pinned.round == record.round else record
+        before = self.pinned
+        self.pinned = None if before is not None and before.round == record.round else record
+        if self.pinned is None:
+            self.set_status("info", f"unpinned round {record.round}")
+        else:
+            self.set_status("info", f"pinned round {record.round}"
+                            + (f" (was round {before.round})" if before is not None else "")
+                            + f": shown beside other rounds (vs r{record.round}) · P on it unpins")
         self.render_now()
 
     @needs_screen
@@ -579,6 +627,10 @@ class DebuggerApp(App[int]):
         first, last = match.group(1), match.group(2) if match.group(2) is not None else match.group(1)
         if not first and not last:
             self.aggregate_rounds = None
+        elif first and last and int(first) > int(last):
+            self.notify(f"aggregate rounds: {text.strip()}: the first round is after the last "
+                        f"(meant {last}-{first}?)", severity="warning")
+            return
         else:
             self.aggregate_rounds = (int(first) if first else 0, int(last) if last else 10**12)
         self.render_now()
@@ -622,9 +674,12 @@ class DebuggerApp(App[int]):
             self.set_status("error", message.error)
             self.notify(message.error, severity="error", timeout=8)
             return
-        names = " + ".join(p.name for p in message.paths)
-        text = f"exported round {record.round} ({record.stage}) → {message.paths[0].parent}/{names}"
-        self.set_status("info", text + (f" · {message.note}" if message.note else ""))
+        # what tells one export from the next (the file name: round-0012-2.json) first
+        first = message.paths[0]
+        names = first.name + "".join(f" + {p.suffix}" if p.stem == first.stem else f" + {p.name}"
+                                     for p in message.paths[1:])
+        self.set_status("info", f"exported {names} · round {record.round} {record.stage}"
+                        + (f" · {message.note}" if message.note else "") + f" → {first.parent}/")
         if message.note:
             self.notify(message.note, severity="warning", timeout=8)
 
@@ -664,6 +719,7 @@ class DebuggerApp(App[int]):
              lambda: self.action_tab(COMPARE_TAB)),
             ("Zoom inspector", "maximize / restore the inspector", self.action_maximize),
             ("Help", "keys and colours", self.action_help),
+            ("Message log", f"the last status messages, whole ({LOG_KEY})", self.action_messages),
         ]
         for name, label in TOGGLES:
             armed = getattr(self.armed, name)

@@ -20,7 +20,7 @@ import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from ..cli import user_message
 from ..engine.errors import InputError
@@ -29,6 +29,12 @@ from ..breakpoints import Breakpoints, hits
 
 
 # ---- what to open ----------------------------------------------------------------------------
+
+# A trace's path, or what makes it (SessionDir.make_trace): called once the session has
+# opened and prefilled, so a session refused (a prompt past the target's context) makes no
+# directory.
+TraceTarget = Union[Path, Callable[[], Path]]
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -43,7 +49,9 @@ class Launch:
     temperature: float = 0.0
     seed: int = 0
     max_tokens: int = 512
-    trace: Optional[Path] = None  # where the first session records its rounds (appended to)
+    # where the first session records its rounds (appended to): a Path, or a callable that
+    # makes one (a new session directory), called only once the session has opened
+    trace: Optional[TraceTarget] = None
     keep_raw: bool = False
     # SessionOptions.proposer: forced proposals for tests and what-if runs (see engine).
     proposer: Optional[Callable[[list[int], int], list[int]]] = None
@@ -91,7 +99,7 @@ class SetBreakpoints:
 @dataclass(frozen=True)
 class Restart:
     prompt: Optional[str] = None  # None: the same prompt again
-    trace: Optional[Path] = None  # where the new session records its rounds (None: nowhere)
+    trace: Optional[TraceTarget] = None  # where the new session records its rounds (None: nowhere)
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,7 @@ class Loaded:
     prefill: PrefillRecord
     gamma: int
     finished: Optional[str]
+    trace: Optional[Path] = None  # where this session records its rounds (None: nowhere)
 
 
 @dataclass(frozen=True)
@@ -151,6 +160,7 @@ class Failed:
     message: str  # one line
     detail: str = ""  # a traceback for unexpected errors; empty for InputError
     fatal: bool = False  # no session: only quitting is left
+    refused: bool = False  # input refused (a restart's prompt): the session goes on as it was
 
 
 # ---- the thread --------------------------------------------------------------------------------
@@ -242,7 +252,7 @@ class EngineThread(threading.Thread):
             try:
                 self._open(prompt, command.trace)
             except InputError as error:  # the old session is untouched: it goes on
-                self.emit(Failed(f"restart refused: {user_message(error)}"))
+                self.emit(Failed(f"restart refused: {user_message(error)}", refused=True))
             except Exception as error:  # noqa: BLE001
                 self.emit(Failed(_one_line(error), traceback.format_exc()))
 
@@ -323,22 +333,29 @@ class EngineThread(threading.Thread):
         self.session = new
         self.emit(Progress(f"prefill: {len(new.prompt_ids)} prompt tokens"))
         prefill = new.prefill()
-        self._open_trace(trace, new.info, prefill)
-        self.emit(Loaded(new.info, prefill, new.gamma, new.finished))
+        path = self._open_trace(trace, new.info, prefill)
+        self.emit(Loaded(new.info, prefill, new.gamma, new.finished, path))
         if new.finished is not None:
             self.emit(Idle("finished", new.finished))
 
-    def _open_trace(self, path: Optional[Path], info: SessionInfo, prefill: PrefillRecord) -> None:
+    def _open_trace(self, path: Optional[TraceTarget], info: SessionInfo,
+                    prefill: PrefillRecord) -> Optional[Path]:
+        """Start the session's trace; where it goes (None: nowhere)."""
         self._close_trace()
         if path is None:
-            return
+            return None
         from ..snapshot import TraceWriter
 
         try:
+            if callable(path):
+                path = path()
             self._trace = TraceWriter(path, info, prefill)
         except OSError as error:
             self._trace = None
-            self.emit(Notice(f"trace off: cannot write {path}: {error.strerror or error}", "error"))
+            where = path if not callable(path) else error.filename
+            self.emit(Notice(f"trace off: cannot write {where}: {error.strerror or error}", "error"))
+            return None
+        return path
 
     def _write_trace(self, record: RoundRecord) -> None:
         if self._trace is None:

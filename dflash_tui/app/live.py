@@ -87,6 +87,7 @@ class LiveApp(DebuggerApp):
         self.viewing: Optional[int] = None  # an earlier round on screen (None: the live one)
         self.trace: Optional[Path] = None  # where the session on screen records its rounds
         self._next_trace: Optional[tuple[Path, int]] = None  # (path, start) of the session asked for
+        self._next_session_dir: Optional[SessionDir] = None  # a restart's, until its session opens
         self.busy: Optional[tuple[int, str, float]] = None  # (round, stage, since)
         self._progress = "starting the engine"
         self._progress_since = time.monotonic()
@@ -96,25 +97,23 @@ class LiveApp(DebuggerApp):
     def screen_ready(self) -> None:
         super().screen_ready()
         self._show_progress()
-        self.engine.launch = replace(self.launch, trace=self._session_trace())
+        self.engine.launch = replace(self.launch, trace=self._session_trace(self.session_dir))
         # Start the engine (and its MLX imports, which hold the interpreter for a second or
         # two) only once the first frame is drawn and the writer thread has had a moment to
         # put it on the terminal.
         self.call_after_refresh(self.set_timer, ENGINE_START_DELAY, self.engine.start)
         self.set_interval(0.25, self._tick)
 
-    def _session_trace(self) -> Optional[Path]:
-        """Where the next session records its rounds (None: nowhere), remembered with the
-        offset its lines will start at (an explicit --trace FILE may hold earlier ones)."""
+    def _session_trace(self, session_dir: SessionDir):
+        """Where the next session records its rounds (None: nowhere): an explicit --trace
+        FILE, remembered with the offset its lines will start at (it may hold earlier ones),
+        or the trace in session_dir, which the engine makes once the session has opened (a
+        refused restart makes no directory; the engine says when it cannot)."""
         path = self.launch.trace
-        if path is None and self.record_trace:
-            try:
-                path = self.session_dir.trace
-            except OSError as error:
-                self.notify(f"trace off: {self.export_dir}: {error.strerror or error}", severity="error")
-                path = None
-        start = path.stat().st_size if path is not None and path.exists() else 0
-        self._next_trace = (path, start) if path is not None else None
+        if path is None:
+            self._next_trace = None
+            return session_dir.make_trace if self.record_trace else None
+        self._next_trace = (path, path.stat().st_size if path.exists() else 0)
         return path
 
     async def action_quit(self) -> None:
@@ -200,8 +199,8 @@ class LiveApp(DebuggerApp):
     def _restart(self, prompt: Optional[str]) -> None:
         if self.running:
             self.engine.send(Pause())
-        self.session_dir = SessionDir(self.export_dir)  # a new session: new files
-        self.engine.send(Restart(prompt, trace=self._session_trace()))
+        self._next_session_dir = SessionDir(self.export_dir)  # a new session: new files
+        self.engine.send(Restart(prompt, trace=self._session_trace(self._next_session_dir)))
         self.loading = True
         self._progress, self._progress_since = "prefill", time.monotonic()
         self._show_progress()
@@ -314,7 +313,10 @@ class LiveApp(DebuggerApp):
         self.info, self.prefill = event.info, event.prefill
         self.gamma_next = event.gamma
         self.finished = event.finished
-        self.trace, start = self._next_trace if self._next_trace is not None else (None, 0)
+        self.trace = event.trace  # None: nowhere, or it could not be written
+        start = self._next_trace[1] if self._next_trace and self._next_trace[0] == event.trace else 0
+        if self._next_session_dir is not None:  # a restart's session opened: its files go there
+            self.session_dir, self._next_session_dir = self._next_session_dir, None
         self.history = History(self.keep_rounds, TraceRounds(self.trace, start) if self.trace else None)
         self.live = self.record = self.pinned = self.searching = None
         self.viewing = self.aggregate_rounds = None
@@ -360,7 +362,7 @@ class LiveApp(DebuggerApp):
         record = self.live
         where = f"round {record.round} {record.stage}" if record is not None else "prefill"
         if event.reason == "breakpoint":
-            self.set_status("breakpoint", f"stopped at {where}: {event.message}")
+            self.set_status("breakpoint", f"{where}: {event.message}")  # ⚑: stopped
         elif event.reason == "finished":
             tokens = int(self.history.committed.values.sum()) + 1
             self.finished = event.message
@@ -390,8 +392,16 @@ class LiveApp(DebuggerApp):
             self.failure = event
             self.loading = False
             self.set_status("error", f"cannot open the session: {event.message} (q quits)")
+        elif event.refused:  # a restart's prompt, refused like any input: the session goes on
+            self.loading = False
+            self._next_session_dir = None
+            self.set_status("finished" if self.finished else "paused",
+                            f"{event.message} (the session is as it was)")
+            self.notify(event.message, severity="warning", timeout=12)
+            self.render_now()
+            return
         else:
-            self.loading = False  # a refused restart leaves the session it had
+            self.loading = False
             self.set_status("error", f"engine error: {event.message} (r restarts the session)")
         self.notify(event.message, title="engine error", severity="error", timeout=12)
 

@@ -190,7 +190,7 @@ class ReplayApp(DebuggerApp):
             return
         found = hits(self.record, self.armed)
         if found:
-            self.stop_playing(f"stopped at round {self.record.round} {self.record.stage}: "
+            self.stop_playing(f"round {self.record.round} {self.record.stage}: "
                               + "; ".join(found), "breakpoint")
 
     async def on_event(self, event: events.Event) -> None:

@@ -6,10 +6,15 @@ session wrote is ever overwritten; exporting the same round twice adds `-2`, `-3
     dflash-snapshots/20250301-142233/trace.jsonl
     dflash-snapshots/20250301-142233/round-0003.json   (+ round-0003.npz)
     dflash-snapshots/20250301-142233/round-0003-2.json
+
+The directory is made when something is first written to it: the trace, handed to the engine
+as `make_trace`, once a session has opened (a restart the engine refuses makes none), or the
+first export.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -22,6 +27,7 @@ class SessionDir:
         self.root = Path(root)
         self._path: Optional[Path] = None
         self._taken: set[str] = set()  # stems handed out (their files may still be writing)
+        self._making = threading.Lock()  # the engine thread may make it (the trace) as an export does
 
     @property
     def created(self) -> bool:
@@ -30,6 +36,10 @@ class SessionDir:
     @property
     def path(self) -> Path:
         """The directory, created on first use (OSError when it cannot be)."""
+        with self._making:
+            return self._path if self._path is not None else self._make()
+
+    def _make(self) -> Path:
         if self._path is None:
             self.root.mkdir(parents=True, exist_ok=True)
             name = time.strftime("%Y%m%d-%H%M%S")
@@ -48,6 +58,11 @@ class SessionDir:
     @property
     def trace(self) -> Path:
         return self.path / TRACE_NAME
+
+    def make_trace(self) -> Path:
+        """The trace's path, the directory made now (the engine calls it once the session
+        has opened: engine_thread.TraceTarget)."""
+        return self.trace
 
     def round_stem(self, round_number: int) -> str:
         """A file stem for exporting a round that no earlier export used."""

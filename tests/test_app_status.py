@@ -1,0 +1,136 @@
+"""The status line at 80 columns: what tells a message apart comes first and is on screen
+whatever is armed; the message wins over the right side; a cut message ends in `… [L]` and
+`L` shows the message log with every message whole; sorting, filtering and pinning say what
+they did."""
+
+from __future__ import annotations
+
+from dflash_tui.breakpoints import Breakpoints
+from dflash_tui.panels.status import CUT, StatusLog, status_text
+
+from app_helpers import live_app, press_and_settle, run, wait_for, wait_idle, wait_loaded, \
+    widget_text
+
+SMALL = (80, 24)
+ARMED_PARTS = [("breaks: non-finite, accepted=0, rank>20, off-argmax",
+                "⚑ non-finite, accepted=0, rank>20, off-argmax"),
+               ("files → out/20250301-142233/", "→ …/20250301-142233/")]
+
+
+def status_line(app) -> str:
+    return widget_text(app, app.main.query_one("#status"))
+
+
+async def type_answer(pilot, key: str, text: str) -> None:
+    app = pilot.app
+    await pilot.press(key)
+    await wait_for(pilot, lambda: app.main.asking, what="the question line")
+    app.main.query_one("#ask-input").value = ""
+    await pilot.press(*text, "enter")
+    await wait_for(pilot, lambda: not app.main.asking, what="the answer")
+    await pilot.pause()
+
+
+def test_the_message_wins_over_the_right_side():
+    stop = "round 0 select: selector left the argmax at slot 5"
+    line, cut = status_text("breakpoint", stop, ARMED_PARTS, 78)
+    assert line.plain.startswith("⚑ " + stop) and not cut and len(line.plain) == 78
+    assert "off-argmax" not in line.plain  # the armed list gave way (the `b` menu has it)
+    # a short message leaves the right side whole
+    line, _ = status_text("paused", "paused after round 3 verify", ARMED_PARTS, 120)
+    assert line.plain.endswith("breaks: non-finite, accepted=0, rank>20, off-argmax  "
+                               "files → out/20250301-142233/")
+    # too long for the line: cut, ending in the log's key, nothing on the right
+    long = "exported round-0012-2.json + .npz · round 12 commit → /tmp/" + "d" * 80 + "/"
+    line, cut = status_text("info", long, ARMED_PARTS, 78)
+    assert cut and line.plain.endswith(CUT) and len(line.plain) == 78
+    assert line.plain.startswith("exported round-0012-2.json + .npz · round 12 commit")
+
+
+def test_the_log_keeps_outcomes_not_progress():
+    log = StatusLog(size=3)
+    log.add("busy", "computing round 0 draft…")
+    log.add("busy", "computing round 0 draft… 0.6 s")  # a tick replaces the last progress
+    assert [e.text for e in log] == ["computing round 0 draft… 0.6 s"]
+    log.add("paused", "paused after round 0 draft")  # and so does a position
+    log.add("breakpoint", "round 0 draft: accepted == 0")  # the outcome replaces them
+    log.add("breakpoint", "round 0 draft: accepted == 0")  # a repeat is no new entry
+    log.add("info", "")  # nor an empty message
+    assert [(e.kind, e.text) for e in log] == [("breakpoint", "round 0 draft: accepted == 0")]
+    for n in range(4):
+        log.add("info", f"m{n}")
+    assert [e.text for e in log] == ["m1", "m2", "m3"]  # the last `size`
+
+
+def test_two_exports_of_a_round_differ_on_screen_and_the_log_has_them_whole(pair, tmp_path):
+    exports = tmp_path / "exports-in-a-directory-with-a-rather-long-name"
+
+    async def scenario():
+        app = live_app(pair, {"export_dir": exports})
+        async with app.run_test(size=SMALL) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            for name in ("round-0000.json", "round-0000-2.json"):
+                await pilot.press("x")
+                await wait_for(pilot, lambda: name in app.status.message, what=f"the export of {name}")
+                await pilot.pause()
+                line = status_line(app)
+                assert f"exported {name} · round 0 commit" in line
+                assert app.status.cut and line.rstrip().endswith(CUT)  # the directory is long
+            directory = app.session_dir.path
+            whole = [f"exported {name} · round 0 commit → {directory}/"
+                     for name in ("round-0000.json", "round-0000-2.json")]
+            assert [e.text for e in app.status_log if e.text.startswith("exported")] == whole
+            await pilot.press("L")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the message log")
+            assert app.screen.text().splitlines()[:2] == [f"info {text}" for text in reversed(whole)]
+            shown = widget_text(app, app.screen.query_one("#messages"))
+            assert "round-0000-2.json" in shown and "round-0000.json" in shown
+            assert len(shown.splitlines()[0]) <= SMALL[0]
+            await pilot.press("L")
+            await wait_for(pilot, lambda: app.screen is app.main, what="the log to close")
+
+    run(scenario())
+
+
+def test_a_stop_names_its_reason_at_80_columns_whatever_is_armed(nan_pair):
+    armed = Breakpoints(nonfinite=True, zero_accepted=True, rank_above=True, off_argmax=True)
+
+    async def scenario():
+        app = live_app(nan_pair, {"armed": armed})
+        async with app.run_test(size=SMALL) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.status.kind == "breakpoint", what="the breakpoint")
+            await wait_idle(pilot)
+            assert "⚑ round 0 draft: non-finite in draft L1 ffn_out (5 buffers)" in status_line(app)
+            assert not app.status.cut
+            assert app.status_log.entries[-1].text == app.status.message
+
+    run(scenario())
+
+
+def test_probe_sort_filter_and_pin_say_what_they_did(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SMALL) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            total = len(app.record.probes)
+            await press_and_settle(pilot, "o")
+            assert f"probes sorted by L ↑: {total} buffers" in status_line(app)
+            await press_and_settle(pilot, "O")
+            assert f"probes sorted by L ↓: {total} buffers" in status_line(app)
+            await type_answer(pilot, "F", "draft")
+            kept = sum(1 for p in app.record.probes if "draft" in f"{p.stage} {p.name}".lower())
+            assert 0 < kept < total
+            assert f"probes filter draft: {kept} of {total} buffers · sorted by L ↓" in status_line(app)
+            await press_and_settle(pilot, "right_square_bracket")
+            assert "probes layer —: " in status_line(app)
+            await press_and_settle(pilot, "P")
+            assert "pinned round 0: shown beside other rounds (vs r0)" in status_line(app)
+            assert app.pinned is app.record
+            await press_and_settle(pilot, "P")
+            assert "unpinned round 0" in status_line(app) and app.pinned is None
+
+    run(scenario())
