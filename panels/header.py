@@ -129,7 +129,9 @@ class HeaderPanel(Static):
     def _gamma(frame: Frame, text: Text) -> None:
         record, trained = frame.record, frame.trained_gamma
         shown = [frame.gamma]
-        if frame.gamma_next is not None and record is not None and frame.gamma_next != record.gamma:
+        capped = _capped_by_max_tokens(frame)
+        if (frame.gamma_next is not None and record is not None and frame.gamma_next != record.gamma
+                and not capped):
             shown.append(frame.gamma_next)
         text.append("γ ", style="dim")
         for i, gamma in enumerate(shown):
@@ -139,4 +141,16 @@ class HeaderPanel(Static):
                         style="bold black on yellow" if beyond else "bold")
         if any(g is not None and trained is not None and g > trained for g in shown):
             text.append(f" >{trained} trained", style="yellow")
+        if capped:  # not the user's change of γ, which "→" shows: the tokens left
+            text.append(" capped", style="dim")
         text.append("  ")
+
+
+def _capped_by_max_tokens(frame: Frame) -> bool:
+    """The round proposes fewer than the γ set because only that many tokens are left
+    before --max-tokens (the engine's budget: max_tokens - tokens generated before it)."""
+    record, info = frame.record, frame.info
+    if record is None or info is None or frame.gamma_next is None or record.gamma >= frame.gamma_next:
+        return False
+    generated_before = record.position + 1 - info.prompt_tokens
+    return record.gamma == info.max_tokens - generated_before

@@ -523,3 +523,22 @@ def test_less_and_greater_than_scroll_the_inspector_tables_sideways(pair):
             assert table.scroll_x == 0
 
     run(scenario())
+
+
+def test_a_round_capped_by_max_tokens_says_so_instead_of_a_gamma_change(pair):
+    async def scenario():
+        # the prefill's token, then 3 of 4 proposals accepted a round (4 tokens a round):
+        # 11 tokens leave the third round a budget of 2
+        proposer = oracle_proposer(pair, "The quick brown fox", 11, good=3)
+        app = live_app(pair, proposer=proposer, max_tokens=11, gamma=4)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n")
+            header = widget_text(app, app.main.query_one("#header"))
+            assert "γ 4 " in header and "capped" not in header
+            await press_and_settle(pilot, "n")
+            assert app.record.gamma == 2 and app.gamma_next == 4
+            header = widget_text(app, app.main.query_one("#header"))
+            assert "γ 2 capped" in header and "2→4" not in header
+
+    run(scenario())
