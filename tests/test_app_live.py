@@ -341,11 +341,14 @@ def test_a_refused_restart_makes_no_directory_and_is_shown_as_a_refusal(pair):
             assert not any("engine error" in n.message or n.title == "engine error"
                            for n in app._notifications)
             assert [p.name for p in out.iterdir()] == [first.name] and app.session_dir.path == first
+            assert not app.main.has_class("-restarting")  # no longer dimmed: it is the session
             await press_and_settle(pilot, "n")  # the old session goes on, into its own trace
             assert len(app.history) == 2
             assert len((first / "trace.jsonl").read_text().splitlines()) == 3  # header + 2 rounds
-            await pilot.press("r")
+            app._restart(None)  # as `r` does; nothing from the engine lands before the await
+            assert app.main.has_class("-restarting")  # the old session's panels, dimmed
             await wait_for(pilot, lambda: not app.loading, what="the restart")
+            assert not app.main.has_class("-restarting")
             second = app.session_dir.path
             assert second != first
             assert sorted(p.name for p in out.iterdir()) == sorted([first.name, second.name])

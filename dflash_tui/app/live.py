@@ -201,6 +201,7 @@ class LiveApp(DebuggerApp):
             self.engine.send(Pause())
         self._next_session_dir = SessionDir(self.export_dir)  # a new session: new files
         self.engine.send(Restart(prompt, trace=self._session_trace(self._next_session_dir)))
+        self.main.add_class("-restarting")  # dimmed until the new session is on screen
         self.loading = True
         self._progress, self._progress_since = "prefill", time.monotonic()
         self._show_progress()
@@ -310,6 +311,7 @@ class LiveApp(DebuggerApp):
         from ..history import History  # numpy: after the first frame
 
         self.loading = False
+        self.main.remove_class("-restarting")
         self.info, self.prefill = event.info, event.prefill
         self.gamma_next = event.gamma
         self.finished = event.finished
@@ -388,6 +390,7 @@ class LiveApp(DebuggerApp):
     def engine_failed(self, event: Failed) -> None:
         self.busy = None
         self.running = None
+        self.main.remove_class("-restarting")  # refused or failed: what is shown is what there is
         if event.fatal:
             self.failure = event
             self.loading = False

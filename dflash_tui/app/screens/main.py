@@ -66,6 +66,8 @@ class MainScreen(Screen):
     MainScreen #stream { height: 1fr; min-height: 3; }
     MainScreen #inspector { width: 1fr; }
     MainScreen #inspector TabPane { padding: 0; }
+    /* a new prompt's prefill: the panels still show the session it replaces */
+    MainScreen.-restarting #body { opacity: 45%; }
     """
     AUTO_FOCUS = "#ranks-table"
     # Textual repaints the whole screen when the focus moves (a second, full frame after a
