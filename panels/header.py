@@ -129,9 +129,7 @@ class HeaderPanel(Static):
     def _gamma(frame: Frame, text: Text) -> None:
         record, trained = frame.record, frame.trained_gamma
         shown = [frame.gamma]
-        capped = _capped_by_max_tokens(frame)
-        if (frame.gamma_next is not None and record is not None and frame.gamma_next != record.gamma
-                and not capped):
+        if frame.gamma_next is not None and record is not None and frame.gamma_next != record.gamma:
             shown.append(frame.gamma_next)
         text.append("γ ", style="dim")
         for i, gamma in enumerate(shown):
@@ -141,7 +139,7 @@ class HeaderPanel(Static):
                         style="bold black on yellow" if beyond else "bold")
         if any(g is not None and trained is not None and g > trained for g in shown):
             text.append(f" >{trained} trained", style="yellow")
-        if capped:  # not the user's change of γ, which "→" shows: the tokens left
+        if _capped_by_max_tokens(frame):  # "5→15" is then no change of γ by the user
             text.append(" capped", style="dim")
         text.append("  ")
 
