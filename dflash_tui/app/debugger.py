@@ -380,10 +380,10 @@ class DebuggerApp(App[int]):
             self.render_now()
 
     @needs_screen
-    @needs_screen
     def action_columns(self, step: int) -> None:
         self.main.scroll_inspector_columns(step)
 
+    @needs_screen
     def action_layer(self, step: int) -> None:
         self.main.show_tab(2)
         probes = self.main.query_one(ProbesPanel)
