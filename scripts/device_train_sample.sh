@@ -153,20 +153,15 @@ fi
 # random sequences (prompts of 30-300 tokens, continuations of 20-256) took 0.8 s on a
 # 2-core CPU and made 9.9 MB. Only runs/ keeps it here, and a new session's checkout has no
 # runs/: committed, it lasts (docs/DISTILL.md, "Stage 16: the plan"), so the prompts of a
-# corpus source under a GPL licence (its sources.json says which) are left out of it, and
-# the next data phase decodes those few again.
+# corpus source under a GPL licence (the data manifest records each source's) are left out
+# of it, and the next data phase decodes those few again.
 if [ -n "${KEEP_CONTINUATIONS:-}" ] && grep -qs '"complete": true' "$RUN_DIR/data/manifest.json"; then
   kept="/tmp/run/continuations-stage$STAGE.npz"
   if [ ! -f "$kept" ]; then  # a failed export must not cost the call's other files
-    mapfile -t copyleft < <(${PYTHON:-python3} -c 'import json, pathlib, sys
-corpus = json.load(open(sys.argv[1]))["settings"].get("prompts_from")
-listing = pathlib.Path(corpus or "").with_name("sources.json")
-sources = json.loads(listing.read_text())["sources"] if corpus and listing.is_file() else {}
-for name, source in sources.items():
-    if "GPL" in source.get("licence", ""):
-        print("--exclude-source"); print(name)' "$RUN_DIR/data/manifest.json")
+    # GPL sources by the licences the manifest records; a manifest without them fails the
+    # export (no file) rather than letting their text through
     ${PYTHON:-python3} -m dflash_tui_distill.continuations "$RUN_DIR/data" "$kept" --kinds real- \
-      "${copyleft[@]}" 2>&1 | tee -a "$log" \
+      --exclude-licence GPL 2>&1 | tee -a "$log" \
       || echo "continuations: the export failed; the rest is packed" | tee -a "$log"
   fi
   if [ -f "$kept" ]; then split -b 15M -d "$kept" "$OUT/continuations-stage$STAGE.part"; fi

@@ -183,3 +183,34 @@ def test_a_source_can_be_left_out_of_the_kept_file(first_phase, tmp_path, capsys
     assert continuations.main([str(first), str(tmp_path / "y.npz"), "--kinds", "real-",
                                "--exclude-source", "poems==1.0"]) == 2
     assert "once poems==1.0 is left out" in capsys.readouterr().err
+
+
+def test_sources_under_a_licence_are_left_out_by_what_the_manifest_records(make_pair, first_phase,
+                                                                            tmp_path, capsys):
+    target_dir, _ = make_pair("llama")
+    corpus = tmp_path / "corpus" / "prompts.jsonl"
+    corpus.parent.mkdir()
+    rows = [{"text": f"Summarize paragraph {n} of the manual.", "kind": "real-prose", "split": "train",
+             "source": "manual==2" if n % 2 else "docs==1"} for n in range(6)]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (corpus.parent / "sources.json").write_text(json.dumps({"sources": {
+        "manual==2": {"licence": "GPL-2.0-or-later"}, "docs==1": {"licence": "BSD-3-Clause"},
+        "unused==3": {"licence": "GPL-3.0-only"}}}))  # listed, no prompt drawn from it
+    data = tmp_path / "data"
+    assert main(["distill", str(target_dir), "--out", str(tmp_path / "o"), "--data", str(data),
+                 *FLAGS, "--prompts-from", str(corpus)]) == 0
+    kept = tmp_path / "kept.npz"
+    assert continuations.main([str(data), str(kept), "--kinds", "real-", "--exclude-licence", "GPL"]) == 0
+    table = continuations.load(str(kept))
+    prompts = dataset.read_prompts(data)
+    by_source = {}
+    for index, ids, plen, _ in dataset.shard_rows(data, dataset.read_manifest(data)["shards"]):
+        by_source.setdefault(prompts[index]["source"], set()).add(continuations.prompt_key(ids[:plen].tolist()))
+    assert set(table.table) == by_source["docs==1"] and len(by_source["manual==2"]) == 3
+    assert sorted(table.meta["excluded_sources"]) == ["manual==2", "unused==3"]
+    # a data phase whose manifest records no licences cannot check the exclusion: no file
+    _, _, first, _ = first_phase
+    capsys.readouterr()
+    assert continuations.main([str(first), str(tmp_path / "x.npz"), "--exclude-licence", "GPL"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "records no corpus sources" in err and not (tmp_path / "x.npz").exists()

@@ -7,7 +7,7 @@ FILE` takes those it finds there and decodes only the rest; on a GPU machine tha
 its disk between sessions, that is most of the data phase's time.
 
     python -m dflash_tui_distill.continuations DATA_DIR FILE [--kinds PREFIX]
-        [--exclude-source NAME ...]
+        [--exclude-source NAME ...] [--exclude-licence TEXT ...]
 
 writes FILE (.npz, compressed) from a finished data phase: for each sequence whose prompt
 kind starts with PREFIX (default: every kind), the SHA-256 of its prompt ids, its
@@ -71,10 +71,11 @@ class Continuations:
 
 
 def export(data_dir: Path, path: Path, kind_prefix: str = "",
-           exclude_sources: tuple[str, ...] = ()) -> int:
+           exclude_sources: tuple[str, ...] = (), exclude_licences: tuple[str, ...] = ()) -> int:
     """Write the continuations of `data_dir`'s finished data phase to `path`; how many.
-    Prompts from `exclude_sources` (a corpus source's name, e.g. one whose licence does not
-    let text derived from it travel with this repository) are left out."""
+    Prompts from `exclude_sources` (a corpus source's name), or from a corpus source whose
+    licence, as the manifest records it, contains one of `exclude_licences` (e.g. "GPL":
+    text derived from it does not travel with this repository), are left out."""
     manifest = dataset.read_manifest(data_dir)
     prompts = dataset.read_prompts(data_dir)
     if manifest is None or prompts is None or not manifest.get("complete"):
@@ -85,6 +86,8 @@ def export(data_dir: Path, path: Path, kind_prefix: str = "",
     if unknown:
         raise InputError(f"{data_dir}: no prompt comes from source {unknown[0]!r} (--exclude-source "
                          f"takes a source's name as its prompts record it, e.g. {sorted(map(str, known))[0]!r})")
+    if exclude_licences:  # a corpus may list sources none of whose prompts were drawn
+        exclude_sources = (*exclude_sources, *_sources_under(manifest, exclude_licences, data_dir))
     keys, pieces, stopped = [], [], []
     for index, tokens, plen, stop in dataset.shard_rows(data_dir, manifest["shards"]):
         prompt = prompts[index]
@@ -116,6 +119,17 @@ def export(data_dir: Path, path: Path, kind_prefix: str = "",
     except OSError as error:
         raise InputError(f"{path}: cannot write it ({error.strerror or error})") from None
     return len(keys)
+
+
+def _sources_under(manifest: dict, licences: tuple[str, ...], data_dir: Path) -> list[str]:
+    """The corpus sources whose recorded licence contains one of `licences`; refused when
+    the manifest records none (an exclusion that cannot be checked must not pass as done)."""
+    sources = (manifest.get("prompts_from") or {}).get("sources")
+    if not isinstance(sources, dict) or not sources:
+        raise InputError(f"{data_dir}: its manifest records no corpus sources with their licences "
+                         "(prompts_from.sources), so --exclude-licence cannot tell which to leave out")
+    return [name for name, source in sources.items()
+            if any(word in str(source.get("licence", "")) for word in licences)]
 
 
 def load(path: str) -> Continuations:
@@ -169,9 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exclude-source", action="append", default=[], metavar="NAME",
                         help="leave out the prompts of this source (as the prompts record it; "
                              "repeatable)")
+    parser.add_argument("--exclude-licence", action="append", default=[], metavar="TEXT",
+                        help="leave out the prompts of every corpus source whose licence (as the "
+                             "manifest records it) contains TEXT, e.g. GPL (repeatable)")
     args = parser.parse_args(argv)
     try:
-        count = export(args.data, args.out, args.kinds, tuple(args.exclude_source))
+        count = export(args.data, args.out, args.kinds, tuple(args.exclude_source),
+                       tuple(args.exclude_licence))
     except InputError as error:
         print(f"continuations: error: {error}", file=sys.stderr)
         return 2
