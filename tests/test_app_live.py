@@ -347,6 +347,11 @@ def test_a_refused_restart_makes_no_directory_and_is_shown_as_a_refusal(pair):
             assert len((first / "trace.jsonl").read_text().splitlines()) == 3  # header + 2 rounds
             app._restart(None)  # as `r` does; nothing from the engine lands before the await
             assert app.main.has_class("-restarting")  # the old session's panels, dimmed
+            pending = app._next_session_dir
+            app.action_restart()  # a second restart while the first loads: refused, not queued
+            app.action_prompt()
+            assert app._next_session_dir is pending and app.screen is app.main
+            assert "a session is loading" in app.status_log.entries[-1].text
             await wait_for(pilot, lambda: not app.loading, what="the restart")
             assert not app.main.has_class("-restarting")
             second = app.session_dir.path

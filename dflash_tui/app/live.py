@@ -180,8 +180,16 @@ class LiveApp(DebuggerApp):
         self.engine.send(SetGamma(gamma))
         self.render_now()
 
+    def _can_restart(self) -> bool:
+        """One restart at a time: a second one asked while a session loads would take the
+        directory of the first (its trace in one, its exports in the other)."""
+        if self.loading and self.failure is None:
+            self.notify("a session is loading: restart once it is on screen", severity="warning")
+            return False
+        return self._usable()
+
     def action_prompt(self) -> None:
-        if not self._usable() or self.screen is not self.main:
+        if self.screen is not self.main or not self._can_restart():
             return
         from .screens.prompt import PromptScreen  # first use: keeps it off the first frame
 
@@ -193,7 +201,7 @@ class LiveApp(DebuggerApp):
             self._restart(prompt)
 
     def action_restart(self) -> None:
-        if self._usable():
+        if self._can_restart():
             self._restart(None)
 
     def _restart(self, prompt: Optional[str]) -> None:
@@ -405,6 +413,7 @@ class LiveApp(DebuggerApp):
             return
         else:
             self.loading = False
+            self._next_session_dir = None
             self.set_status("error", f"engine error: {event.message} (r restarts the session)")
         self.notify(event.message, title="engine error", severity="error", timeout=12)
 
