@@ -29,8 +29,9 @@ def run(args) -> int:
             raise InputError("--format parquet needs pyarrow: pip install 'dflash-tui[parquet]'") from None
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a directory")
-    if source.is_dir() and same_file(out, source):  # tables there go stale with its rounds
-        raise InputError(f"--out {out}: is SOURCE itself (give the tables a folder of their own)")
+    home = source if source.is_dir() else source.parent  # a trace's or a snapshot's folder
+    if source.exists() and same_file(out, home):  # tables there go stale with its rounds
+        raise InputError(f"--out {out}: is SOURCE's own folder (give the tables a folder of their own)")
     present = next((f for f in (out / f"{name}.{args.format}" for name in TABLES) if f.exists()), None)
     if present is not None and not args.force:
         raise InputError(f"--out {out}: already holds {present.name} (an earlier export?); "

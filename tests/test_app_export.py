@@ -175,9 +175,13 @@ def test_export_into_its_own_source_folder_is_refused(recorded, capsys):
     snapshots = root / "snapshots"
     before = sorted(p.name for p in snapshots.iterdir())
     refusal(capsys, ["export", snapshots, "--out", snapshots / ".." / "snapshots"],
-            "is SOURCE itself")
-    refusal(capsys, ["export", snapshots, "--out", snapshots, "--force"], "is SOURCE itself")
+            "is SOURCE's own folder")
+    refusal(capsys, ["export", snapshots, "--out", snapshots, "--force"], "is SOURCE's own folder")
     assert sorted(p.name for p in snapshots.iterdir()) == before
+    # a trace's folder, the session directory, is its own folder too
+    before = sorted(p.name for p in root.iterdir())
+    refusal(capsys, ["export", root / "trace.jsonl", "--out", root, "--force"], "is SOURCE's own folder")
+    assert sorted(p.name for p in root.iterdir()) == before
 
 
 @pytest.mark.parametrize("argv, message", [
