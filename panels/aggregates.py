@@ -22,7 +22,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static, TabPane
 
-from .format import DASH, column, grid
+from .format import DASH, column, grid, rounds_count
 from .frame import Frame
 from .history import BARS, sparkline
 from .probes import LOW_HEADROOM_BITS, headroom_cell
@@ -117,11 +117,6 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         size = (len(lines), max(len(line) for line in lines))
         self.query_one(f"#agg-{section}", Static).update(text, layout=size != self._sizes.get(section))
         self._sizes[section] = size
-
-
-def rounds_count(n: int) -> str:
-    """`1 round`, `3 rounds`."""
-    return f"{n} round" if n == 1 else f"{n} rounds"
 
 
 def render_title(first_last, count: int, total: int, chosen, mean: Optional[float]) -> Text:

@@ -152,3 +152,8 @@ def _line(row, widths, justify, gap, style: str = "") -> Text:
             line.append(" " * gap)
         line.append_text(cell(value, width, "right" if justify[i] == "r" else "left"))
     return line
+
+
+def rounds_count(n: int) -> str:
+    """`1 round`, `3 rounds`."""
+    return f"{n} round" if n == 1 else f"{n} rounds"

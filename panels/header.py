@@ -139,7 +139,7 @@ class HeaderPanel(Static):
                         style="bold black on yellow" if beyond else "bold")
         if any(g is not None and trained is not None and g > trained for g in shown):
             text.append(f" >{trained} trained", style="yellow")
-        if _capped_by_max_tokens(frame):  # "5→15" is then no change of γ by the user
+        if _capped_by_max_tokens(frame):  # fewer than the γ set: the tokens left
             text.append(" capped", style="dim")
         text.append("  ")
 

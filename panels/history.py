@@ -13,7 +13,7 @@ from typing import Optional
 from rich.text import Text
 from textual.widgets import Static
 
-from .format import percent
+from .format import percent, rounds_count
 from .frame import Frame
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -55,9 +55,8 @@ class HistoryPanel(Static):
             self._data = self._numbers(frame, slots)  # a slot key alone redraws, counts nothing
         self._key, self._frame = key, frame
         mean, accepted, gamma, by_slot = self._data
-        n = len(accepted)
-        rounds = "1 round" if n == 1 else f"{n} rounds"
-        self.border_subtitle = f"mean {mean:.2f} over {rounds}" if accepted else "no rounds yet"
+        self.border_subtitle = (f"mean {mean:.2f} over {rounds_count(len(accepted))}" if accepted
+                                else "no rounds yet")
         self.update(render_history(accepted, gamma, by_slot, frame.slot, width, bar_rows),
                     layout=False)  # fixed height
 

@@ -77,6 +77,7 @@ class FastTable(ScrollView, can_focus=True):
         super().__init__(id=id, classes=classes)
         self._grow_only = grow_only
         self._frozen = frozen
+        self._held = 0  # cells the frozen columns take in this paint (0: not scrolled)
         self._labels: list[Text] = []
         self._rows: list[list[Text]] = []
         self._widths: list[int] = []
@@ -267,6 +268,7 @@ class FastTable(ScrollView, can_focus=True):
             self._scroll_to_cursor()
         # the row styles come from CSS: look them up once per paint, not once per line
         base = self.rich_style
+        self._held = self._frozen_width()  # once per paint, not once per line
         self._styles = {
             "base": base,
             "header": base + self.get_component_rich_style("fast-table--header"),
@@ -293,31 +295,44 @@ class FastTable(ScrollView, can_focus=True):
         style = styles["cursor"] if index == self.cursor_row else styles["odd"] if index % 2 else base
         return self._finish(strip, scroll_x, width, style)
 
-    def scroll_columns(self, step: int) -> None:
+    def scroll_columns(self, step: int, waited: bool = False) -> None:
         """Scroll sideways by whole columns, past the frozen ones. A table not laid out yet
-        (its tab shown by the key before this one) does it once it is."""
+        (its tab shown by the key before this one) does it once it is, if it is then."""
         if not self.size.width:
-            self.call_after_refresh(self.scroll_columns, step)
+            if not waited:
+                self.call_after_refresh(self.scroll_columns, step, True)
             return
         edges, left = [], 0  # scroll_x that brings each scrolling column to the front
-        for width in self._widths[self._frozen:]:
+        for width in self._widths[self._held_columns():]:
             edges.append(left)
             left += width + GAP
         if not edges:
             return
-        first = max(i for i, edge in enumerate(edges) if edge <= self.scroll_x)
+        x = int(self.scroll_x)
+        first = max(i for i, edge in enumerate(edges) if edge <= x)
+        if step < 0 and edges[first] < x:  # between two edges (the end): back to the nearer
+            first += 1
         target = edges[min(max(first + step, 0), len(edges) - 1)]
         self.scroll_to(x=min(target, self.max_scroll_x), animate=False)
 
-    def _frozen_width(self) -> int:
-        """Cells of the frozen columns with their gaps (0 while the table is not scrolled:
-        then nothing needs holding)."""
-        if not self._frozen or not int(self.scroll_offset.x):
+    def _held_columns(self) -> int:
+        """The frozen columns, unless they would take more than two thirds of the width:
+        then the rest would have too little room to scroll through, and nothing is held."""
+        if not self._frozen or not self._widths:
             return 0
-        return GAP + sum(w + GAP for w in self._widths[:self._frozen])
+        held = GAP + sum(w + GAP for w in self._widths[:self._frozen])
+        return self._frozen if held <= self.size.width * 2 // 3 else 0
+
+    def _frozen_width(self) -> int:
+        """Cells of the held columns with their gaps (0 while the table is not scrolled:
+        then nothing needs holding)."""
+        held = self._held_columns()
+        if not held or not int(self.scroll_offset.x):
+            return 0
+        return GAP + sum(w + GAP for w in self._widths[:held])
 
     def _finish(self, strip: Strip, scroll_x: int, width: int, style: Style) -> Strip:
-        held = min(self._frozen_width(), width)
+        held = min(self._held, width)
         if held:
             strip = Strip.join([strip.crop(0, held), strip.crop(held + scroll_x, scroll_x + width)])
         else:

@@ -352,7 +352,7 @@ class EngineThread(threading.Thread):
             self._trace = TraceWriter(path, info, prefill)
         except OSError as error:
             self._trace = None
-            where = path if not callable(path) else error.filename
+            where = path if not callable(path) else error.filename or "the session directory"
             self.emit(Notice(f"trace off: cannot write {where}: {error.strerror or error}", "error"))
             return None
         return path
