@@ -46,25 +46,28 @@ class Entry:
     when: float  # time.time()
     kind: str  # a status kind, or a notification's "warning" / "error" / "info"
     text: str
+    transient: bool = False  # a position (a search's hit): the next message takes its place
 
 
 class StatusLog:
     """The last LOG_SIZE status messages (and notifications), whole. Progress and position
     messages (busy, running, paused) stand in the log only until the next message: the
     outcome replaces them ("exporting…" → "exported …", "running · round 4 draft" → the
-    breakpoint), so a run, stepping or a ticking timer never floods it."""
+    breakpoint), so a run, stepping or a ticking timer never floods it; so do messages
+    added as transient (a search's hits: a walk with n pushes out no outcome)."""
 
     def __init__(self, size: int = LOG_SIZE) -> None:
         self.entries: deque[Entry] = deque(maxlen=size)
 
-    def add(self, kind: str, text: str, when: Optional[float] = None) -> None:
+    def add(self, kind: str, text: str, when: Optional[float] = None,
+            transient: bool = False) -> None:
         if not text:
             return
         last = self.entries[-1] if self.entries else None
         if last is not None and (last.kind, last.text) == (kind, text):
             return
-        entry = Entry(time.time() if when is None else when, kind, text)
-        if last is not None and last.kind in TRANSIENT:
+        entry = Entry(time.time() if when is None else when, kind, text, transient)
+        if last is not None and (last.kind in TRANSIENT or last.transient):
             self.entries[-1] = entry
         else:
             self.entries.append(entry)

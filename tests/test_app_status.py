@@ -60,6 +60,13 @@ def test_the_log_keeps_outcomes_not_progress():
     for n in range(4):
         log.add("info", f"m{n}")
     assert [e.text for e in log] == ["m1", "m2", "m3"]  # the last `size`
+    # a search's hits, walked with n, are positions: each replaces the one before, and the
+    # next message the last one, so a walk pushes out no outcome
+    for n in range(10):
+        log.add("info", f"find 'x': round {n} slot 0 (proposal)", transient=True)
+    assert [e.text for e in log] == ["m2", "m3", "find 'x': round 9 slot 0 (proposal)"]
+    log.add("info", "exported round-0009.json")
+    assert [e.text for e in log] == ["m2", "m3", "exported round-0009.json"]
 
 
 def test_two_exports_of_a_round_differ_on_screen_and_the_log_has_them_whole(pair, tmp_path):

@@ -301,8 +301,9 @@ class DebuggerApp(App[int]):
 
     # ---- status --------------------------------------------------------------------------
 
-    def set_status(self, kind: str, message: str) -> None:
-        self.status_log.add(kind, message)
+    def set_status(self, kind: str, message: str, transient: bool = False) -> None:
+        """transient: a position the next message replaces in the log (it shows it all the same)."""
+        self.status_log.add(kind, message, transient=transient)
         self.status.set_status(kind, message)
 
     def notify(self, message: str, *, title: str = "", severity="information",
@@ -577,7 +578,7 @@ class DebuggerApp(App[int]):
         if not self._showing_find():
             s.before = (self.status.kind, self.status.message)
         s.shown = f"find {s.query!r}: round {hit.round} {hit.place} ({', '.join(hit.where)})"
-        self.set_status("info", s.shown)
+        self.set_status("info", s.shown, transient=True)  # n walks them: one line in the log
         self.render_now()
 
     def _showing_find(self) -> bool:
