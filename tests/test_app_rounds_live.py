@@ -575,3 +575,19 @@ def test_back_from_the_end_of_a_sideways_scroll_is_the_column_before():
             assert table.render_line(0).text.startswith(" name ccc")
 
     run(scenario())
+
+
+def test_zoomed_the_inspector_keeps_the_status_line_and_the_keys(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "m")
+            assert app.main.maximized is app.main.query_one("#inspector")
+            for line in ("#status", "#keys"):  # on screen, below the inspector
+                widget = app.main.query_one(line)
+                assert widget.display and widget.region.height == 1 and widget.region.y >= 20, line
+            assert app.main.query_one("#inspector").region.bottom <= app.main.query_one("#status").region.y
+            assert not app.main.query_one("#header").region  # the rest gives way
+
+    run(scenario())

@@ -68,8 +68,13 @@ class MainScreen(Screen):
     MainScreen #inspector TabPane { padding: 0; }
     /* a new prompt's prefill: the panels still show the session it replaces */
     MainScreen.-restarting #body { opacity: 45%; }
+    /* zoomed: the inspector leaves the lines kept below it (ALLOW_IN_MAXIMIZED_VIEW) room */
+    MainScreen.-maximized-view #inspector { height: 1fr; }
     """
     AUTO_FOCUS = "#ranks-table"
+    # zoomed (m), the inspector keeps the status line, the question line and the keys: a
+    # breakpoint's stop, a message, a question asked must not go unseen
+    ALLOW_IN_MAXIMIZED_VIEW = "#status, #ask, #keys"
     # Textual repaints the whole screen when the focus moves (a second, full frame after a
     # tab switch's layout: a third of its time, and every cell sent to the terminal again).
     # What a focus change alters is redrawn without it: the widgets whose focus styles
