@@ -32,7 +32,7 @@ from ..panels.history import HistoryPanel
 from ..panels.probes import ProbesPanel
 from ..panels.ranks import RanksPanel
 from ..panels.selector import SelectorPanel
-from ..panels.status import LOG_KEY, StatusLine, StatusLog
+from ..panels.status import LOG_KEY, LOG_SIZE, StatusLine, StatusLog
 from ..panels.table import FastTable
 from .screens.main import COMPARE_TAB, MainScreen
 from .session_dir import SessionDir
@@ -145,7 +145,7 @@ class DebuggerApp(App[int]):
         Binding("x", "export", "export", group=GENERAL, tooltip="export the round on screen (JSON, "
                 "+ NPZ when on) into this session's directory"),
         Binding(LOG_KEY, "messages", "messages", show=False, group=GENERAL,
-                tooltip="message log: the last 100 status messages and notifications, whole "
+                tooltip=f"message log: the last {LOG_SIZE} status messages and notifications, whole "
                 "(a message too long for the status line ends in … [L])"),
         Binding("1", "tab(0)", "ranks", show=False, priority=True, group=VIEW,
                 tooltip="inspector tab: ranks"),

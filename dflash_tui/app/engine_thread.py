@@ -301,7 +301,7 @@ class EngineThread(threading.Thread):
 
     # ---- sessions and the trace ----------------------------------------------------------
 
-    def _open(self, prompt: str, trace: Optional[Path]) -> None:
+    def _open(self, prompt: str, trace: Optional[TraceTarget]) -> None:
         if self._pair is None:
             self.emit(Progress("importing MLX and mlx-lm"))
         from ..engine.api import load_pair

@@ -40,29 +40,22 @@ class SessionDir:
             return self._path if self._path is not None else self._make()
 
     def _make(self) -> Path:
-        if self._path is None:
-            self.root.mkdir(parents=True, exist_ok=True)
-            name = time.strftime("%Y%m%d-%H%M%S")
-            for n in range(1, 1000):
-                candidate = self.root / (name if n == 1 else f"{name}-{n}")
-                try:
-                    candidate.mkdir()
-                except FileExistsError:
-                    continue
-                self._path = candidate
-                break
-            else:
-                raise FileExistsError(f"{self.root}/{name}: 999 session directories this second")
-        return self._path
-
-    @property
-    def trace(self) -> Path:
-        return self.path / TRACE_NAME
+        self.root.mkdir(parents=True, exist_ok=True)
+        name = time.strftime("%Y%m%d-%H%M%S")
+        for n in range(1, 1000):
+            candidate = self.root / (name if n == 1 else f"{name}-{n}")
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                continue
+            self._path = candidate
+            return candidate
+        raise FileExistsError(f"{self.root}/{name}: 999 session directories this second")
 
     def make_trace(self) -> Path:
         """The trace's path, the directory made now (the engine calls it once the session
         has opened: engine_thread.TraceTarget)."""
-        return self.trace
+        return self.path / TRACE_NAME
 
     def round_stem(self, round_number: int) -> str:
         """A file stem for exporting a round that no earlier export used."""

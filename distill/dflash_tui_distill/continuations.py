@@ -96,7 +96,8 @@ def export(data_dir: Path, path: Path, kind_prefix: str = "",
             pieces.append(tokens[plen:])
             stopped.append(stop)
     if not keys:
-        left_out = f" once {', '.join(exclude_sources)} is left out" if exclude_sources else ""
+        matched = any(p["kind"].startswith(kind_prefix) for p in prompts)
+        left_out = f" once {', '.join(exclude_sources)} is left out" if matched and exclude_sources else ""
         raise InputError(f"{data_dir}: no sequence's prompt kind starts with {kind_prefix!r}"
                          f"{left_out}; nothing to keep")
     vocab = int(manifest["target"]["vocab"])
