@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import os
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Optional
 
 from . import flag_ranges
 from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, parse_spec
-from .engine.draft_config import DFLASH, DFLASH2
+from .engine.draft_config import read_drafter_config
 from .engine.errors import GroupError, InputError, ParameterError
 from .prompt_file import read_prompt_file
 
@@ -99,6 +98,8 @@ def check_compare(args) -> None:
             raise InputError("--compare-tol: given without --compare")
         return
     args.compare = parse_spec(args.compare)
+    if args.compare.draft_dir is not None:
+        check_drafter_path(args.compare.draft_dir)
     if args.compare_tol is None:  # its range is flag_ranges'
         args.compare_tol = DEFAULT_TOLERANCE
     check_greedy(args.temperature)
@@ -107,27 +108,10 @@ def check_compare(args) -> None:
                          "decode on one process)")
 
 
-def check_drafter_path(value: str) -> None:
-    """Two easy mistakes the loader would report as something else: a file given as the
-    drafter ("no such drafter directory"), and the target's own folder ("architectures =
-    []"). A missing path and a damaged config.json are left to the loader's messages."""
-    path = Path(value).expanduser()
-    if path.exists() and not path.is_dir():
-        raise InputError(f"{path}: a file, not a drafter directory (expected a folder with "
-                         "config.json + *.safetensors)")
-    try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    if not isinstance(config, dict):
-        return
-    architectures, model_type = config.get("architectures") or [], config.get("model_type")
-    if not isinstance(architectures, list) or {DFLASH, DFLASH2} & set(map(str, architectures)):
-        return  # a drafter, or a field of the wrong type the loader names
-    if model_type or architectures:
-        raise InputError(f"{path}: looks like a target model (model_type = {model_type!r}, "
-                         f"architectures = {architectures!r}), not a DFlash drafter (expected "
-                         f"architectures {[DFLASH2]!r} or {[DFLASH]!r})")
+def check_drafter_path(value) -> None:
+    """A --draft or --compare drafter folder checked in full before the target loads (the
+    loader checks the same, minutes later)."""
+    read_drafter_config(Path(value).expanduser())
 
 
 def add_decode_args(p: argparse.ArgumentParser, block_default=None) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from .draft_config import DraftConfig, read_config
+from .draft_config import DraftConfig, read_drafter_config
 from .drafter import DraftModel
 from .errors import InputError
 from .files import write_json_atomic
@@ -121,9 +121,7 @@ def load_drafter(directory: str | Path, dtype: mx.Dtype | None = mx.float32) -> 
     """A drafter directory as a DraftModel: float tensors cast to `dtype` (None: as stored);
     quantized modules keep their packed weights."""
     directory = Path(directory).expanduser()
-    if not directory.is_dir():
-        raise InputError(f"{directory}: no such drafter directory (expected config.json + *.safetensors)")
-    config = read_config(directory / "config.json")
+    config = read_drafter_config(directory)
     weights, sources = read_weights(directory)
     model = build_drafter(config, weights, str(directory))
     check_tensors(weights, sources, model, directory)

@@ -13,6 +13,7 @@ from typing import Any
 
 from .config_fields import check_field_types
 from .errors import InputError
+from .paths import check_drafter_dir
 
 DFLASH = "DFlashDraftModel"
 DFLASH2 = "DFlash2DraftModel"
@@ -112,6 +113,13 @@ _KNOWN = {
 }
 
 
+def read_drafter_config(directory: Path) -> DraftConfig:
+    """A drafter directory's config, checked in full without MLX: the CLI calls this before
+    the target loads, so a wrong --draft or --compare folder is refused at once."""
+    check_drafter_dir(directory)
+    return read_config(directory / "config.json")
+
+
 def read_config(path: Path) -> DraftConfig:
     """Parse `path` (a config.json). Raises InputError for anything missing or malformed."""
     try:
@@ -151,6 +159,12 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
         kind = DFLASH2
     elif DFLASH in architectures:
         kind = DFLASH
+    elif raw.get("model_type") or architectures:  # the target's folder, an easy slip
+        raise InputError(
+            f"{where}: looks like a target model (model_type = {raw.get('model_type')!r}, "
+            f"architectures = {architectures!r}), not a DFlash drafter (expected architectures "
+            f"{[DFLASH2]!r} or {[DFLASH]!r})"
+        )
     else:
         raise InputError(
             f"{where}: architectures = {architectures!r}; expected {DFLASH!r} or {DFLASH2!r}"

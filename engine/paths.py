@@ -13,6 +13,7 @@ from .errors import InputError, ParameterError
 
 TARGET_KINDS = ("an mlx-lm model directory (config.json, model*.safetensors, tokenizer files) "
                 "or a llama-family .gguf file")
+DRAFTER_KIND = "a folder with config.json + *.safetensors"
 
 
 def check_target_path(path: Path) -> None:
@@ -26,6 +27,15 @@ def check_target_path(path: Path) -> None:
                              f"(expected {TARGET_KINDS})")
     elif path.suffix.lower() != ".gguf":
         raise InputError(f"{path}: not a model: a target is {TARGET_KINDS}")
+
+
+def check_drafter_dir(path: Path) -> None:
+    """Refuse a drafter path that is missing or a file (a .gguf or a .safetensors given
+    where its folder belongs), before its config.json is read."""
+    if not path.exists():
+        raise InputError(f"{path}: no such drafter directory (expected {DRAFTER_KIND})")
+    if not path.is_dir():
+        raise InputError(f"{path}: a file, not a drafter directory (expected {DRAFTER_KIND})")
 
 
 def resolve_drafter_dir(model: Path, draft: Optional[str | Path]) -> Path:

@@ -49,4 +49,20 @@ def test_a_file_given_as_the_drafter_is_called_a_file(make_pair, tmp_path, capsy
 def test_a_target_folder_given_as_the_drafter_says_so(make_pair, capsys, command):
     target, _ = make_pair("llama", "DFlash2DraftModel")
     refusal(capsys, [*command, target, "--draft", target],
-            f"{target}: looks like a target model (model_type = 'llama'", "not a DFlash drafter")
+            f"{target / 'config.json'}: looks like a target model (model_type = 'llama'",
+            "not a DFlash drafter")
+
+
+@pytest.mark.parametrize("command", [[], ["probe"], ["bench"]])
+def test_a_compare_folder_gets_the_drafter_checks_before_the_target_loads(
+        make_pair, tmp_path, capsys, monkeypatch, command):
+    target, _ = make_pair("llama", "DFlash2DraftModel")
+    monkeypatch.setattr("dflash_tui.engine.api.load_target",
+                        lambda *a, **k: pytest.fail("the target loaded first"))
+    refusal(capsys, [*command, target, "--compare", target],
+            f"{target / 'config.json'}: looks like a target model")
+    broken = tmp_path / "broken-drafter"
+    broken.mkdir()
+    (broken / "config.json").write_text("{")
+    refusal(capsys, [*command, target, "--compare", broken],
+            f"{broken / 'config.json'}: not valid JSON")
