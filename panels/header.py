@@ -32,9 +32,19 @@ class HeaderPanel(Static):
         super().__init__(Text("dflash-tui", style="bold"), **kwargs)
         self._counted: tuple = ((), (None, None, 0))  # (history key, its numbers)
         self._shown: Optional[Text] = None
+        self._frame: Optional[Frame] = None
+
+    def on_resize(self) -> None:
+        if self._frame is not None:  # the identity is fitted to the width
+            self.show(self._frame)
 
     def show(self, frame: Frame) -> None:
-        text = Text("\n").join([self._identity(frame), self._numbers(frame)])
+        self._frame = frame
+        identity = self._identity(frame)
+        if identity.cell_len > self.content_size.width > 0:
+            # Narrow (80 columns): the target's shape goes before the drafter's is cut.
+            identity = self._identity(frame, target_shape=False)
+        text = Text("\n").join([identity, self._numbers(frame)])
         if text == self._shown:
             # Unchanged (a tab switch, a slot move): a redraw would widen the screen area the
             # next frame repaints from the inspector to every column.
@@ -43,7 +53,7 @@ class HeaderPanel(Static):
         # fixed height: no layout pass (which would repaint every panel) for new numbers
         self.update(text, layout=False)
 
-    def _identity(self, frame: Frame) -> Text:
+    def _identity(self, frame: Frame, target_shape: bool = True) -> Text:
         text = Text()
         text.append("dflash-tui", style="bold")
         if frame.mode == "replay":
@@ -55,8 +65,9 @@ class HeaderPanel(Static):
         text.append("  ")
         text.append(short_path(info.target_path, strip_suffix=info.target_path.endswith(".gguf")),
                     style="bold cyan")
-        text.append(f" {info.target_kind} {info.target_layers}L H{info.target_hidden} "
-                    f"V{info.vocab_size}", style="cyan")
+        if target_shape:
+            text.append(f" {info.target_kind} {info.target_layers}L H{info.target_hidden} "
+                        f"V{info.vocab_size}", style="cyan")
         text.append("  ◂ ")
         text.append(f"{info.drafter_kind}", style="bold green")
         top_k = f" K{info.top_k}" if info.top_k else ""
