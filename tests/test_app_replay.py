@@ -191,6 +191,11 @@ def test_replay_steps_stages_back_and_forth(live_session):
             assert app.record.round == 2 and "end of the recording" in app.status.message
             await press_and_settle_replay(pilot, "home")
             assert app.record.round == 0
+            for key in ("p", "r", "plus", "minus", "X"):  # the live session's keys
+                app.set_status("paused", "")
+                await press_and_settle_replay(pilot, key)
+                assert "need the model" in app.status.message, key
+                assert app.record.round == 0 and app.screen is app.main
 
     run(scenario())
 

@@ -34,6 +34,8 @@ class ReplayApp(DebuggerApp):
                 tooltip="to the end of this round, else the next round"),
         Binding("c", "play", "play", group=STEP,
                 tooltip="play forward, stopping at the armed breakpoints (c again pauses)"),
+        # The live app's session keys: said to be live-only rather than doing nothing.
+        Binding("p,r,plus,equals_sign,minus,X", "live_only", show=False),
     ]
 
     def __init__(self, recording: Loaded, *, export_dir: Path = Path("dflash-snapshots"),
@@ -161,6 +163,10 @@ class ReplayApp(DebuggerApp):
             self._move(self.index, 10**6)
         else:
             self.action_round(1)
+
+    def action_live_only(self) -> None:
+        self.set_status("paused", "a recording: p r + - X need the model (dflash-tui MODEL_DIR)")
+        self.bell()
 
     def action_goto_first(self) -> None:
         self._move(0, 10**6)
