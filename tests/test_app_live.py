@@ -340,6 +340,8 @@ def test_a_refused_restart_makes_no_directory_and_is_shown_as_a_refusal(pair):
             assert "context of 2048 tokens" in app.status.message
             assert not any("engine error" in n.message or n.title == "engine error"
                            for n in app._notifications)
+            refusals = [e for e in app.status_log if "the prompt is " in e.text]
+            assert len(refusals) == 1, refusals  # the notice repeats the status: logged once
             assert [p.name for p in out.iterdir()] == [first.name] and app.session_dir.path == first
             assert not app.main.has_class("-restarting")  # no longer dimmed: it is the session
             await press_and_settle(pilot, "n")  # the old session goes on, into its own trace

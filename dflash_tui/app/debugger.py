@@ -307,10 +307,12 @@ class DebuggerApp(App[int]):
         self.status.set_status(kind, message)
 
     def notify(self, message: str, *, title: str = "", severity="information",
-               timeout: Optional[float] = None, markup: bool = True) -> None:
-        """A notification goes away: the message log keeps it."""
-        self.status_log.add("info" if severity == "information" else severity,
-                            f"{title}: {message}" if title else message)
+               timeout: Optional[float] = None, markup: bool = True, log: bool = True) -> None:
+        """A notification goes away: the message log keeps it (log=False: one that repeats
+        the status line just set, which the log already has)."""
+        if log:
+            self.status_log.add("info" if severity == "information" else severity,
+                                f"{title}: {message}" if title else message)
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def action_messages(self) -> None:

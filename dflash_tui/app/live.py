@@ -408,14 +408,14 @@ class LiveApp(DebuggerApp):
             self._next_session_dir = None
             self.set_status("finished" if self.finished else "paused",
                             f"{event.message} (the session is as it was)")
-            self.notify(event.message, severity="warning", timeout=12)
+            self.notify(event.message, severity="warning", timeout=12, log=False)
             self.render_now()
             return
         else:
             self.loading = False
             self._next_session_dir = None
             self.set_status("error", f"engine error: {event.message} (r restarts the session)")
-        self.notify(event.message, title="engine error", severity="error", timeout=12)
+        self.notify(event.message, title="engine error", severity="error", timeout=12, log=False)
 
     # ---- status while loading or computing -------------------------------------------------
 
