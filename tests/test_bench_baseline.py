@@ -85,6 +85,36 @@ def test_target_decode_stops_at_eos_where_a_session_does(llama):
         target.tokenizer.eos_token_ids = saved
 
 
+def test_no_proposal_after_eos_counts_as_accepted(llama):
+    """The target goes on matching past EOS; the accepted count stops at EOS, as the commit
+    does (proposals are the target's own stream run on past the EOS)."""
+    target_dir, pair, ids = llama
+    target = pair.target
+    stream = list(target_decode(target, ids, 30).tokens)
+    stop_at = next(i for i in range(5, 30) if stream[i] not in stream[:i])
+    saved = set(target.tokenizer.eos_token_ids)
+    target.tokenizer.eos_token_ids = saved | {stream[stop_at]}
+
+    def proposer(tokens: list[int], gamma: int) -> list[int]:
+        done = len(tokens) - len(ids)
+        return (stream[done:] + [0] * gamma)[:gamma]
+
+    try:
+        session = pair.open(PROMPT, options=SessionOptions(gamma=8, max_tokens=30, probes=False,
+                                                           proposer=proposer))
+        records = list(session.run())
+        session.close()
+    finally:
+        target.tokenizer.eos_token_ids = saved
+    assert session.generated == stream[:stop_at + 1] and session.finished == "eos"
+    last = records[-1]
+    eos_slot = last.proposals.index(stream[stop_at])
+    assert eos_slot < len(last.proposals) - 1  # proposals ran on past EOS, and matched
+    assert last.target_tokens[eos_slot + 1] == last.proposals[eos_slot + 1]
+    assert last.accepted == eos_slot + 1 == len(last.committed_tokens)
+    assert sum(r.accepted for r in records) + len(records) - 1 == len(session.generated) - 1
+
+
 def test_first_divergence():
     assert first_divergence([1, 2, 3], [1, 2, 3]) is None
     assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
