@@ -141,3 +141,24 @@ def test_probe_sort_filter_and_pin_say_what_they_did(pair):
             assert "unpinned round 0" in status_line(app) and app.pinned is None
 
     run(scenario())
+
+
+def test_a_terminal_below_80x24_is_told_once_each_time_it_gets_so(pair):
+    def warnings(app) -> list[str]:
+        return [e.text for e in app.status_log if "dflash-tui is laid out for 80×24" in e.text]
+
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=(60, 20)) as pilot:
+            await wait_loaded(pilot)
+            assert warnings(app) == ["the terminal is 60×20: dflash-tui is laid out for 80×24 or more"]
+            await press_and_settle(pilot, "n")
+            await pilot.resize_terminal(70, 24)
+            await pilot.resize_terminal(*SMALL)
+            await wait_for(pilot, lambda: not app._small, what="80×24 handled")
+            assert len(warnings(app)) == 1  # 70×24 was still small: not said again
+            await pilot.resize_terminal(79, 30)
+            await wait_for(pilot, lambda: len(warnings(app)) == 2, what="the second notice")
+            assert "79×30" in warnings(app)[-1]
+
+    run(scenario())

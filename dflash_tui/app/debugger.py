@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # numpy (history, search) loads after the first frame
 
 RENDER_INTERVAL = 0.05  # seconds: at most 20 frames a second while records stream in
 RUN_RENDER_INTERVAL = 0.1  # during a run: leaves the UI thread idle enough to answer keys
+MIN_SIZE = (80, 24)  # columns, rows: what every panel is laid out to fit (docs/TUI.md)
 
 # Groups are the help screen's sections (in the order they first appear); a compact group
 # shares one hint in the key bar ("← → round").
@@ -213,6 +214,7 @@ class DebuggerApp(App[int]):
         self._panels: list = []
         self._status = _EarlyStatus()
         self.status_log = StatusLog()  # every message, whole (L shows them)
+        self._small = False  # the terminal is below MIN_SIZE (said once per time it gets so)
         self._last_render = 0.0
         self._drawn: Optional[Frame] = None  # the frame the panels show
         self._render_pending = False
@@ -239,9 +241,21 @@ class DebuggerApp(App[int]):
         self._status.set_status(early.kind, early.message)
         self.update_status_right()
         self.render_now()
+        self.check_size()
 
     def on_resize(self) -> None:
         self.render_now()  # compact panels follow the terminal's height
+
+    def check_size(self) -> None:
+        """Say once, on becoming too small, why panels are cut (below MIN_SIZE nothing is
+        laid out to fit). The main screen calls this on its resize (the app's own comes
+        before Textual's debounce)."""
+        width, height = self.size
+        small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        if small and not self._small:
+            self.notify(f"the terminal is {width}×{height}: dflash-tui is laid out for "
+                        f"{MIN_SIZE[0]}×{MIN_SIZE[1]} or more", severity="warning", timeout=8)
+        self._small = small
 
     # ---- frames --------------------------------------------------------------------------
 

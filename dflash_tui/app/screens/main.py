@@ -142,6 +142,7 @@ class MainScreen(Screen):
 
     def on_resize(self) -> None:
         self.call_after_refresh(self.fit_tab_titles)
+        self.app.check_size()
 
     def fit_tab_titles(self) -> None:
         """Full titles where they fit the inspector's width, the short ones where not."""
