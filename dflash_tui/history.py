@@ -135,14 +135,20 @@ class History:
         target_p1 = np.full(gamma, np.nan, np.float32)
         pick = np.full(gamma, -1, np.int64)
         argmax = np.full(gamma, -1, np.int64)
-        flags[: len(record.proposals or ())] |= PROPOSED
+        proposed = min(len(record.proposals or ()), gamma)
+        flags[:proposed] |= PROPOSED
+        # from the verdict itself, not the ranks (a session may run with ranks off): slots up
+        # to the first miss were judged, those before it accepted
+        if record.accepted is not None:
+            done = min(record.accepted, proposed)
+            flags[:done] |= ACCEPTED
+            flags[: min(done + 1, proposed)] |= JUDGED
         for r in record.ranks:
             if r.slot >= gamma:
                 continue
             rank[r.slot] = r.rank
             if r.target_top:
                 target_p1[r.slot] = r.target_top[0].prob
-            flags[r.slot] |= (ACCEPTED if r.accepted else 0) | (0 if r.after_rejection else JUDGED)
             if r.in_candidates is not None:
                 flags[r.slot] |= IN_K_KNOWN | (IN_K if r.in_candidates else 0)
         if record.selector is not None:

@@ -88,11 +88,11 @@ class Tally:
         return len(self.accepted)
 
     @property
-    def mean_accepted(self) -> float:
+    def mean_accepted(self) -> Optional[float]:
         return _mean(self.accepted)
 
     def compare_line(self, spec: str, tolerance: float) -> str:
-        line = (f"--- reference {spec}: mean accepted {_mean(self.compare_accepted):.2f}; "
+        line = (f"--- reference {spec}: mean accepted {_shown(_mean(self.compare_accepted))}; "
                 f"diverges beyond {tolerance:g} in {self.compare_diverged} of {self.rounds} "
                 "rounds")
         first = self.compare_first
@@ -107,8 +107,13 @@ class Tally:
                 "compare_first_divergent": self.compare_first}
 
 
-def _mean(values: list[int]) -> float:
-    return sum(values) / len(values) if values else 0.0
+def _mean(values: list[int]) -> Optional[float]:
+    """None for no rounds (--max-tokens 1 is the prefill's token alone): not a mean of 0."""
+    return sum(values) / len(values) if values else None
+
+
+def _shown(mean: Optional[float]) -> str:
+    return "—" if mean is None else f"{mean:.2f}"
 
 
 def _export(out: Path, record, info, npz: bool) -> None:
@@ -172,9 +177,11 @@ def run(args) -> int:
     # write may have committed tokens that no round file records).
     generated = session.generated[: 1 + sum(tally.committed)]
     text = pair.target.tokenizer.decode(generated)
-    print(f"--- {len(generated)} tokens in {tally.rounds} rounds, {seconds:.2f} s "
-          f"({len(generated) / max(seconds, 1e-9):.1f} tokens/s); "
-          f"mean accepted {tally.mean_accepted:.2f}", flush=True)
+    # tokens/s as the bench counts it: what the rounds committed over the rounds' time (the
+    # prefill's token came before the clock started)
+    rate = f" ({sum(tally.committed) / seconds:.1f} tokens/s)" if tally.rounds and seconds > 0 else ""
+    print(f"--- {len(generated)} tokens in {tally.rounds} rounds, {seconds:.2f} s{rate}; "
+          f"mean accepted {_shown(tally.mean_accepted)}", flush=True)
     if args.compare:
         print(tally.compare_line(args.compare.text, args.compare_tol), flush=True)
     print(text, flush=True)

@@ -152,6 +152,22 @@ def test_slot_aggregates_equal_a_count_over_the_records(decode, first, last):
     assert aggregates.generated_tokens(history, span) == sum(len(r.committed_tokens) for r in chosen)
 
 
+def test_slot_acceptance_comes_from_the_verdict_when_ranks_are_off(decode):
+    """A session run with ranks=False (the bench's setting) records no ranks: the slots'
+    proposed / accepted / reached still follow each round's accepted count."""
+    records, _, _ = decode
+    full, bare = History(keep=1), History(keep=1)
+    for record in records:
+        full.add(record)
+        bare.add(replace(record, ranks=()))
+    with_ranks = aggregates.slot_stats(full, every_round(full))
+    without = aggregates.slot_stats(bare, every_round(bare))
+    assert [(s.proposed, s.accepted, s.reached) for s in without] == \
+        [(s.proposed, s.accepted, s.reached) for s in with_ranks]
+    assert sum(s.accepted for s in without) == sum(r.accepted for r in records) > 0
+    assert all(s.ranked == 0 for s in without)
+
+
 def test_buffer_aggregates_and_position_bins_equal_the_records(decode):
     records, _, _ = decode
     history = History(keep=1)

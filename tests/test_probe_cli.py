@@ -94,3 +94,17 @@ def test_an_empty_prompt_is_refused_like_an_empty_prompt_file(make_pair, tmp_pat
             f"--prompt {prompt!r}: the prompt is empty")
     assert not out.exists()  # refused before anything ran
 
+
+
+def test_a_probe_with_no_round_reports_no_mean_and_no_rate(make_pair, tmp_path, capsys):
+    """--max-tokens 1 is the prefill's token alone: no mean of 0, no tokens/s of one token
+    over the no time the rounds took."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    out = tmp_path / "out"
+    assert main(["probe", str(target_dir), "--prompt", "Hello", "--max-tokens", "1",
+                 "--no-probes", "--out", str(out)]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("--- "))
+    assert line.startswith("--- 1 tokens in 0 rounds") and "mean accepted —" in line
+    assert "tokens/s" not in line
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == 0 and summary["mean_accepted"] is None
