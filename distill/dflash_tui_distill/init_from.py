@@ -24,8 +24,8 @@ from typing import Any
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
-from dflash_tui.engine.checkpoint import load_drafter, read_config
-from dflash_tui.engine.draft_config import DFLASH2, DraftConfig
+from dflash_tui.engine.checkpoint import load_drafter
+from dflash_tui.engine.draft_config import DFLASH2, DraftConfig, read_config
 from dflash_tui.engine.errors import InputError
 
 from .settings import comparable
