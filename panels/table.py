@@ -78,6 +78,7 @@ class FastTable(ScrollView, can_focus=True):
         self._grow_only = grow_only
         self._frozen = frozen
         self._held = 0  # cells the frozen columns take in this paint (0: not scrolled)
+        self._front = (0, 0)  # the scrolling column at the front, and the scroll_x put it there
         self._labels: list[Text] = []
         self._rows: list[list[Text]] = []
         self._widths: list[int] = []
@@ -106,6 +107,8 @@ class FastTable(ScrollView, can_focus=True):
         self._labels = [Text(label) for label in labels]
         self._widths = []
         self._relayout(shrink=True)
+        if self.scroll_x:  # other columns: a scroll into the old ones would start mid-column
+            self.scroll_to(x=0, animate=False, immediate=True)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -231,6 +234,7 @@ class FastTable(ScrollView, can_focus=True):
         if size != old:
             self.virtual_size = size
         self._lines = {i: s for i, s in self._lines.items() if i < len(self._rows)}
+        self._keep_columns_whole()
 
     def _scroll_to_cursor(self) -> None:
         height = self.scrollable_content_region.height
@@ -296,24 +300,68 @@ class FastTable(ScrollView, can_focus=True):
         return self._finish(strip, scroll_x, width, style)
 
     def scroll_columns(self, step: int, waited: bool = False) -> None:
-        """Scroll sideways by whole columns, past the frozen ones. A table not laid out yet
-        (its tab shown by the key before this one) does it once it is, if it is then."""
+        """Scroll sideways by whole columns, past the frozen ones: a scrolling column always
+        starts at the front, and the last stop is the first one that shows every column left.
+        A table not laid out yet (its tab shown by the key before this one) does it once it
+        is, if it is then. Past either end: the bell."""
         if not self.size.width:
             if not waited:
                 self.call_after_refresh(self.scroll_columns, step, True)
             return
-        edges, left = [], 0  # scroll_x that brings each scrolling column to the front
-        for width in self._widths[self._held_columns():]:
-            edges.append(left)
-            left += width + GAP
+        edges = self._edges()
         if not edges:
             return
         x = int(self.scroll_x)
-        first = max(i for i, edge in enumerate(edges) if edge <= x)
-        if step < 0 and edges[first] < x:  # between two edges (the end): back to the nearer
-            first += 1
-        target = edges[min(max(first + step, 0), len(edges) - 1)]
-        self.scroll_to(x=min(target, self.max_scroll_x), animate=False)
+        front = max(i for i, edge in enumerate(edges) if edge <= x)
+        if step < 0 and edges[front] < x:  # between two edges (scrolled by mouse): the nearer
+            front += 1
+        front = min(max(front + step, 0), len(edges) - 1)
+        if edges[front] == x:
+            self.app.bell()
+            return
+        self._front = (front, edges[front])
+        self._scroll_to_edge(edges[front])
+
+    def _edges(self) -> list[int]:
+        """scroll_x that brings each scrolling column to the front, up to the first that
+        leaves every later column in view (the trailing gap may fall off the edge)."""
+        held = self._held_columns()
+        view = self.scrollable_content_region.width - (
+            GAP + sum(w + GAP for w in self._widths[:held]) if held else 0)
+        widths = self._widths[held:]
+        total = sum(w + GAP for w in widths) - GAP
+        edges, left = [], 0
+        for width in widths:
+            edges.append(left)
+            if left + view >= total:
+                break
+            left += width + GAP
+        return edges
+
+    def _scroll_to_edge(self, x: int) -> None:
+        # the last stop may lie past Textual's max_scroll_x (the room right of the last
+        # column): widen the scrollable width to reach it
+        needed = x + self.scrollable_content_region.width
+        if needed > self.virtual_size.width:
+            self.virtual_size = Size(needed, self.virtual_size.height)
+        self.scroll_to(x=x, animate=False, immediate=True)
+
+    def _keep_columns_whole(self) -> None:
+        """After the widths changed: a scroll that no longer starts at a column's edge goes
+        back to the edge of the column it stood on."""
+        x = int(self.scroll_x)
+        if not x or not self.size.width:
+            return
+        edges = self._edges()
+        if not edges:
+            return
+        front, at = self._front
+        if at != x:  # scrolled some other way (the mouse): the column under the front
+            front = max(i for i, edge in enumerate(edges) if edge <= x)
+        front = min(front, len(edges) - 1)
+        if edges[front] != x:
+            self._front = (front, edges[front])
+            self._scroll_to_edge(edges[front])
 
     def _held_columns(self) -> int:
         """The frozen columns, unless they would take more than two thirds of the width:

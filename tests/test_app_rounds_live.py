@@ -546,33 +546,49 @@ def test_a_round_capped_by_max_tokens_says_so(pair):
     run(scenario())
 
 
-def test_back_from_the_end_of_a_sideways_scroll_is_the_column_before():
-    """The end of a scroll lies between two columns' edges; `<` from there goes to the
-    nearer edge, not one column further."""
+def test_a_sideways_scroll_stops_only_at_whole_columns():
+    """Every stop starts a column at the front (past the frozen one), the last is the
+    first that shows every column left (widening the scroll where Textual's end falls
+    short of it), `<` walks back edge by edge, and a column that widens keeps the scroll
+    on its column's edge."""
     from textual.app import App
 
-    class OneTable(App):
+    class TwoTables(App):
         def compose(self):
-            table = FastTable(id="t", frozen=1)
-            table.add_columns("name", "aaaa", "bbbbbbb", "ccc", "dddddddddd")
-            table.add_rows([["x", "1", "2", "3", "4"]])
-            yield table
+            for name, columns in (("t", ["aaaa", "bbbbbbb", "ccc", "dddddddddd"]),
+                                  ("u", ["aaaa", "b" * 16, "c"])):
+                table = FastTable(id=name, frozen=1)
+                table.add_columns("name", *columns)
+                table.add_rows([["x", *map(str, range(len(columns)))]])
+                yield table
 
     async def scenario():
-        app = OneTable()
-        async with app.run_test(size=(20, 5)) as pilot:
-            table = app.query_one(FastTable)
+        app = TwoTables()
+        async with app.run_test(size=(20, 12)) as pilot:
+            t, u = app.query_one("#t", FastTable), app.query_one("#u", FastTable)
             await pilot.pause()
-            # past "name": edges at 0, 5, 13, 17; 34 cells in a view of 20 end at 14
-            assert (table.virtual_size.width, table.size.width) == (34, 20)
+            # t past "name": edges 0, 5, 13; from 13 the last columns fit the 14 cells left
             for _ in range(4):
-                table.scroll_columns(1)
+                t.scroll_columns(1)
                 await pilot.pause()
-            assert table.scroll_x == table.max_scroll_x == 14
-            table.scroll_columns(-1)
+            assert t.scroll_x == 13 and t.render_line(0).text.startswith(" name ccc dddddddddd")
+            t.scroll_columns(-1)
             await pilot.pause()
-            assert table.scroll_x == 13
-            assert table.render_line(0).text.startswith(" name ccc")
+            assert t.scroll_x == 5 and t.render_line(0).text.startswith(" name bbbbbbb ccc")
+            t.set_rows([["x", "0", "a much wider cell", "2", "3"]])  # column 1 widens
+            await pilot.pause()
+            assert t.scroll_x == 5  # still column 1's edge
+            t.set_rows([["x", "a much wider cell", "1", "2", "3"]])  # column 0 widens
+            await pilot.pause()
+            assert t.scroll_x == 18 and t.render_line(0).text.startswith(" name bbbbbbb")
+            # u: the last stop (22, "c" at the front) lies past Textual's end (10)
+            for _ in range(2):
+                u.scroll_columns(1)
+                await pilot.pause()
+            assert u.scroll_x == 22 and u.render_line(0).text.rstrip() == " name c"
+            u.add_columns("name", "other")  # new columns start unscrolled
+            await pilot.pause()
+            assert u.scroll_x == 0
 
     run(scenario())
 
