@@ -328,6 +328,15 @@ class DebuggerApp(App[int]):
             self.status_log.add("info" if severity == "information" else severity,
                                 f"{title}: {message}" if title else message)
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        # Textual can leave an expired toast's cells on the terminal where nothing under it
+        # changed (seen over the aggregates tab and the status line): once it is gone, one
+        # full repaint clears them.
+        shown = self.NOTIFICATION_TIMEOUT if timeout is None else timeout
+        self.set_timer(shown + 0.1, self._repaint_after_toast)
+
+    def _repaint_after_toast(self) -> None:
+        if self.screen is not None:
+            self.screen.refresh()
 
     def action_messages(self) -> None:
         from ..panels.messages import MessagesScreen  # first use: off the first frame
