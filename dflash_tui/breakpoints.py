@@ -78,8 +78,7 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
     if stage == "select" and armed.off_argmax and record.selector is not None:
         off = record.selector.off_argmax_slots
         if off:
-            found.append(f"selector left the argmax at slot{'s' * (len(off) > 1)} "
-                         + ", ".join(str(s) for s in off))
+            found.append(f"selector left the argmax at slot{'s' * (len(off) > 1)} {spans(off)}")
     if armed.position:
         before = record.stages[-1].before.anchor_position if record.stages else record.position
         after = record.state_after.anchor_position
@@ -88,9 +87,22 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
     if stage == "commit" and armed.diverge and record.compare is not None:
         first = record.compare.first_divergent
         if first is not None:
-            found.append(f"configurations diverge beyond {record.compare.tolerance:g} at "
-                         f"{first.where} ({first.why})")
+            # the buffer first: at 80 columns it is what must not be cut
+            found.append(f"diverged at {first.where}: {first.why} (tol {record.compare.tolerance:g})")
     return tuple(found)
+
+
+def spans(slots) -> str:
+    """1, 2, 3, 5, 7, 8 as "1–3, 5, 7–8": a walk that leaves the argmax often leaves it at a
+    run of slots, and fifteen numbers do not fit a status line."""
+    out, start = [], None
+    for i, slot in enumerate(slots):
+        if start is None:
+            start = slot
+        if i + 1 == len(slots) or slots[i + 1] != slot + 1:
+            out.append(str(slot) if slot == start else f"{start}–{slot}")
+            start = None
+    return ", ".join(out)
 
 
 def _worst_rank(record: RoundRecord):

@@ -16,6 +16,7 @@ from textual.widgets import Button, Checkbox, Input, Label
 from dflash_tui.breakpoints import TOGGLES, Breakpoints
 
 NUMBERS = {"rank_above": "rank_threshold", "position": "position_at"}
+COMPARE_ONLY = {"diverge"}  # conditions only a session with --compare can meet
 
 
 class BreakpointsScreen(ModalScreen[Breakpoints | None]):
@@ -37,16 +38,22 @@ class BreakpointsScreen(ModalScreen[Breakpoints | None]):
         *(Binding(str(i + 1), f"flip('{name}')", show=False) for i, (name, _) in enumerate(TOGGLES)),
     ]
 
-    def __init__(self, armed: Breakpoints) -> None:
+    def __init__(self, armed: Breakpoints, compare: bool = True) -> None:
+        """compare: the session runs with --compare (else "diverge" can never fire: it is
+        shown disabled)."""
         super().__init__()
         self.armed = armed
+        self.compare = compare
 
     def compose(self):
         with Vertical() as box:
             box.border_title = "breakpoints: stop a run on the stage where…"
             for i, (name, label) in enumerate(TOGGLES):
                 with Horizontal():
-                    yield Checkbox(f"{i + 1}  {label}", getattr(self.armed, name), id=f"bp-{name}")
+                    idle = name in COMPARE_ONLY and not self.compare
+                    yield Checkbox(f"{i + 1}  {label}" + (" (not in this session)" if idle else ""),
+                                   getattr(self.armed, name) and not idle, id=f"bp-{name}",
+                                   disabled=idle)
                     if name in NUMBERS:
                         yield Input(str(getattr(self.armed, NUMBERS[name])), type="integer",
                                     id=f"bp-{NUMBERS[name]}")
@@ -57,7 +64,8 @@ class BreakpointsScreen(ModalScreen[Breakpoints | None]):
 
     def action_flip(self, name: str) -> None:
         box = self.query_one(f"#bp-{name}", Checkbox)
-        box.value = not box.value
+        if not box.disabled:
+            box.value = not box.value
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "bp-apply":

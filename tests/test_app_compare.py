@@ -225,13 +225,20 @@ def test_the_diverge_breakpoint_stops_at_the_first_round_that_diverges(pair):
             await wait_for(pilot, lambda: app.screen is app.main, what="the menu to close")
             assert app.armed == Breakpoints(nonfinite=False, diverge=True)
             assert "breaks: diverge" in app.status.right
+            assert app.status.message == "breakpoints: diverge"  # what the menu did, said
+            await pilot.press("b")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the menu")
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: app.screen is app.main, what="the menu to close")
+            assert app.status.message == "breakpoints unchanged: diverge"
             await pilot.press("c")
             await wait_for(pilot, lambda: app.status.kind in ("breakpoint", "finished"), what="a stop")
             await wait_idle(pilot)
             record = app.record
             assert app.status.kind == "breakpoint"
             assert (record.round, record.stage) == (0, "commit")
-            assert "configurations diverge beyond 0.01 at context capture (rel err" in app.status.message
+            assert "diverged at context capture: rel err " in app.status.message
+            assert "(tol 0.01)" in app.status.message
 
     run(scenario())
 
@@ -250,7 +257,7 @@ def test_the_breakpoint_fires_on_the_commit_of_a_round_that_diverges_only(pair):
             found = hits(record, armed)
             if record.stage == "commit" and fires:
                 first = record.compare.first_divergent
-                assert found == (f"configurations diverge beyond 0.01 at {first.where} ({first.why})",)
+                assert found == (f"diverged at {first.where}: {first.why} (tol 0.01)",)
             else:
                 assert found == ()
         session.close()
@@ -267,6 +274,12 @@ def test_without_compare_the_tab_is_hidden_and_its_key_says_how(pair):
             assert any("run with --compare SPEC" in n.message for n in app._notifications)
             tabs = widget_text(app, app.main.query_one("#inspector")).splitlines()[0]
             assert "4 Aggregates" in tabs and "Compare" not in tabs
+            await pilot.press("b")  # "diverge" can never fire here: shown, not armable
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the menu")
+            assert app.screen.query_one("#bp-diverge").disabled
+            await pilot.press("6", "ctrl+s")
+            await wait_for(pilot, lambda: app.screen is app.main, what="the menu to close")
+            assert not app.armed.diverge and "diverge" not in app.status.right
 
     run(scenario())
 

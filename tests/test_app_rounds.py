@@ -11,7 +11,7 @@ import pytest
 
 from dflash_tui.app.replay import load
 from dflash_tui.app.rounds import record_at_stage, text_before
-from dflash_tui.breakpoints import Breakpoints, hits
+from dflash_tui.breakpoints import Breakpoints, hits, spans
 from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.records import STAGE_ORDER
 
@@ -80,6 +80,12 @@ def test_breakpoints_fire_on_the_stage_that_makes_them_true(recorded):
     assert hits(commit, Breakpoints(nonfinite=False, position=True, position_at=crossed))
     assert not hits(by_stage[(2, "context")],
                     Breakpoints(nonfinite=False, position=True, position_at=crossed))
+
+
+def test_slots_left_are_named_as_runs():
+    assert spans([5]) == "5"
+    assert spans([2, 3, 4, 5, 6, 7, 8]) == "2–8"
+    assert spans([0, 2, 3, 7, 9, 10, 11]) == "0, 2–3, 7, 9–11"
 
 
 def test_trace_lines_are_json_objects(recorded):

@@ -495,16 +495,21 @@ class DebuggerApp(App[int]):
         from ..panels.breakpoints import BreakpointsScreen  # first use: off the first frame
 
         if self.screen is self.main:
-            self.push_screen(BreakpointsScreen(self.armed), self.set_breakpoints)
+            self.push_screen(BreakpointsScreen(self.armed, compare=self.compared()),
+                             self.set_breakpoints)
 
     def set_breakpoints(self, armed: Optional[Breakpoints]) -> None:
-        if armed is not None:
-            self.armed = armed
-            self.update_status_right()
+        """Apply the menu's answer (None: cancelled) and say what is armed now."""
+        if armed is None:
+            return
+        changed = armed != self.armed
+        self.armed = armed
+        self.update_status_right()
+        self.set_status("info", f"breakpoints{'' if changed else ' unchanged'}: "
+                                f"{armed.describe()}")
 
     def toggle_breakpoint(self, name: str) -> None:
         self.set_breakpoints(self.armed.toggled(name))
-        self.notify(f"breakpoints: {self.armed.describe()}")
 
     # ---- rounds --------------------------------------------------------------------------
 
