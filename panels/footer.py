@@ -61,6 +61,12 @@ class KeyBar(Static):
             self._shown = shown
             self._draw()
 
+    def lead(self, first: tuple[str, ...]) -> None:
+        """Let other groups' hints lead (a finished session: restart and prompt first)."""
+        if first != self._first:
+            self._first = first
+            self._bindings_changed(self.screen)
+
     def on_resize(self) -> None:
         self._draw()
 

@@ -167,6 +167,14 @@ def test_round_then_run_to_the_token_budget(pair):
             await pilot.press("n")
             await pilot.pause()
             assert len(app.history) == rounds
+            gamma = app.gamma_next
+            await pilot.press("plus")  # no γ for rounds that will never come
+            await pilot.pause()
+            assert app.gamma_next == gamma and "γ " + str(gamma) + "→" not in widget_text(
+                app, app.main.query_one("#header"))
+            assert app._notifications and "has finished" in list(app._notifications)[-1].message
+            keys = widget_text(app, app.main.query_one("#keys"))
+            assert keys.split()[:4] == ["p", "prompt", "r", "restart"]  # what goes on, first
 
     run(scenario())
 

@@ -23,6 +23,7 @@ from textual.binding import Binding
 from ..breakpoints import Breakpoints
 from ..cli import KEEP_ROUNDS
 from ..engine.records import RoundRecord
+from ..panels.footer import KeyBar
 from ..sample import PROMPTS_DIR
 from ..trace_rounds import TraceRounds
 from .debugger import SEARCH_NEXT, SESSION, STEP, DebuggerApp
@@ -80,7 +81,7 @@ class LiveApp(DebuggerApp):
         self.npz = launch.keep_raw
         self.loading = True
         self.running: Optional[str] = None  # "round" | "run": the engine steps on its own
-        self.finished: Optional[str] = None
+        self._finished: Optional[str] = None
         self.failure: Optional[Failed] = None  # a fatal one: no session to step
         self.live: Optional[RoundRecord] = None  # the engine's latest record
         self.live_text_before = ""
@@ -140,17 +141,32 @@ class LiveApp(DebuggerApp):
             return
         await super().on_event(event)
 
+    @property
+    def finished(self) -> Optional[str]:
+        """Why the session on screen finished (eos, length), None while it goes on."""
+        return self._finished
+
+    @finished.setter
+    def finished(self, reason: Optional[str]) -> None:
+        if reason != self._finished and self.screen is self.main:
+            # finished, the keys that go on are restart and prompt: they lead the key bar
+            self.main.query_one("#keys", KeyBar).lead(("session",) if reason else ("step",))
+        self._finished = reason
+
     def _usable(self) -> bool:
         if self.failure is not None:
             self.notify(f"no session: {self.failure.message}", severity="error")
             return False
         return True
 
-    def action_step(self, unit: str) -> None:
-        if not self._usable():
-            return
+    def _finished_says_so(self) -> bool:
         if self.finished is not None and not self.loading:
             self.notify(f"the session has finished ({self.finished}): r restarts, p takes a new prompt")
+            return True
+        return False
+
+    def action_step(self, unit: str) -> None:
+        if not self._usable() or self._finished_says_so():
             return
         self.engine.send(Step(unit))
         if unit != "stage" and self.running is None:
@@ -171,6 +187,8 @@ class LiveApp(DebuggerApp):
     def action_gamma(self, step: int) -> None:
         if self.gamma_next is None:
             self.notify("the session is still loading", severity="warning")
+            return
+        if self._finished_says_so():  # a γ for rounds that will never come
             return
         gamma = self.gamma_next + step
         if gamma < 1:
