@@ -139,12 +139,11 @@ def render_slots(stats, selected: int) -> Text:
 
     if not stats:
         return Text("")
-    means = column([s.rank_mean for s in stats], digits=3, engine_value=False)
     rows = []
-    for s, mean in zip(stats, means):
+    for s in stats:
         rows.append([
             Text(str(s.slot), style="reverse" if s.slot == selected else ""), pct(s.at_least),
-            str(s.reached), pct(s.acceptance), pct(s.rank0_rate), mean,
+            str(s.reached), pct(s.acceptance), pct(s.rank0_rate), rank_mean(s.rank_mean),
             DASH if s.rank_median is None else f"{s.rank_median:g}", pct(s.recall),
             pct(s.torn_rate), str(s.left),
             _count(s.helped, "green"), _count(s.hurt, "red"), str(s.neutral),
@@ -155,6 +154,18 @@ def render_slots(stats, selected: int) -> Text:
                   "\nleft: the walk left the argmax; it helped / hurt / neither", style="dim")
     return Text("per slot\n", style="bold") + grid(rows, SLOT_WIDTHS, "rrrrrrrrrrrrr",
                                                      header=SLOT_HEADER) + legend
+
+
+def rank_mean(mean: Optional[float]) -> str:
+    """Each slot's mean rank in its own precision: one slot whose true token once ranked in
+    the thousands must not round every other slot's 0.21 to 0."""
+    if mean is None:
+        return DASH
+    if mean < 9.995:
+        return f"{mean:.2f}"
+    if mean < 99.95:
+        return f"{mean:.1f}"
+    return f"{mean:.0f}" if mean < 1e5 else f"{mean:.0e}"
 
 
 def render_rounds(accepted: list, gamma: list, headroom: list) -> Text:

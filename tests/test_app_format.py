@@ -63,3 +63,11 @@ def test_status_parts_are_whole_or_short_never_cut():
     assert fit_parts(parts, 200) == "breaks: non-finite, accepted=0  files → dflash-snapshots/20250301-142233/"
     assert fit_parts(parts, 60) == "breaks: non-finite, accepted=0  → …/20250301-142233/"
     assert fit_parts(parts, 30) == "⚑ non-finite, accepted=0"
+
+
+def test_a_slots_mean_rank_keeps_its_precision_beside_a_huge_one():
+    from dflash_tui.panels.aggregates import SLOT_WIDTHS, rank_mean
+
+    shown = [rank_mean(v) for v in (0.21, 12.345, 1045.0, 16658.0, 3e6, None)]
+    assert shown == ["0.21", "12.3", "1045", "16658", "3e+06", "—"]
+    assert all(len(s) <= SLOT_WIDTHS[5] for s in shown)
