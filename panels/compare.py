@@ -304,7 +304,7 @@ def drift_rows(compare: Optional[Compare], other: Optional[Compare], pinned: boo
             Text(b.buffer, style=name_style),
             rel_err_cell(b, tol),
             drift_bar(b, tol),
-            Text(sci(b.max_abs_diff), justify="right"),
+            Text("0" if b.max_abs_diff == 0 else sci(b.max_abs_diff), justify="right"),
         ]
         if pinned:
             cells.append(_other_cell(b, theirs.get(_key(b)), tol))

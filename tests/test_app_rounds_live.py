@@ -227,6 +227,7 @@ def test_a_search_starts_at_the_round_on_screen_names_the_bonus_and_escape_gives
             # escape: the search's message goes, what the status said before comes back
             await press_and_settle(pilot, "escape")
             assert (app.status.kind, app.status.message) == before
+            assert [e.text for e in app.status_log].count(before[1]) <= 1  # shown, not logged again
 
     run(scenario())
 

@@ -619,8 +619,8 @@ class DebuggerApp(App[int]):
 
     def action_end_search(self) -> None:
         # the status the search replaced comes back, unless something has replaced it since
-        if self._showing_find():
-            self.set_status(*(self.searching.before or ("idle", "")))
+        if self._showing_find():  # shown again, not logged again: the log has it
+            self.status.set_status(*(self.searching.before or ("idle", "")))
         self.searching = None
         self.update_status_right()
 

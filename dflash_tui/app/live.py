@@ -398,7 +398,8 @@ class LiveApp(DebuggerApp):
                             "r restarts · p new prompt")
         elif event.reason == "round" and record is not None:
             self.set_status("paused", f"round {record.round} done: accepted {record.accepted}/"
-                            f"{record.gamma}, +{len(record.committed_tokens)} tokens")
+                            f"{record.gamma}, +{len(record.committed_tokens)} "
+                            f"token{'s' * (len(record.committed_tokens) != 1)}")
         elif event.reason in ("paused", "stage"):
             if self.status.kind != "breakpoint" or event.reason == "paused":
                 self.set_status("paused", f"paused after {where}")

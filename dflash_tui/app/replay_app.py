@@ -96,7 +96,7 @@ class ReplayApp(DebuggerApp):
         where = f"session {s + 1}/{sessions} · " if sessions > 1 else ""
         if not self.playing:
             self.set_status("paused", f"replay {short_path(str(self.recording.path))} · {where}"
-                            f"round {record.round} of {last} · {record.stage} "
+                            f"round {record.round} of 0–{last} · {record.stage} "
                             f"({self.stage + 1}/{len(full.stages)} stages)")
         self.render_now()
 
