@@ -36,7 +36,10 @@ def run(args) -> int:
     if present is not None and not args.force:
         raise InputError(f"--out {out}: already holds {present.name} (an earlier export?); "
                          "give an empty or new folder, or --force to replace its tables")
-    count, compared, records = session_records(source, args.session)
+    from .app.replay import Damage
+
+    damage = Damage()  # the lines skipped, said once every round is read
+    count, compared, records = session_records(source, args.session, damage)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -61,6 +64,8 @@ def run(args) -> int:
         raise
     for name in tables:
         print(f"{out / (name + '.' + args.format)}: {written[name]} rows")
+    for note in damage.notes(source, plain=True):
+        print(f"note: {note}", file=sys.stderr)
     return 0
 
 

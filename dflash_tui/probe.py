@@ -20,7 +20,7 @@ from .engine.api import load_pair
 from .engine.codec import encode
 from .engine.errors import InputError
 from .engine.session import SessionOptions
-from .outputs import run_dir, writing
+from .outputs import clear_run, model_parts, not_a_model_folder, run_dir, writing
 from .snapshot import SUMMARY_SCHEMA, export_round, session_json, write_json
 
 DEFAULT_MAX_TOKENS = 64
@@ -150,11 +150,17 @@ def run(args) -> int:
     )
     if args.force and not args.out:
         raise InputError("--force replaces an earlier run in --out DIR; give --out too")
-    out = run_dir("--out", args.out, args.force) if args.out else None
+    out = None
+    if args.out:
+        reference = args.compare.draft_dir if args.compare else None
+        not_a_model_folder("--out", Path(args.out), model_parts(model, draft, reference))
+        out = run_dir("--out", args.out, args.force)
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
                      progress=_say, mesh=getattr(args, "mesh", None),
                      compare=args.compare, compare_tol=args.compare_tol)
     session = pair.open(prompt, options=options, chat=args.chat, progress=_say)
+    if out is not None and args.force:  # everything is checked: the earlier run can go
+        clear_run(out)
     info = session.info
     packed = f", {info.drafter_quantization}" if info.drafter_quantization else ""
     _say(f"{info.drafter_kind} drafter ({info.drafter_layers} layers{packed}) on {info.target_kind} "

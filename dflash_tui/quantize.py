@@ -29,15 +29,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group-size", type=int, default=64, choices=QUANT_GROUP_SIZES, metavar="G",
                    help=f"weights sharing one scale and bias: {', '.join(map(str, QUANT_GROUP_SIZES))} "
                         "(default 64)")
-    p.add_argument("--keep", default="", metavar="NAMES",
+    p.add_argument("--keep", default=None, metavar="NAMES",
                    help="comma-separated modules to leave in float, e.g. selector,fc "
                         "(a module path or any dotted part of one: layers.0, mlp, down_proj, "
                         "kernel_projection, predecessor_codebook)")
     p.add_argument("--out", required=True, metavar="DIR", help="where the quantized drafter goes (new or empty)")
 
 
-def keep_names(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in text.split(",")) if text.strip() else ()
+def keep_names(text) -> tuple[str, ...]:
+    """--keep NAMES; left out, nothing kept. Given, every name must be there: `--keep ""`
+    is refused like `--keep ,` (both name no module)."""
+    if text is None:
+        return ()
+    names = tuple(name.strip() for name in text.split(","))
     if any(not name for name in names):
         raise InputError(f"--keep {text!r}: expected comma-separated module names with none empty")
     return names

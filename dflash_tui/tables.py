@@ -118,37 +118,49 @@ def _drift_cells(b) -> tuple:
     return (None, None, None) if b is None else (b.max_abs_diff, b.rel_err, b.nonfinite)
 
 
-def session_records(source: Path, session: Optional[int] = None):
+def session_records(source: Path, session: Optional[int] = None, damage=None):
     """(number of sessions in the source, whether the chosen one ran a reference
     configuration, an iterator over its rounds).
 
     session: 1-based; None picks the last one (the most recent). Rounds are read one at a
-    time, so a long trace never sits in memory whole."""
-    from .app.replay import Header, Skipped, count_sessions, entries
+    time, so a long trace never sits in memory whole. A session with no readable round is
+    refused as replay refuses it. damage: a replay.Damage that counts the lines skipped."""
+    from .app.replay import Damage, Header, Skipped, count_sessions, entries, no_round
 
+    damage = Damage() if damage is None else damage
     count = count_sessions(source)
     chosen = count if session is None else session
     if not 1 <= chosen <= count:
         raise InputError(f"--session {session}: {source} holds {count} session"
                          f"{'s' * (count != 1)} (expected 1..{count})")
     header: list[Header] = []  # the chosen session's, once read
+    seen = {"headers": 0, "rounds": 0}
 
     def rounds():
         index = 0
         for entry in entries(source):
             if isinstance(entry, Header):
                 index += 1
+                seen["headers"] += 1
                 if index == chosen:
                     header.append(entry)
-            elif not isinstance(entry, Skipped) and max(index, 1) == chosen:
-                yield entry
+            elif isinstance(entry, Skipped):
+                damage.add(entry)
+            else:
+                seen["rounds"] += 1
+                if max(index, 1) == chosen:
+                    yield entry
 
     records = rounds()
     first = next(records, None)  # reads as far as the session's first round
+    if first is None:  # then the whole recording was read
+        if seen["rounds"]:
+            raise InputError(f"--session {chosen}: {source}'s session {chosen} holds no "
+                             "complete round (its rounds are in other sessions)")
+        raise no_round(source, damage.skipped, headers=bool(seen["headers"]))
     info = header[0].info if header else None
-    compared = (info is not None and info.compare is not None) or \
-        (first is not None and first.compare is not None)
-    return count, compared, itertools.chain([first] if first is not None else [], records)
+    compared = (info is not None and info.compare is not None) or first.compare is not None
+    return count, compared, itertools.chain([first], records)
 
 
 @dataclass

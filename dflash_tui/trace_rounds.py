@@ -47,7 +47,7 @@ class TraceRounds:
             with open(self.path, "rb") as f:
                 f.seek(offset)
                 return round_from_json(json.loads(f.readline()))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
 
     def _scan(self) -> None:
@@ -78,8 +78,8 @@ def _round_number(line: bytes) -> Optional[int]:
         return int(match.group(1))
     try:
         obj = json.loads(line)
-    except ValueError:
-        return None  # a damaged line: skipped, as replay skips it
+    except (ValueError, RecursionError):
+        return None  # a damaged line (or one nested too deeply to parse): skipped, as replay skips it
     if isinstance(obj, dict) and obj.get("schema") == SNAPSHOT_SCHEMA and isinstance(obj.get("round"), int):
         return obj["round"]
     return None

@@ -26,6 +26,9 @@ FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 KEYS = ("dtype", "bits", "group", "layer-offset", "residual-scale")
 DEFAULT_GROUP_SIZE = 64
 DEFAULT_TOLERANCE = 1e-2
+# residual-scale=S divides the drafter's RMSNorm epsilon by S^2 (engine/drafter.py): within
+# these bounds any epsilon from 1e-12 to 1 stays a finite, normal float32 (1e-24 to 1e12).
+RESIDUAL_SCALE_RANGE = (1e-6, 1e6)
 
 
 @dataclass(frozen=True)
@@ -135,4 +138,9 @@ def _scale(values: dict, text: str) -> float:
     if not math.isfinite(scale) or scale <= 0:
         raise ParameterError("compare", text,
                              f"residual-scale={raw}: expected a number above 0, e.g. 8")
+    if not RESIDUAL_SCALE_RANGE[0] <= scale <= RESIDUAL_SCALE_RANGE[1]:
+        raise ParameterError("compare", text,
+                             f"residual-scale={raw}: expected a number from 1e-6 to 1e6, e.g. 8 "
+                             "(the drafter's norms divide their epsilon by S^2, which must stay "
+                             "a finite, normal float32)")
     return scale

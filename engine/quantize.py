@@ -53,6 +53,7 @@ def quantize_drafter(model: nn.Module, bits: int, group_size: int = 64,
     already = describe(model)
     if already:
         raise InputError(f"{where}: this drafter is already quantized ({already}); start from a float one")
+    _check_something_quantized(model, group_size, keep, where)
     quantize_modules(model, choose_predicate(model, group_size, keep), group_size, bits)
     model.config = replace(
         model.config, quantization={"group_size": group_size, "bits": bits, "mode": "affine"}
@@ -154,6 +155,39 @@ def choose_predicate(model: nn.Module, group_size: int, keep: tuple[str, ...]) -
                 and module.weight.shape[-1] % group_size == 0)
 
     return predicate
+
+
+def _check_something_quantized(model: nn.Module, group_size: int, keep: tuple[str, ...],
+                               where: str) -> None:
+    """Refuse settings under which no module would be quantized (a copy that is the float
+    drafter again, labelled quantized), naming why: --keep left nothing, or no module's
+    input width splits into groups of `group_size`."""
+    kept = kept_paths(model, keep)
+    widths = {path: w for path, w in input_widths(model).items() if path not in kept}
+    if not widths:
+        raise InputError(f"{where}: nothing would be quantized: --keep {','.join(keep)} leaves "
+                         "every quantizable module in float")
+    if any(w % group_size == 0 for w in widths.values()):
+        return
+    fits = [g for g in QUANT_GROUP_SIZES if any(w % g == 0 for w in widths.values())]
+    shown = ", ".join(map(str, sorted(set(widths.values()))))
+    raise InputError(
+        f"{where}: nothing would be quantized in groups of {group_size}: no module's input width "
+        f"({shown}) is a multiple of {group_size}"
+        + (f" (groups of {' or '.join(map(str, fits))} fit)" if fits else ""))
+
+
+def input_widths(model: nn.Module) -> dict[str, int]:
+    """Each quantizable module's input width (the last dimension its groups split)."""
+    leaves = dict(tree_flatten(model.leaf_modules(), is_leaf=nn.Module.is_module))
+    out = {}
+    for path in quantizable_paths(model):
+        module = leaves.get(path)
+        if module is not None and hasattr(module, "weight"):
+            out[path] = module.weight.shape[-1]
+        else:  # a float codebook: a plain [V, r] array of the selector
+            out[path] = model[SELECTOR][path.rsplit(".", 1)[-1]].shape[-1]
+    return out
 
 
 def quantizable_paths(model: nn.Module) -> list[str]:

@@ -167,6 +167,16 @@ def _foreign(record):
         r["prompt"] = "elsewhere/" + r["prompt"]
 
 
+def _repeated(record):
+    record["runs"].append(dict(record["runs"][0]))
+
+
+def _workload_all(record):
+    for r in record["runs"]:
+        if r["workload"] == "prose":
+            r["workload"] = "all"
+
+
 def _first_run(key, value):
     def edit(record):
         record["runs"][0][key] = value
@@ -187,6 +197,17 @@ def _first_run(key, value):
     (lambda t, b: [_with(b, t, "str.json", _first_run("accepted_per_round", "1234")), b[0]],
      "str.json: runs[0].accepted_per_round: expected a list of counts >= 0"),
     (lambda t, b: [b[0], _with(b, t, "foreign.json", _foreign)], "share no prompt at any block"),
+    (lambda t, b: [_with(b, t, "huge.json", _first_run("accepted_per_round", [1, 10**400])), b[0]],
+     "huge.json: runs[0].accepted_per_round[1] = a 401-digit number: expected a list of counts "
+     ">= 0, at most the run's block (2)"),
+    (lambda t, b: [_with(b, t, "over.json", _first_run("accepted_per_round", [3])), b[0]],
+     "over.json: runs[0].accepted_per_round[0] = 3: expected a list of counts >= 0, at most"),
+    (lambda t, b: [b[0], _with(b, t, "dup.json", _repeated)],
+     "dup.json: runs[12] repeats prompt 'prose/00' at block 2 (runs[0] has it too)"),
+    (lambda t, b: [_with(b, t, "all.json", _workload_all), b[0]],
+     "all.json: runs[0].workload: a workload cannot be named 'all' (the tables' pooled row)"),
+    (lambda t, b: [write(t / "deep.json", "[" * 100_000 + "]" * 100_000), b[0]],
+     "deep.json: not a bench JSON file (nested too deeply to read)"),
     (lambda t, b: [b[0], b[1], "--resamples", "5"], "--resamples 5: expected 100 to 100000"),
     (lambda t, b: [b[0], b[1], "--seed", "-1"], "--seed -1: expected a seed >= 0"),
 ])

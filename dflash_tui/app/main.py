@@ -16,7 +16,7 @@ from typing import Optional
 from .. import sample
 from ..engine.errors import GroupError, InputError
 from ..engine.paths import check_target_path, resolve_drafter_dir
-from ..outputs import append_file, output_dir, same_file
+from ..outputs import append_file, model_parts, not_a_model_file, output_dir, same_file
 from .engine_thread import Launch
 
 ENGINE_GRACE = 0.3  # seconds an idle engine thread gets to close its session on quit
@@ -42,6 +42,11 @@ def launch_from_args(args) -> Launch:
         raise InputError("the prompt is empty (give --prompt TEXT or --prompt-file F)")
     if args.trace and args.prompt_file and same_file(Path(args.trace), Path(args.prompt_file)):
         raise InputError(f"--trace {args.trace}: same file as --prompt-file")  # it appends
+    parts = model_parts(model, draft, args.compare.draft_dir if args.compare else None)
+    if args.trace:  # it appends: a model file would be damaged
+        not_a_model_file("--trace", Path(args.trace), parts)
+    if getattr(args, "export_dir", None) is not None:  # a model file where `x` writes
+        not_a_model_file("--export-dir", Path(args.export_dir), parts)
     return Launch(
         model=model, draft=draft, prompt=prompt, chat=args.chat, dtype=args.dtype,
         keep_quantized=args.keep_quantized, layer_offset=args.layer_offset, gamma=args.block,

@@ -10,6 +10,8 @@ they are kept apart so round numbers and text never mix.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Union
@@ -35,30 +37,44 @@ class Loaded:
     path: Path
     sessions: tuple[Recording, ...]
     skipped: int = 0  # unreadable lines (a torn last line after a crash, or damage)
+    notes: tuple[str, ...] = ()  # `note:` lines printed when it was loaded (a newer schema)
 
 
-def load(path: Path) -> Loaded:
-    """Every session of a recording, whole (replay holds what it plays)."""
+def load(path: Path, say=None) -> Loaded:
+    """Every session of a recording, whole (replay holds what it plays). `say` gets each
+    note (default: printed on stderr as `note: ...`, before the app opens)."""
     sessions: list[tuple[Header, list[RoundRecord]]] = []
-    skipped = 0
+    damage = Damage()
     for entry in entries(path):
         if isinstance(entry, Header):
             sessions.append((entry, []))
         elif isinstance(entry, Skipped):
-            skipped += 1
+            damage.add(entry)
         else:
             if not sessions:
                 sessions.append((Header(None, None), []))
             sessions[-1][1].append(entry)
     if not any(rounds for _, rounds in sessions):
-        if skipped and not sessions:
-            raise InputError(f"{path}: every dflash-tui line of this recording is damaged "
-                             f"({_lines(skipped)} skipped)")
-        raise InputError(f"{path}: the trace holds no complete round yet"
-                         + (f" ({_lines(skipped)} damaged, skipped)" if skipped else ""))
+        raise no_round(path, damage.skipped, headers=bool(sessions))
+    notes = damage.notes(path)
+    for note in notes:
+        (say or _note)(note)
     return Loaded(Path(path).expanduser(), tuple(
         Recording(header.info, header.prefill, tuple(rounds)) for header, rounds in sessions if rounds
-    ), skipped)
+    ), damage.skipped, notes)
+
+
+def no_round(path: Path, skipped: int, headers: bool) -> InputError:
+    """The refusal of a recording with no readable round (replay and export alike)."""
+    if skipped and not headers:
+        return InputError(f"{path}: every dflash-tui line of this recording is damaged "
+                          f"({_lines(skipped)} skipped)")
+    return InputError(f"{path}: the trace holds no complete round yet"
+                      + (f" ({_lines(skipped)} damaged, skipped)" if skipped else ""))
+
+
+def _note(text: str) -> None:
+    print(f"note: {text}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -70,8 +86,52 @@ class Header:
 
 @dataclass(frozen=True)
 class Skipped:
-    """An unreadable trace line (a torn last line after a crash, or damage)."""
+    """An unreadable trace line (a torn last line after a crash, or damage), or one of a
+    newer version of the trace's schema (`schema` names it)."""
     line: int
+    schema: Optional[str] = None
+
+
+class Damage:
+    """Counts the skipped lines of a recording, and says what a reader should know of them."""
+
+    def __init__(self) -> None:
+        self.skipped = 0
+        self.newer: dict[str, int] = {}  # schema -> lines skipped
+
+    def add(self, entry: Skipped) -> None:
+        self.skipped += 1
+        if entry.schema is not None:
+            self.newer[entry.schema] = self.newer.get(entry.schema, 0) + 1
+
+    def notes(self, path: Path, plain: bool = False) -> tuple[str, ...]:
+        """What a reader should know of the skipped lines: those of a newer version; with
+        `plain`, the damaged ones too (replay says those on its own screen)."""
+        notes = []
+        if self.newer:
+            schemas = ", ".join(f"{_lines(n)} of {schema}" for schema, n in self.newer.items())
+            notes.append(f"{path}: written by a newer dflash-tui ({schemas}, skipped); this "
+                         f"version reads {TRACE_SCHEMA} and {SNAPSHOT_SCHEMA}")
+        damaged = self.skipped - sum(self.newer.values())
+        if plain and damaged:
+            notes.append(f"{path}: {_lines(damaged)} damaged, skipped (a torn last line, or "
+                         "damage)")
+        return tuple(notes)
+
+
+# Our schemas: dflash-tui/<kind>@<version>. Another family is another tool's file; a higher
+# version is a newer dflash-tui's, whose lines this one does not guess at (skipped, noted).
+_OURS = re.compile(r"dflash-tui/(trace|snapshot)@(\d{1,9})\Z")
+_VERSIONS = {m[1]: int(m[2]) for m in map(_OURS.match, (TRACE_SCHEMA, SNAPSHOT_SCHEMA))}
+
+
+def _newer(schema) -> bool:
+    match = _OURS.match(schema) if isinstance(schema, str) else None
+    return match is not None and int(match[2]) > _VERSIONS[match[1]]
+
+
+def _foreign(schema) -> bool:
+    return isinstance(schema, str) and not schema.startswith("dflash-tui/")
 
 
 def entries(path: Path) -> Iterator[Union[Header, Skipped, RoundRecord]]:
@@ -95,6 +155,9 @@ def entries(path: Path) -> Iterator[Union[Header, Skipped, RoundRecord]]:
         if isinstance(whole, dict) and whole.get("schema") == SNAPSHOT_SCHEMA:
             yield from _snapshot_entries([(path, whole)], path)
             return
+        if isinstance(whole, dict) and _newer(whole.get("schema")):
+            raise InputError(f"{path}: written by a newer dflash-tui (schema "
+                             f"{whole['schema']}); this version reads {SNAPSHOT_SCHEMA}")
     yield from _trace_entries(path)
 
 
@@ -119,15 +182,28 @@ def _trace_entries(path: Path) -> Iterator[Union[Header, Skipped, RoundRecord]]:
     """A damaged line (a torn last line after a crash, bytes overwritten on disk, a field of
     the wrong type, stages out of order) is skipped, wherever it is; a round whose number
     does not follow the one before starts a new session, so a damaged header never merges
-    two sessions."""
+    two sessions. A file whose first schema is another tool's is refused; the lines of a
+    newer version of ours are skipped, and say so (Skipped.schema)."""
     ours, last = False, None  # a line of our schema seen; the last round's number
+    newer: set[str] = set()
+    first = True  # no line with a schema seen yet
     with _open(path) as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
             obj = _json_or_none(line)
             schema = obj.get("schema") if isinstance(obj, dict) else None
+            if first and isinstance(schema, str):
+                first = False
+                if _foreign(schema):
+                    raise InputError(f"{path}: not a dflash-tui trace (line {number} has schema "
+                                     f"{_short(schema)!r}; expected {TRACE_SCHEMA} / "
+                                     f"{SNAPSHOT_SCHEMA})")
             ours = ours or schema in (TRACE_SCHEMA, SNAPSHOT_SCHEMA)
+            if _newer(schema):
+                newer.add(schema)
+                yield Skipped(number, schema)
+                continue
             try:
                 if schema == TRACE_SCHEMA:
                     info = session_from_json(obj["session"])
@@ -138,13 +214,17 @@ def _trace_entries(path: Path) -> Iterator[Union[Header, Skipped, RoundRecord]]:
                         raise ValueError("stages out of order")
                 else:
                     entry = Skipped(number)
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError):
                 entry = Skipped(number)
             if isinstance(entry, RoundRecord):
                 if last is not None and entry.round <= last:
                     yield Header(None, None)
                 last = entry.round
             yield entry
+    if not ours and newer:
+        raise InputError(f"{path}: written by a newer dflash-tui (schema "
+                         f"{', '.join(sorted(newer))}); this version reads {TRACE_SCHEMA} / "
+                         f"{SNAPSHOT_SCHEMA}")
     if not ours:
         raise InputError(f"{path}: not a dflash-tui trace (expected JSON lines with schema "
                          f"{TRACE_SCHEMA} / {SNAPSHOT_SCHEMA})")
@@ -185,7 +265,7 @@ def _snapshot_entries(objects, path: Path) -> Iterator[Union[Header, RoundRecord
                 yield Header(info, None)
                 header = True
             yield round_from_json(obj)
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, RecursionError) as error:
             raise InputError(f"{file}: damaged snapshot ({type(error).__name__}: {_short(error)})") from None
 
 
@@ -210,9 +290,11 @@ def _read(path: Path) -> str:
 
 
 def _json_or_none(text: str):
+    """The JSON value of a line or file, or None where it does not parse (nested too deeply
+    for the parser included: a line of 100,000 `[` is damage like any other)."""
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, ValueError):
+    except (ValueError, RecursionError):
         return None
 
 
@@ -228,5 +310,5 @@ def _prefill(data: Optional[dict], info: SessionInfo) -> Optional[PrefillRecord]
         return None
     try:
         return prefill_from_json(data, info)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, RecursionError):
         return None

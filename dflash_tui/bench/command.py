@@ -18,7 +18,7 @@ from .. import sample
 from ..engine.api import load_pair
 from ..engine.errors import InputError
 from ..engine.files import write_atomic, write_json_atomic
-from ..outputs import output_file, same_file, writing
+from ..outputs import model_parts, not_a_model_file, output_file, same_file, writing
 from .compare import render as render_compare
 from .export import to_csv, to_json
 from .progress import LineProgress, RichProgress
@@ -93,6 +93,9 @@ def run(args) -> int:
             raise InputError(f"{flag} {path}: is the prompt file {read} (the bench reads it; "
                              "write the results elsewhere)")
     model, draft = sample.resolve(args.model, args.draft)
+    parts = model_parts(model, draft, args.compare.draft_dir if args.compare else None)
+    for flag, path in (("--json", json_path), ("--csv", csv_path)):  # or the model is damaged
+        not_a_model_file(flag, path, parts)
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)

@@ -31,6 +31,7 @@ from .stats import ALL
 LEVEL = 0.005  # a prompt's mean that moves less than this counts as level
 MIN_PROMPTS = 3  # fewer, and a bootstrap over prompts has next to nothing to draw from
 MAX_RESAMPLES = 100_000
+MAX_BLOCK = 2**31 - 1  # proposals per round; far past any context, and inside a float64 sum
 # settings that make two benches measure different things when they differ
 SETTINGS = ("max_tokens", "temperature", "seed", "chat", "layer_offset", "dtype", "oracle")
 
@@ -80,6 +81,8 @@ def load(path: Path) -> Bench:
         raise InputError(f"{path}: no such file (expected a `dflash-tui bench --json` file)") from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise InputError(f"{path}: not a bench JSON file ({error})") from None
+    except RecursionError:
+        raise InputError(f"{path}: not a bench JSON file (nested too deeply to read)") from None
     schema = record.get("schema") if isinstance(record, dict) else None
     if schema != SCHEMA:
         raise InputError(f"{path}: not a bench JSON file (schema {schema!r}, expected {SCHEMA!r}; "
@@ -87,10 +90,15 @@ def load(path: Path) -> Bench:
     runs = record.get("runs")
     if not isinstance(runs, list) or not runs:
         raise InputError(f"{path}: holds no runs (expected a list of per-prompt runs under \"runs\")")
-    counted = {}
+    counted, where = {}, {}
     for k, run in enumerate(runs):
         key = _key(path, k, run)
-        counted[key] = _counts(path, k, run)
+        if key in where:  # a dict would keep the last one silently
+            raise InputError(f"{path}: runs[{k}] repeats prompt {key[1]!r} at block {key[2]} "
+                             f"(runs[{where[key]}] has it too); a bench runs each prompt once "
+                             "per block")
+        where[key] = k
+        counted[key] = _counts(path, k, run, key[2])
     blocks = {block for _, _, block in counted}
     done = {}
     for workload, prompt, _ in counted:
@@ -108,18 +116,35 @@ def _key(path: Path, k: int, run) -> tuple[str, str, int]:
     except (KeyError, TypeError):
         raise InputError(f"{path}: runs[{k}] lacks workload, prompt or block") from None
     if not (isinstance(workload, str) and isinstance(prompt, str) and isinstance(block, int)
-            and not isinstance(block, bool) and block > 0):
+            and not isinstance(block, bool) and 0 < block <= MAX_BLOCK):
         raise InputError(f"{path}: runs[{k}]: expected text workload and prompt and a block >= 1 "
-                         f"(got {workload!r}, {prompt!r}, {block!r})")
+                         f"(at most {MAX_BLOCK}) (got {workload!r}, {prompt!r}, {_short(block)})")
+    if workload == ALL:  # its row would sit beside the pooled one, under one name
+        raise InputError(f"{path}: runs[{k}].workload: a workload cannot be named {ALL!r} (the "
+                         "tables' pooled row)")
     return workload, prompt, block
 
 
-def _counts(path: Path, k: int, run: dict) -> PromptRun:
+def _counts(path: Path, k: int, run: dict, block: int) -> PromptRun:
+    """Accepted proposals per round: whole numbers from 0 to the block (a round proposes at
+    most a block), which also keeps every sum well inside a float64."""
     per_round = run.get("accepted_per_round")
-    if not (isinstance(per_round, list)
-            and all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in per_round)):
-        raise InputError(f"{path}: runs[{k}].accepted_per_round: expected a list of counts >= 0")
+    if not isinstance(per_round, list):
+        raise InputError(f"{path}: runs[{k}].accepted_per_round: expected a list of counts >= 0 "
+                         f"(got {_short(per_round)})")
+    for r, a in enumerate(per_round):
+        if not (isinstance(a, int) and not isinstance(a, bool) and 0 <= a <= block):
+            raise InputError(f"{path}: runs[{k}].accepted_per_round[{r}] = {_short(a)}: expected "
+                             f"a list of counts >= 0, at most the run's block ({block})")
     return PromptRun(sum(per_round), len(per_round))
+
+
+def _short(value, limit: int = 40) -> str:
+    """A value as the file has it, cut short (a 400-digit count, a long list)."""
+    text = repr(value)  # JSON's ints stop at 4300 digits (Python's str limit), so repr works
+    if isinstance(value, int) and len(text) > limit:
+        return f"a {len(text.lstrip('-'))}-digit number"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def notes(a: Bench, b: Bench) -> list[str]:

@@ -12,6 +12,7 @@ from ..prompt_file import read_prompt_file
 # The issue's tables list these first, in this order; any other workload follows by name.
 KNOWN_ORDER = ("prose", "code", "math")
 SUFFIX = ".txt"
+ALL = "all"  # the tables' pooled row over every workload (stats.py): no workload's name
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ def load_workloads(directory: Path, limit: Optional[int] = None) -> tuple[Worklo
     workloads = []
     folders = [d for d in directory.iterdir() if d.is_dir() and not d.name.startswith(".")]
     for folder in sorted(folders, key=lambda d: _order(d.name)):
+        if folder.name == ALL:  # its numbers would sit beside the pooled row's, under one name
+            raise InputError(f"{folder}: a workload cannot be named {ALL!r} (the tables' pooled "
+                             "row); rename the folder")
         # Not only regular files: a broken link or a folder named *.txt is reported when
         # read, like an empty file, rather than silently leaving the workload smaller.
         files = sorted(f for f in folder.iterdir() if f.suffix == SUFFIX and not f.name.startswith("."))

@@ -13,9 +13,7 @@ from typing import Optional, Sequence
 
 from ..engine.baseline import BaselineRun, Divergence
 from ..engine.records import RoundRecord, STAGE_ORDER
-from .prompts import Prompt
-
-ALL = "all"  # the pooled row over every workload
+from .prompts import ALL, Prompt  # noqa: F401 (ALL, the pooled row: imported from here)
 
 
 @dataclass(frozen=True)
