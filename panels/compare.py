@@ -59,20 +59,26 @@ class ComparePanel(DrawnWhenShown, Horizontal):
     ComparePanel #compare-slots { width: auto; height: auto; max-height: 100%; margin-top: 1; }
     ComparePanel > #compare-drift { width: 1fr; height: 1fr; margin-left: 2; }
     """
-    # Below 150 columns (the screen's -narrow class) the drift table goes under the slots,
-    # which show up to 8 slots (4 on short screens; the cursor's slot scrolls into view) and
-    # the target's token only where there is room (zoomed, m); on short screens the
-    # per-round sparklines give their lines to the tables. The classes are on an ancestor,
-    # so this is app CSS, not scoped to the widget.
+    # Below 210 columns (the screen's -narrow and -wide classes) the drift table goes under
+    # the slots (beside them it would get ~37 columns at 160, too few for its bars), which
+    # show up to 8 slots (4 on short screens unless zoomed; the cursor's slot scrolls into
+    # view) and the target's token only where there is room (zoomed, m); on short screens
+    # the per-round sparklines give their lines to the tables. The classes are on an
+    # ancestor, so this is app CSS, not scoped to the widget.
     NARROW_CSS = """
-    .-narrow ComparePanel { layout: vertical; }
-    .-narrow ComparePanel > #compare-left { width: 1fr; height: auto; }
-    .-narrow ComparePanel #compare-slots {
+    .-narrow ComparePanel, .-wide ComparePanel { layout: vertical; }
+    .-narrow ComparePanel > #compare-left, .-wide ComparePanel > #compare-left {
+        width: 1fr; height: auto;
+    }
+    .-narrow ComparePanel #compare-slots, .-wide ComparePanel #compare-slots {
         width: 1fr; max-height: 9; margin-top: 0; overflow-x: hidden;
     }
-    .-narrow ComparePanel > #compare-drift { width: 1fr; margin-left: 0; margin-top: 1; }
+    .-narrow ComparePanel > #compare-drift, .-wide ComparePanel > #compare-drift {
+        width: 1fr; margin-left: 0; margin-top: 1;
+    }
     .-short ComparePanel #compare-trend { display: none; }
     .-short.-narrow ComparePanel #compare-slots { max-height: 5; }
+    .-maximized-view.-short.-narrow ComparePanel #compare-slots { max-height: 9; }
     .-short.-narrow ComparePanel > #compare-drift { margin-top: 0; }
     """
 

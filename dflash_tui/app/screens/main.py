@@ -82,7 +82,7 @@ class MainScreen(Screen):
     focused: Reactive[Optional[Widget]] = Reactive(None, repaint=False)
     # Narrow screens stack what sits side by side on wide ones (the selector's candidates
     # and lattice need up to ~90 columns of inspector); short ones get compact panels.
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide"), (210, "-widest")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT, "-tall")]
 
     def __init__(self, **kwargs) -> None:
