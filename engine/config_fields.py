@@ -43,6 +43,9 @@ DIM = Kind(lambda v: _int(v) and 1 <= v <= MAX_DIM, f"a whole number from 1 to {
 LAYERS = Kind(lambda v: _int(v) and 1 <= v <= MAX_LAYERS, f"a whole number from 1 to {MAX_LAYERS}")
 INT = Kind(_int, "a whole number")  # ranges that depend on the target: session.check_pair
 NUMBER = Kind(_number, "a finite number")
+# An epsilon or a rope base of 0 or below: RMSNorm refuses it when the model is built, and a
+# base of 0 puts NaN in every rotary angle.
+POSITIVE = Kind(lambda v: _number(v) and v > 0, "a number above 0")
 OBJECT = Kind(lambda v: isinstance(v, dict), "an object")
 STRINGS = Kind(lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v),
                "a list of strings")
@@ -58,8 +61,8 @@ TOP_LEVEL = {
     "head_dim": DIM,
     "intermediate_size": DIM,
     "vocab_size": DIM,
-    "rms_norm_eps": NUMBER,
-    "rope_theta": NUMBER,
+    "rms_norm_eps": POSITIVE,
+    "rope_theta": POSITIVE,
     "rope_parameters": _or_null(OBJECT),
     "rope_scaling": _or_null(OBJECT),
     "max_position_embeddings": DIM,
@@ -97,14 +100,71 @@ TARGET_FIELDS = {name: _or_null(kind) for name, kind in {
     "intermediate_size": DIM,
     "vocab_size": DIM,
     "max_position_embeddings": DIM,
-    "rms_norm_eps": NUMBER,
-    "rope_theta": NUMBER,
+    "rms_norm_eps": POSITIVE,
+    "rope_theta": POSITIVE,
+    "rope_scaling": OBJECT,
+    "rope_parameters": OBJECT,
+    # transformers' strict config check refuses anything else, inside the tokenizer's load,
+    # which then read as a tokenizer problem
+    "tie_word_embeddings": FLAG,
 }.items()}
 
 
+# The rope types mlx-lm's initialize_rope builds (mlx_lm/models/rope_utils.py); it raises
+# "Unsupported RoPE type" for any other, after the weights are read.
+ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "deepseek_yarn",
+              "telechat3-yarn", "longrope", "proportional", "mrope")
+# Those that read `factor` unguarded (a KeyError when it is missing).
+ROPE_TYPES_WITH_FACTOR = ("linear", "dynamic", "llama3", "yarn", "deepseek_yarn", "telechat3-yarn")
+# Numbers a rope scaling may hold: those divided by or logged must be above 0, the yarn
+# mscales only finite (mscale_all_dim defaults to 0). Null is taken as unset, as mlx-lm's
+# .get() defaults do for most; a null factor is refused where the type needs one.
+ROPE_POSITIVE = ("factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow",
+                 "partial_rotary_factor", "rope_theta")
+ROPE_FINITE = ("mscale", "mscale_all_dim")
+
+
+def rope_type(scaling: dict) -> Any:
+    """The rope type as mlx-lm reads it: `type`, else `rope_type`, else "default"."""
+    return scaling.get("type") or scaling.get("rope_type", "default")
+
+
+def check_rope_scaling(scaling: dict, name: str, where: str, known_types: bool) -> None:
+    """Refuse a rope scaling object (`name`: rope_scaling or rope_parameters) whose numbers
+    would divide by zero or fail in arithmetic. `known_types`: also refuse a type mlx-lm's
+    initialize_rope does not build (the drafter's rope is built by it; a target's
+    architecture may build its own)."""
+    kind = rope_type(scaling)
+    if known_types and kind not in ROPE_TYPES:
+        key = "type" if scaling.get("type") else "rope_type"
+        raise InputError(f"{where}: {name}.{key} = {short(kind)}; expected one of "
+                         f"{', '.join(ROPE_TYPES)} (the rope types mlx-lm builds)")
+    if kind in ROPE_TYPES_WITH_FACTOR and scaling.get("factor") is None:
+        raise InputError(f"{where}: {name} has no factor; a {kind!r} rope scaling needs one "
+                         f"({POSITIVE.expected})")
+    for keys, number in ((ROPE_POSITIVE, POSITIVE), (ROPE_FINITE, NUMBER)):
+        for key in keys:
+            unset = scaling.get(key) is None and key != "rope_theta"  # a base is read as is
+            if key in scaling and not unset and not number.holds(scaling[key]):
+                raise InputError(f"{where}: {name}.{key} = {short(scaling[key])}; expected "
+                                 f"{number.expected}")
+    original = scaling.get("original_max_position_embeddings")
+    if original is not None and not DIM.holds(original):
+        raise InputError(f"{where}: {name}.original_max_position_embeddings = "
+                         f"{short(original)}; expected {DIM.expected}")
+    low, high = scaling.get("low_freq_factor", 1.0), scaling.get("high_freq_factor", 4.0)
+    if kind == "llama3" and low == high:  # mlx-lm's Llama3RoPE divides by their difference
+        raise InputError(f"{where}: {name}.low_freq_factor = {low!r} and high_freq_factor = "
+                         f"{high!r}; expected two different numbers")
+
+
 def check_target_field_types(raw: dict, where: str) -> None:
-    """Refuse the first present shared field of a target's config whose value is not of its kind."""
+    """Refuse the first present shared field of a target's config whose value is not of its
+    kind, and a rope scaling whose numbers would fail in arithmetic."""
     _check(raw, TARGET_FIELDS, "", where)
+    for name in ("rope_scaling", "rope_parameters"):
+        if isinstance(raw.get(name), dict):
+            check_rope_scaling(raw[name], name, where, known_types=False)
 
 
 def check_field_types(raw: dict, where: str) -> None:
@@ -118,10 +178,10 @@ def check_field_types(raw: dict, where: str) -> None:
 def _check(fields: dict, kinds: dict[str, Kind], prefix: str, where: str) -> None:
     for name, kind in kinds.items():
         if name in fields and not kind.holds(fields[name]):
-            raise InputError(f"{where}: {prefix}{name} = {_short(fields[name])}; expected "
+            raise InputError(f"{where}: {prefix}{name} = {short(fields[name])}; expected "
                              f"{kind.expected}")
 
 
-def _short(value, limit: int = 60) -> str:
+def short(value, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"

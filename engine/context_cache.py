@@ -13,10 +13,10 @@ rows after `end` and returns one slice over context and block, in the order the
 concatenation had, so attention computes exactly what it computed on the concatenated
 arrays. The block rows are never kept: the next `append` writes over them.
 
-A sliding layer keeps only its last `keep` (window - 1) rows. Its buffer holds `keep + STEP`
-rows plus room for a block; when the rows run out, the kept rows move to the front (a copy
-of `keep` rows once every ~STEP appended rows), so its memory stays flat however long the
-decode runs. Rows keep their temporal order, which a ring buffer would not (attention over
+A sliding layer keeps only its last `keep` (window - 1) rows. Its buffer grows as a full
+layer's does until it holds `keep + STEP` rows plus room for a block; when the rows run out,
+the kept rows move to the front (a copy of `keep` rows once every ~STEP appended rows), so
+its memory stays flat however long the decode runs. Rows keep their temporal order, which a ring buffer would not (attention over
 reordered rows sums in another order: close, not equal).
 
 Padded (`padded=True`: engine/padded_attention.py), `with_block`
@@ -122,5 +122,10 @@ class ContextCache:
 
     def _floor(self) -> int:
         """Rows a buffer keeps room for besides the incoming ones: a full layer every row it
-        holds; a sliding layer its window and a step, so it moves rows once per step."""
-        return self.end if self.keep is None else self.keep + STEP
+        holds; a sliding layer the rows it holds (at most its window) and a step, so once
+        the window is full it moves rows once per step. Sized by what it holds, not by the
+        window: a window of millions (as large as the drafter's positions may be) must not
+        be allocated before a context fills it."""
+        if self.keep is None:
+            return self.end
+        return min(self.keep, self.length) + STEP

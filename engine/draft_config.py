@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config_fields import check_field_types
+from .config_fields import check_field_types, check_rope_scaling
 from .errors import InputError
 from .paths import check_drafter_dir
 
@@ -170,7 +170,10 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
             f"{where}: architectures = {architectures!r}; expected {DFLASH!r} or {DFLASH2!r}"
         )
 
-    rope = raw.get("rope_parameters") or raw.get("rope_scaling")
+    rope_key = "rope_parameters" if raw.get("rope_parameters") else "rope_scaling"
+    rope = raw.get(rope_key)
+    if rope:  # mlx-lm's initialize_rope builds the drafter's rope from it
+        check_rope_scaling(rope, rope_key, where, known_types=True)
     rope_theta = raw.get("rope_theta", (rope or {}).get("rope_theta", 10000.0))
     layers = get("num_hidden_layers")
     layer_types = tuple(raw.get("layer_types") or ("full_attention",) * layers)
@@ -185,6 +188,13 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
     sliding_window = get("sliding_window", default=None)
     if "sliding_attention" in layer_types and not sliding_window:
         raise InputError(f"{where}: sliding_attention layers need a sliding_window")
+    max_positions = get("max_position_embeddings")
+    if "sliding_attention" in layer_types and sliding_window > max_positions:
+        # A window no context can fill; its layers' caches would be sized by it.
+        raise InputError(
+            f"{where}: sliding_window = {sliding_window} exceeds max_position_embeddings "
+            f"{max_positions}; expected a window of at most the drafter's positions"
+        )
 
     if "target_layer_ids" not in dflash:
         raise InputError(f"{where}: missing required key 'dflash_config.target_layer_ids'")
@@ -205,7 +215,7 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
         vocab_size=get("vocab_size"),
         rms_norm_eps=get("rms_norm_eps", kind=float),
         rope_theta=float(rope_theta),
-        max_position_embeddings=get("max_position_embeddings"),
+        max_position_embeddings=max_positions,
         num_target_layers=get("num_target_layers"),
         block_size=get("block_size", nested=True, default=16),
         target_layer_ids=target_layer_ids,
@@ -238,8 +248,6 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
                 f"{where}: hidden_size {config.hidden_size} is not a multiple of "
                 f"conv_group_size {config.conv_group_size}"
             )
-    if not config.rope_theta > 0:  # a base of 0 or below puts NaN in every rotary angle
-        raise InputError(f"{where}: rope_theta = {config.rope_theta:g}; expected a number above 0")
     if config.is_dflash2 and config.selector_top_k > config.vocab_size:
         raise InputError(
             f"{where}: dflash_config.selector_top_k = {config.selector_top_k}; expected at most "

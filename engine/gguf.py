@@ -15,6 +15,7 @@ from pathlib import Path
 import mlx.core as mx
 import mlx.nn as nn
 
+from .config_fields import DIM, POSITIVE, STRINGS, short
 from .errors import InputError
 
 GGUF_GROUP_SIZE = 32
@@ -39,10 +40,23 @@ _SPLIT_DIGITS = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exa
 
 
 def _scalar(metadata: dict, key: str, default=None):
+    """A metadata value as Python: a one-element array as its number, a longer one as a list
+    (which the checks below then refuse by name, where .item() raised a bare ValueError)."""
     value = metadata.get(key, default)
     if isinstance(value, mx.array):
-        value = value.item()
+        value = value.item() if value.size == 1 else value.tolist()
     return value
+
+
+def _gguf_name(name: str) -> str:
+    """An mlx-lm llama parameter name as the GGUF tensor it is read from (_rename reversed)."""
+    layer = {v: k for k, v in _LAYER_NAMES.items()}
+    top = {v: k for k, v in _TOP_NAMES.items()}
+    stem, _, suffix = name.rpartition(".")
+    if stem.startswith("model.layers."):
+        _, _, index, part = stem.split(".", 3)
+        return f"blk.{index}.{layer[part]}.{suffix}" if part in layer else name
+    return f"{top[stem]}.{suffix}" if stem in top else name
 
 
 def _rename(name: str) -> str:
@@ -72,31 +86,65 @@ def llama_config(path: Path, metadata: dict) -> dict:
             "(convert other targets to an mlx-lm directory)"
         )
 
-    def need(key):
+    def field(key, kind, default=None):
+        """llama.KEY checked against its kind: a head count of 0 divided by zero, a string
+        failed in int(), an epsilon of 0 or below failed in RMSNorm."""
         value = _scalar(metadata, f"llama.{key}")
         if value is None:
-            raise InputError(f"{path}: GGUF metadata lacks llama.{key}")
+            if default is None:
+                raise InputError(f"{path}: GGUF metadata lacks llama.{key}")
+            return default
+        if not kind.holds(value):
+            raise InputError(f"{path}: GGUF metadata llama.{key} = {short(value)}; expected "
+                             f"{kind.expected}")
         return value
 
-    heads = int(need("attention.head_count"))
-    hidden = int(need("embedding_length"))
-    tokens = metadata.get("tokenizer.ggml.tokens")
-    vocab = int(_scalar(metadata, "llama.vocab_size", len(tokens) if tokens else 0))
+    heads = field("attention.head_count", DIM)
+    hidden = field("embedding_length", DIM)
+    tokens = gguf_tokens(path, metadata)
     return {
         "model_type": "llama",
         "hidden_size": hidden,
-        "num_hidden_layers": int(need("block_count")),
-        "intermediate_size": int(need("feed_forward_length")),
+        "num_hidden_layers": field("block_count", DIM),
+        "intermediate_size": field("feed_forward_length", DIM),
         "num_attention_heads": heads,
-        "num_key_value_heads": int(_scalar(metadata, "llama.attention.head_count_kv", heads)),
-        "head_dim": int(_scalar(metadata, "llama.rope.dimension_count", hidden // heads)),
-        "rms_norm_eps": float(need("attention.layer_norm_rms_epsilon")),
-        "vocab_size": vocab,
-        "rope_theta": float(_scalar(metadata, "llama.rope.freq_base", 10000.0)),
+        "num_key_value_heads": field("attention.head_count_kv", DIM, heads),
+        "head_dim": field("rope.dimension_count", DIM, hidden // heads),
+        "rms_norm_eps": float(field("attention.layer_norm_rms_epsilon", POSITIVE)),
+        "vocab_size": field("vocab_size", DIM, len(tokens)),
+        "rope_theta": float(field("rope.freq_base", POSITIVE, 10000.0)),
         "rope_traditional": True,
-        "max_position_embeddings": int(_scalar(metadata, "llama.context_length", 4096)),
+        # 0 is refused as max_position_embeddings = 0 is in a folder's config.json (it
+        # used to read as "no limit"); a file without the key gets llama's usual 4096.
+        "max_position_embeddings": field("context_length", DIM, 4096),
         "tie_word_embeddings": True,
     }
+
+
+def gguf_tokens(path: Path, metadata: dict) -> list[str]:
+    """The vocabulary, checked: the tokenizer and the vocabulary size are built from it."""
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    if tokens is None:
+        raise InputError(f"{path}: GGUF metadata lacks tokenizer.ggml.tokens (the vocabulary); "
+                         "expected a list of strings")
+    if not STRINGS.holds(tokens) or not tokens:
+        raise InputError(f"{path}: GGUF metadata tokenizer.ggml.tokens = {short(tokens)}; "
+                         f"expected a non-empty list of strings")
+    return tokens
+
+
+def _merges(path: Path, metadata: dict) -> list[tuple[str, str]]:
+    """BPE merges, each two tokens joined by one space (byte-level tokens hold no spaces)."""
+    merges = metadata.get("tokenizer.ggml.merges", [])
+    if not STRINGS.holds(merges):
+        raise InputError(f"{path}: GGUF metadata tokenizer.ggml.merges = {short(merges)}; "
+                         "expected a list of strings")
+    pairs = [tuple(m.split(" ", 1)) for m in merges]
+    for i, pair in enumerate(pairs):
+        if len(pair) != 2 or not all(pair):
+            raise InputError(f"{path}: GGUF metadata tokenizer.ggml.merges[{i}] = "
+                             f"{merges[i]!r}; expected two tokens joined by a space")
+    return pairs
 
 
 def load_gguf_model(path: Path, dtype: mx.Dtype):
@@ -107,6 +155,13 @@ def load_gguf_model(path: Path, dtype: mx.Dtype):
     config = llama_config(path, metadata)
     weights = {}
     for name, value in tensors.items():
+        # Whole numbers only as a quantized tensor's packed weight beside its scales: an
+        # int embedding or norm loads, then fails or computes nonsense.
+        quantized = name.rpartition(".")[0] + ".scales" in tensors
+        if not mx.issubdtype(value.dtype, mx.floating) and not quantized:
+            dtype = str(value.dtype).removeprefix("mlx.core.")
+            raise InputError(f"{path}: tensor {name!r} is {dtype}; expected floating-point or "
+                             "quantized (Q4_0, Q4_1, Q8_0) weights")
         try:
             weights[_rename(name)] = value
         except KeyError:
@@ -134,10 +189,28 @@ def load_gguf_model(path: Path, dtype: mx.Dtype):
     try:
         model.load_weights(list(weights.items()), strict=True)
     except ValueError as error:
-        raise InputError(f"{path}: GGUF tensors do not fit a llama model ({error})") from None
+        raise InputError(_fit_error(path, config, error)) from None
     model.eval()
     mx.eval(model.parameters())
     return model, config, metadata
+
+
+def _fit_error(path: Path, config: dict, error: ValueError) -> str:
+    """mlx's strict load error in one line: the first tensor it lists, as the GGUF names it,
+    and how many more (it lists every one: 18 names for two layers too many)."""
+    from .target import _NAMES
+
+    found = _NAMES.match(str(error).strip())
+    if not found:
+        return f"{path}: GGUF tensors do not fit a llama model ({' '.join(str(error).split())})"
+    which, count, names = found.group(1), int(found.group(2)), found.group(3).split(",")
+    first, more = _gguf_name(names[0].strip()), f" (and {count - 1} more)" if count > 1 else ""
+    layers = config["num_hidden_layers"]
+    if which == "Missing":
+        return (f"{path}: tensor {first!r} is missing from the GGUF{more}; expected every "
+                f"tensor of the {layers} layers llama.block_count declares")
+    return (f"{path}: tensor {first!r} is not in the llama model the metadata describes{more}; "
+            "check llama.block_count and the other sizes")
 
 
 def gguf_tokenizer(path: Path, metadata: dict):
@@ -150,10 +223,14 @@ def gguf_tokenizer(path: Path, metadata: dict):
             f"{path}: tokenizer.ggml.model is {metadata.get('tokenizer.ggml.model')!r}; "
             "only byte-level BPE ('gpt2') GGUF tokenizers are supported"
         )
-    tokens = list(metadata["tokenizer.ggml.tokens"])
-    merges = [tuple(m.split(" ", 1)) for m in metadata.get("tokenizer.ggml.merges", [])]
+    tokens = gguf_tokens(path, metadata)
+    merges = _merges(path, metadata)
     vocab = {token: i for i, token in enumerate(tokens)}
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    try:
+        tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    except Exception as error:  # tokenizers' own checks (a merge of tokens not in the vocabulary)
+        raise InputError(f"{path}: tokenizer.ggml.merges do not fit tokenizer.ggml.tokens "
+                         f"({' '.join(str(error).split())})") from None
 
     gpt2_split = pre_tokenizers.Split(Regex(_GPT2_PATTERN), behavior="isolated")
     steps = [gpt2_split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
@@ -177,6 +254,7 @@ def gguf_tokenizer(path: Path, metadata: dict):
         unk_token=token_at("tokenizer.ggml.unknown_token_id"),
         pad_token=token_at("tokenizer.ggml.padding_token_id"),
         additional_special_tokens=control,
+        name_or_path=str(path),  # names the file when its chat template fails (target.py)
     )
     fast.chat_template = metadata.get("tokenizer.chat_template")
     if not bool(_scalar(metadata, "tokenizer.ggml.add_bos_token", False)):

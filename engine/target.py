@@ -24,7 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub: paths onl
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx.utils import tree_map, tree_map_with_path
+from mlx.utils import tree_flatten, tree_map, tree_map_with_path
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from .block_attention import KernelKVCache, route_target_attention
@@ -201,14 +201,21 @@ class Target:
             raise InputError(f"{what} is {tokens} tokens; the target {self.spec.path} has a "
                              f"context of {limit} tokens")
 
-    def check_block(self, gamma: int) -> None:
+    def check_block(self, gamma: int, drafter_positions: Optional[int] = None) -> None:
         """Refuse a block the target could never verify in one forward (it would also be a
         list of that many mask tokens per round: a corrupted block_size must not allocate
-        billions)."""
+        billions). A target whose config declares no context is bounded by the drafter's
+        `drafter_positions` (its max_position_embeddings): unbounded, a --block of 100000
+        ended the process in a segmentation fault."""
         limit = self.context_length
+        bound = f"the target's context of {limit} tokens"
+        if limit is None and drafter_positions is not None:
+            limit = drafter_positions
+            bound = (f"the drafter's max_position_embeddings of {limit} (the target's config "
+                     "declares no context)")
         if limit is not None and gamma + 1 > limit:
-            raise InputError(f"a block of {gamma} proposals ({gamma + 1} positions) exceeds the "
-                             f"target's context of {limit} tokens (propose fewer per round)")
+            raise InputError(f"a block of {gamma} proposals ({gamma + 1} positions) exceeds "
+                             f"{bound} (propose fewer per round)")
 
     # ---- cache ---------------------------------------------------------------------------
 
@@ -386,8 +393,9 @@ def _load_mlx_lm_dir(path: Path, lazy: bool = False):
     weights = sorted(path.glob("model*.safetensors"))
     if not weights:
         raise InputError(f"{path}: no model*.safetensors weights found")
+    keys = {file: safetensors_keys(file) for file in weights}
     for file in weights:
-        for key in safetensors_keys(file):
+        for key in keys[file]:
             if any(marker in key for marker in VISION_MARKERS):
                 raise InputError(
                     f"{file}: the target has a vision tower (tensor {key!r}); dflash-tui drives "
@@ -401,16 +409,53 @@ def _load_mlx_lm_dir(path: Path, lazy: bool = False):
         raise InputError(_args_error(config_path, config["model_type"], error)) from None
     except (ValueError, RuntimeError, KeyError, OSError) as error:
         raise InputError(_build_error(path, error)) from None
+    check_weight_dtypes(model, path, keys)
     try:
         tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
     except Exception as error:  # transformers raises OSError/ValueError/EnvironmentError
         raise InputError(
-            f"{path}: cannot load the tokenizer ({error.__class__.__name__}: "
+            _config_error(config_path, error)
+            or f"{path}: cannot load the tokenizer ({error.__class__.__name__}: "
             f"{str(error).splitlines()[0] if str(error) else ''}); expected tokenizer.json "
             "and tokenizer_config.json beside config.json"
         ) from None
     kind = config.get("model_type", "unknown")
     return model, tokenizer, TargetSpec(path, kind, config)
+
+
+def check_weight_dtypes(model: nn.Module, path: Path, keys: dict[Path, list[str]]) -> None:
+    """Refuse integer or boolean weights outside quantized layers (whose packed weights are
+    whole numbers beside their float scales): the model loads them, and its first forward
+    fails ("[rms_norm] Received unsupported type int32"). `keys`: each file's tensor names,
+    to say which file holds the tensor."""
+    modules = dict(model.named_modules())
+    for name, value in tree_flatten(model.parameters()):
+        if mx.issubdtype(value.dtype, mx.floating):
+            continue
+        if "scales" in modules.get(name.rpartition(".")[0], {}):  # a quantized module
+            continue
+        file = next((f for f, names in keys.items() if name in names), path)
+        dtype = str(value.dtype).removeprefix("mlx.core.")
+        raise InputError(f"{file}: tensor {name!r} is {dtype}; expected floating-point weights "
+                         "(float32, float16 or bfloat16), or a quantized layer's packed weight "
+                         "beside its scales")
+
+
+def _config_error(config_path: Path, error: BaseException) -> Optional[str]:
+    """transformers reads config.json again while it loads the tokenizer, with checks of its
+    own (rope parameters, field types), and its error then reads as a tokenizer problem.
+    Where loading the config alone fails the same way, the line names config.json instead."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(config_path.parent)
+    except Exception as config_error:  # an architecture transformers lacks fails otherwise
+        if type(config_error) is type(error) and str(config_error) == str(error):
+            detail = " ".join(str(error).split())
+            detail = detail if len(detail) <= 300 else detail[:299] + "…"
+            return (f"{config_path}: transformers refuses it ({error.__class__.__name__}: "
+                    f"{detail}); fix the field it names")
+    return None
 
 
 _MISSING_ARGS = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.*)")
@@ -453,14 +498,59 @@ def _first_line(error: BaseException) -> str:
 
 def encode_prompt(tokenizer, prompt: str, chat: Optional[bool]) -> list[int]:
     """Token ids for `prompt`: through the chat template when chat (default: if there is one)."""
+    check_utf8(prompt)
     has_template = getattr(tokenizer, "chat_template", None) is not None
     if chat is None:
         chat = has_template
     if chat:
         if not has_template:
             raise ParameterError("chat", chat, "this target's tokenizer has no chat template")
-        text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
-        )
+        try:
+            text = tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+            )
+        # A template is the checkpoint's own program (jinja syntax, raise_exception, an
+        # undefined name): whatever it raises is a fault of that file, not of dflash-tui.
+        except Exception as error:
+            raise InputError(
+                f"{template_source(tokenizer)}: the chat template cannot render the prompt "
+                f"({error.__class__.__name__}: {_first_line(error)}); fix the template, or "
+                "pass --raw to tokenize the prompt as is"
+            ) from None
+        if not text.strip():
+            raise InputError(
+                f"{template_source(tokenizer)}: the chat template renders nothing for the "
+                "prompt (expected the prompt in its user turn); fix the template, or pass "
+                "--raw to tokenize the prompt as is"
+            )
         return list(tokenizer.encode(text, add_special_tokens=False))
     return list(tokenizer.encode(prompt))
+
+
+def check_utf8(prompt: str) -> None:
+    """Refuse a prompt holding bytes that are not UTF-8 (Python hands them over from the
+    command line as lone surrogates, which the tokenizer fails on with a TypeError)."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(prompt[error.start])
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        before = prompt[max(0, error.start - 20):error.start].encode("utf-8", "replace")
+        raise ParameterError(
+            "prompt_ids", None,
+            f"not valid UTF-8 ({what} after {before.decode()!r}); expected UTF-8 text",
+        ) from None
+
+
+def template_source(tokenizer) -> str:
+    """Where the tokenizer's chat template was read from, to name it in an error: a GGUF's
+    tokenizer.chat_template, or the file of a model folder transformers reads it from
+    (chat_template.jinja, then chat_template.json, then tokenizer_config.json)."""
+    where = Path(getattr(tokenizer, "name_or_path", "") or "")
+    if where.suffix.lower() == ".gguf":
+        return f"{where} (tokenizer.chat_template)"
+    if where.is_dir():
+        for name in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json"):
+            if (where / name).is_file():
+                return str(where / name)
+    return "the target's tokenizer"

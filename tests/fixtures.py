@@ -240,3 +240,67 @@ def write_sample_shaped_drafter(directory: Path, kind: str = "DFlash2DraftModel"
     if kind == "DFlash2DraftModel":
         config["dflash_config"].update(conv_group_size=64, selector_top_k=16)
     return write_drafter(directory, config, seed=seed)
+
+
+# GGUF tensor names of the llama fixture's parameters (engine/gguf.py reads them back).
+_GGUF_LAYER_NAMES = {
+    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+}
+_GGUF_TOP_NAMES = {"model.embed_tokens.weight": "token_embd.weight",
+                   "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+
+
+def _u32(n: int) -> mx.array:
+    """A GGUF integer field as mx.save_gguf writes one."""
+    return mx.array(n, dtype=mx.uint32)
+
+
+def gguf_of_llama_target(target_dir: Path) -> tuple[dict, dict]:
+    """The llama fixture target as a GGUF's (tensors, metadata): float tensors under GGUF
+    names, its vocabulary and merges, the llama.* sizes of its config.json."""
+    config = json.loads((target_dir / "config.json").read_text())
+    tensors = {}
+    for name, value in mx.load(str(target_dir / "model.safetensors")).items():
+        if name in _GGUF_TOP_NAMES:
+            tensors[_GGUF_TOP_NAMES[name]] = value
+        else:  # model.layers.I.MODULE.weight
+            _, _, index, rest = name.split(".", 3)
+            module, _, suffix = rest.rpartition(".")
+            tensors[f"blk.{index}.{_GGUF_LAYER_NAMES[module]}.{suffix}"] = value
+    tok = json.loads((target_dir / "tokenizer.json").read_text())
+    tokens = [""] * config["vocab_size"]
+    for token, i in tok["model"]["vocab"].items():
+        tokens[i] = token
+    for added in tok["added_tokens"]:
+        tokens[added["id"]] = added["content"]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    metadata = {
+        "general.architecture": "llama",
+        "llama.attention.head_count": _u32(config["num_attention_heads"]),
+        "llama.attention.head_count_kv": _u32(config["num_key_value_heads"]),
+        "llama.embedding_length": _u32(config["hidden_size"]),
+        "llama.block_count": _u32(config["num_hidden_layers"]),
+        "llama.feed_forward_length": _u32(config["intermediate_size"]),
+        "llama.rope.dimension_count": _u32(config["head_dim"]),
+        "llama.attention.layer_norm_rms_epsilon": mx.array(config["rms_norm_eps"], dtype=mx.float32),
+        "llama.context_length": _u32(config["max_position_embeddings"]),
+        "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.merges": merges,
+        "tokenizer.ggml.eos_token_id": _u32(tok["model"]["vocab"].get("<|im_end|>", 2)),
+    }
+    return tensors, metadata
+
+
+def write_llama_gguf(path: Path, target_dir: Path, metadata: dict | None = None,
+                     drop: tuple[str, ...] = (), tensors: dict | None = None) -> Path:
+    """The llama fixture target written as a GGUF file at `path`, with `metadata` entries
+    replaced or added, the keys in `drop` left out, and `tensors` in place of its own."""
+    own_tensors, own_metadata = gguf_of_llama_target(target_dir)
+    own_metadata.update(metadata or {})
+    for key in drop:
+        own_metadata.pop(key)
+    mx.save_gguf(str(path), tensors if tensors is not None else own_tensors, own_metadata)
+    return path

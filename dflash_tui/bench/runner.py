@@ -156,7 +156,8 @@ class BenchRunner:
 
     def _check_inputs(self, prompts: Sequence[Prompt]) -> None:
         """Every prompt and block fits the target's context, before the first run."""
-        self.target.check_block(max(self.settings.blocks))
+        self.target.check_block(max(self.settings.blocks),
+                                self.pair.drafter.config.max_position_embeddings)
         for prompt in prompts:
             ids = encode_prompt(self.target.tokenizer, prompt.text, self.settings.chat)
             self.target.check_prompt(len(ids), str(prompt.path))
