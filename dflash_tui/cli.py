@@ -190,6 +190,10 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p.add_argument("--oracle", action="store_true",
                    help="force every proposal to the target's own greedy continuation (a drafter "
                         "that cannot miss): the speed ceiling of each block on this machine")
+    p.add_argument("--slots", action="store_true",
+                   help="also tabulate every slot over each workload: acceptance, how often the "
+                        "drafter's argmax is the target's token, its rank, the selector's "
+                        "candidates and walk (the TUI's aggregates, over every prompt)")
     chat = p.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None,
                       help="wrap each prompt in the chat template (default when there is one)")

@@ -370,3 +370,61 @@ def test_an_output_that_is_a_prompt_file_is_refused_before_loading(make_pair, pr
     assert line.startswith(f"dflash-tui: error: {flag} {victim}: is the prompt file {victim}")
     assert "loading" not in stderr
     assert victim.read_bytes() == before
+
+
+def test_slots_tabulate_every_slot_as_the_records_say(pair, prompts_dir, tmp_path, capsys):
+    """--slots: per workload and block, each slot's counts are those of the records of the
+    same sessions stepped by hand (ranks on), computed here without dflash_tui's aggregates;
+    the CLI prints the table and writes it to JSON."""
+    import statistics
+
+    from dflash_tui.bench.slots import stats_of
+
+    target_dir, loaded = pair
+    target = loaded.target
+    blocks = (2, 4)
+    proposers = {}
+    for workload in load_workloads(prompts_dir):
+        for prompt in workload.prompts:
+            ids = encode_prompt(target.tokenizer, prompt.text, None)
+            reference = mlx_lm_greedy(target_dir, ids, MAX_TOKENS + 8)
+            proposers[prompt.id] = partly_right(len(ids), reference, target.vocab_size)[0]
+    result = BenchRunner(loaded, load_workloads(prompts_dir),
+                         Settings(blocks=blocks, max_tokens=MAX_TOKENS, slots=True),
+                         proposer_for=lambda p, ids, ref: proposers[p.id]).run()
+    got = {(w, b): slots for w, b, slots in stats_of(result)}
+
+    pooled: dict[tuple[str, int], list] = {}
+    for workload in load_workloads(prompts_dir):
+        for prompt in workload.prompts:
+            for block in blocks:
+                session = loaded.open(prompt.text, options=SessionOptions(
+                    gamma=block, max_tokens=MAX_TOKENS, probes=False, proposer=proposers[prompt.id]))
+                records = list(session.run())
+                session.close()
+                for key in ((workload.name, block), ("all", block)):
+                    pooled.setdefault(key, []).extend(records)
+    assert set(got) == set(pooled)
+    for key, records in pooled.items():
+        assert len(got[key]) == key[1]
+        for s in got[key]:
+            proposed = [r for r in records if r.gamma > s.slot]
+            reached = [r for r in proposed if r.accepted >= s.slot]
+            ranks = [r.ranks[s.slot].rank for r in reached]
+            assert (s.proposed, s.accepted, s.reached) == (
+                len(proposed), sum(r.accepted > s.slot for r in proposed), len(reached)), key
+            assert (s.rank0, s.ranked) == (ranks.count(0), len(ranks)), key
+            assert s.rank_mean == (statistics.mean(ranks) if ranks else None)
+            assert s.in_k == sum(bool(r.ranks[s.slot].in_candidates) for r in proposed)
+    assert any(0 < s.accepted < s.proposed for slots in got.values() for s in slots)
+
+    out = tmp_path / "slots.json"
+    rc, stdout, _ = bench(capsys, target_dir, "--prompts", prompts_dir, "--blocks", "2",
+                          "--max-tokens", "6", "--slots", "--json", out)
+    assert rc == 0 and "Per slot, over every round of each workload" in stdout
+    written = json.loads(out.read_text())
+    assert written["settings"]["slots"] is True and "--slots" in written["command"]
+    assert [(c["workload"], c["block"]) for c in written["slots"]] == [
+        ("prose", 2), ("code", 2), ("all", 2)]
+    slot0 = written["slots"][-1]["slots"][0]
+    assert slot0["proposed"] == sum(len(r["accepted_per_round"]) for r in written["runs"])

@@ -24,6 +24,7 @@ from .export import to_csv, to_json
 from .progress import LineProgress, RichProgress
 from .prompts import load_workloads
 from .runner import BenchResult, BenchRunner, Settings
+from .slots import render as render_slots
 from .tables import print_report
 
 EXIT_DIVERGED = 1
@@ -50,7 +51,7 @@ def settings_from(args) -> Settings:
     return Settings(blocks=parse_blocks(args.blocks), max_tokens=args.max_tokens,
                     temperature=args.temperature, seed=args.seed,
                     chat=getattr(args, "chat", None), layer_offset=args.layer_offset,
-                    dtype=args.dtype, oracle=oracle)
+                    dtype=args.dtype, oracle=oracle, slots=bool(getattr(args, "slots", False)))
 
 
 def equivalent_command(model: Path, draft: Optional[Path], prompts: Path, args,
@@ -71,6 +72,8 @@ def equivalent_command(model: Path, draft: Optional[Path], prompts: Path, args,
         parts.append("--chat" if s.chat else "--raw")
     if s.oracle:
         parts.append("--oracle")
+    if s.slots:
+        parts.append("--slots")
     if getattr(args, "distributed", False):
         parts.append("--distributed")
     if args.compare is not None:
@@ -131,6 +134,8 @@ def _finish(out: Console, err: Console, result: BenchResult, target, json_path, 
         print_report(out, result)
         if result.compare:
             out.print(render_compare(result))
+        if result.slots is not None:
+            out.print(render_slots(result))
     out.print(f"wall time {result.wall_s:.1f} s", style="dim")
     if json_path is not None:
         with writing(json_path):

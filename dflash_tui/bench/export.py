@@ -15,6 +15,8 @@ from ..engine.baseline import Divergence
 from ..engine.records import STAGE_ORDER
 from .compare import to_json as compare_json
 from .runner import BenchResult
+from .slots import stats_of
+from .slots import to_json as slots_json
 from .stats import Cell, SpecRun
 
 SCHEMA = "dflash-tui.bench/1"
@@ -103,12 +105,14 @@ def to_json(result: BenchResult, *, command: Optional[list[str]] = None,
         "settings": {"blocks": list(s.blocks), "max_tokens": s.max_tokens,
                      "temperature": s.temperature, "seed": s.seed, "chat": s.chat,
                      "layer_offset": s.layer_offset, "dtype": s.dtype, "oracle": s.oracle,
+                     "slots": s.slots,
                      "prompts": prompts_dir, "limit": limit},
         "workloads": {w.name: [p.id for p in w.prompts] for w in result.workloads},
         "lossless": result.lossless,
         "notes": {str(b): list(n) for b, n in sorted(result.notes.items())},
         "cells": [cell_json(c) for c in result.cells()],
         **({"compare": compare_json(result)} if result.compare else {}),
+        **({"slots": slots_json(stats_of(result))} if result.slots is not None else {}),
         "runs": [_run_json(r, decode) for r in result.spec_runs],
         "target_alone": [
             {"prompt": t.prompt.id, "tokens": len(t.run.tokens),

@@ -22,6 +22,7 @@ from ..engine.records import SessionInfo
 from ..engine.session import SessionOptions
 from ..engine.target import encode_prompt
 from .prompts import Prompt, Workload
+from .slots import SlotTally
 from .stats import ALL, Cell, SpecRun, TargetRun, cell, round_stat
 
 Proposer = Callable[[list[int], int], list[int]]
@@ -42,6 +43,7 @@ class Settings:
     dtype: str = "float32"
     oracle: bool = False
     warm_up: bool = True
+    slots: bool = False  # ranks on, every run's rounds tallied per slot (bench/slots.py)
 
     @property
     def checks_lossless(self) -> bool:
@@ -76,6 +78,11 @@ class BenchResult:
     spec_runs: list[SpecRun] = field(default_factory=list)
     complete: bool = False
     wall_s: float = 0.0
+    slots: Optional[SlotTally] = None  # --slots
+
+    def __post_init__(self) -> None:
+        if self.settings.slots and self.slots is None:
+            self.slots = SlotTally()
 
     def finished_prompt_ids(self) -> set[str]:
         """Prompts with every block done (an interrupted run reports only those)."""
@@ -164,9 +171,10 @@ class BenchRunner:
 
     def _options(self, block: int, max_tokens: int, proposer: Optional[Proposer]) -> SessionOptions:
         s = self.settings
-        # Probes and ranks are what the TUI shows; the tables need none of them.
+        # Probes and ranks are what the TUI shows; the tables need none of them (--slots
+        # needs the ranks).
         return SessionOptions(gamma=block, temperature=s.temperature, seed=s.seed,
-                              max_tokens=max_tokens, probes=False, ranks=False,
+                              max_tokens=max_tokens, probes=False, ranks=s.slots,
                               layer_offset=s.layer_offset, proposer=proposer)
 
     def _warm_up(self, prompt: Prompt) -> None:
@@ -211,11 +219,13 @@ class BenchRunner:
             if self.result.info is None:
                 self.result.info = session.info
             self.result.notes.setdefault(block, session.info.notes)
-            rounds = []
+            rounds, records = [], []
             t0 = time.perf_counter()
             while session.finished is None:
                 record = session.step_round()
                 rounds.append(round_stat(record))
+                if self.result.slots is not None:
+                    records.append(record)
                 self.progress.advance(len(record.committed_tokens))
             decode_s = time.perf_counter() - t0
             tokens = tuple(session.generated)
@@ -227,6 +237,8 @@ class BenchRunner:
         divergence = None
         if s.checks_lossless:
             divergence = compare(self.target, ids, alone.tokens, tokens)
+        if self.result.slots is not None:
+            self.result.slots.add_run(prompt.workload, block, records)
         run = SpecRun(prompt=prompt, block=block, tokens=tokens, rounds=tuple(rounds),
                       prefill_s=prefill_s, decode_s=decode_s, finish_reason=finish,
                       checked=s.checks_lossless, divergence=divergence)

@@ -1,0 +1,110 @@
+"""`bench --slots`: the aggregates tab's per-slot questions, over every prompt of a workload.
+
+Which slot fails, how often the drafter's argmax is the target's token, whether the true
+token was among the selector's candidates, and where the selector's walk helped or hurt:
+the TUI answers these for one decode (tab 4); a drafter is judged on many. Each finished
+run's rounds go into one History per workload and block (and the pooled `all`), and the
+numbers are the TUI's own (`aggregates.slot_stats`), so the two never disagree. Sessions
+then compute ranks (the bench otherwise leaves them off), which the speed table pays for.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..aggregates import TORN, SlotStats, every_round, slot_stats
+from ..engine.records import RoundRecord
+from ..history import History
+from .prompts import ALL
+
+SLOT_HEADER = ["workload", "block", "slot", "P(>=)", "reach", "acc", "argmax", "mean rank",
+               "in K", "torn", "left", "helped", "hurt"]
+
+
+class SlotTally:
+    """Rounds by (workload, block), added a whole run at a time (an interrupted run adds
+    nothing)."""
+
+    def __init__(self) -> None:
+        self.histories: dict[tuple[str, int], History] = {}
+
+    def add_run(self, workload: str, block: int, records: Sequence[RoundRecord]) -> None:
+        for name in (workload, ALL):
+            history = self.histories.setdefault((name, block), History(keep=1))
+            for record in records:
+                history.add(record)
+
+    def stats(self, workloads: Sequence[str], blocks: Sequence[int]) -> list[tuple[str, int, list[SlotStats]]]:
+        """(workload, block, per-slot stats) in table order; `all` only over two workloads
+        or more, as the other tables."""
+        names = [w for w in workloads if any((w, b) in self.histories for b in blocks)]
+        out = []
+        for name in names + ([ALL] if len(names) > 1 else []):
+            for block in blocks:
+                history = self.histories.get((name, block))
+                if history is not None:
+                    out.append((name, block, slot_stats(history, every_round(history))))
+        return out
+
+
+def _pct(value: Optional[float]) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _mean(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.2f}" if value < 100 else f"{value:.0f}"
+
+
+def slot_rows(stats) -> list[list[str]]:
+    rows = []
+    for workload, block, slots in stats:
+        for s in slots:
+            rows.append([workload, str(block), str(s.slot), _pct(s.at_least), str(s.reached),
+                         _pct(s.acceptance), _pct(s.rank0_rate), _mean(s.rank_mean),
+                         _pct(s.recall), _pct(s.torn_rate), str(s.left), str(s.helped),
+                         str(s.hurt)])
+    return rows
+
+
+def slot_table(stats) -> Table:
+    table = Table()
+    for i, header in enumerate(SLOT_HEADER):
+        table.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in slot_rows(stats):
+        table.add_row(*row, style="dim" if row[0] == ALL else None)
+    return table
+
+
+CAPTION = ("P(>=) = share of rounds proposing the slot that accepted it and all before it; "
+           "reach = rounds whose earlier slots were all accepted; acc = accepted once reached; "
+           "argmax = the drafter's top token was the target's (reached slots); mean rank of the "
+           "target's token in the drafter's logits; in K = among the selector's candidates; "
+           f"torn = of the misses, the share where the target's own top token had p < {TORN:g}; "
+           "left = the selector's walk left the argmax, which helped (the argmax was wrong, the "
+           "pick right) or hurt (the other way) on reached slots.")
+
+
+def to_json(stats) -> list[dict]:
+    return [{"workload": workload, "block": block, "slots": [
+        {"slot": s.slot, "proposed": s.proposed, "accepted": s.accepted, "reached": s.reached,
+         "at_least": s.at_least, "acceptance": s.acceptance, "rank0": s.rank0,
+         "ranked": s.ranked, "rank0_rate": s.rank0_rate, "rank_mean": s.rank_mean,
+         "rank_median": s.rank_median, "in_k": s.in_k, "in_k_known": s.in_k_known,
+         "missed": s.missed, "torn": s.torn, "left": s.left, "helped": s.helped,
+         "hurt": s.hurt, "neutral": s.neutral} for s in slots]}
+        for workload, block, slots in stats]
+
+
+def stats_of(result) -> list:
+    """The per-slot stats of a bench result (BenchResult with --slots)."""
+    return result.slots.stats([w.name for w in result.workloads], list(result.settings.blocks))
+
+
+def render(result) -> Group:
+    return Group(Text(""), Text("Per slot, over every round of each workload  [deterministic]",
+                                style="bold"),
+                 slot_table(stats_of(result)), Text(CAPTION, style="dim"))
