@@ -253,6 +253,13 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
             f"{where}: dflash_config.selector_top_k = {config.selector_top_k}; expected at most "
             f"vocab_size ({config.vocab_size}) candidates"
         )
+    softcap = config.final_logit_softcapping
+    if softcap is not None and not 0 < softcap < float("inf"):  # tanh(x / 0): NaN logits
+        raise InputError(f"{where}: dflash_config.final_logit_softcapping = {softcap}; expected "
+                         "a number above 0, or null for none")
+    if not 0 < abs(config.output_multiplier) < float("inf"):  # every logit 0: a tie everywhere
+        raise InputError(f"{where}: dflash_config.output_multiplier = {config.output_multiplier}; "
+                         "expected a finite number other than 0")
     if config.num_attention_heads % config.num_key_value_heads:
         raise InputError(
             f"{where}: num_attention_heads {config.num_attention_heads} is not a multiple of "

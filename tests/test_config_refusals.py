@@ -38,6 +38,19 @@ def test_drafter_rms_norm_eps_of_zero_or_below_is_refused(breakable_pair, capsys
             f"rms_norm_eps = {eps!r}", "expected a number above 0")
 
 
+@pytest.mark.parametrize("field, value, expected", [
+    ("final_logit_softcapping", 0, "expected a number above 0, or null for none"),
+    ("final_logit_softcapping", -30.0, "expected a number above 0, or null for none"),
+    ("output_multiplier", 0, "expected a finite number other than 0"),
+])
+def test_drafter_logit_scales_that_ruin_every_logit_are_refused(breakable_pair, capsys, field,
+                                                               value, expected):
+    target, draft = breakable_pair
+    _edit(draft / "config.json", lambda c: c.setdefault("dflash_config", {}).update({field: value}))
+    refusal(capsys, _probe(target, draft), str(draft / "config.json"),
+            f"dflash_config.{field} = {float(value)}", expected)
+
+
 @pytest.mark.parametrize("theta", ["abc", None])
 def test_drafter_rope_theta_under_rope_parameters_must_be_a_number(breakable_pair, capsys, theta):
     target, draft = breakable_pair
