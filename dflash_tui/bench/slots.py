@@ -21,7 +21,7 @@ from ..engine.records import RoundRecord
 from ..history import History
 from .prompts import ALL
 
-SLOT_HEADER = ["workload", "block", "slot", "P(>=)", "reach", "acc", "argmax", "mean rank",
+SLOT_HEADER = ["workload", "block", "slot", "P(>=)", "reach", "acc", "argmax", "med rank",
                "in K", "torn", "left", "helped", "hurt"]
 
 
@@ -55,8 +55,8 @@ def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
 
-def _mean(value: Optional[float]) -> str:
-    return "-" if value is None else f"{value:.2f}" if value < 100 else f"{value:.0f}"
+def _rank(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:g}"
 
 
 def slot_rows(stats) -> list[list[str]]:
@@ -64,7 +64,7 @@ def slot_rows(stats) -> list[list[str]]:
     for workload, block, slots in stats:
         for s in slots:
             rows.append([workload, str(block), str(s.slot), _pct(s.at_least), str(s.reached),
-                         _pct(s.acceptance), _pct(s.rank0_rate), _mean(s.rank_mean),
+                         _pct(s.acceptance), _pct(s.rank0_rate), _rank(s.rank_median),
                          _pct(s.recall), _pct(s.torn_rate), str(s.left), str(s.helped),
                          str(s.hurt)])
     return rows
@@ -81,8 +81,9 @@ def slot_table(stats) -> Table:
 
 CAPTION = ("P(>=) = share of rounds proposing the slot that accepted it and all before it; "
            "reach = rounds whose earlier slots were all accepted; acc = accepted once reached; "
-           "argmax = the drafter's top token was the target's (reached slots); mean rank of the "
-           "target's token in the drafter's logits; in K = among the selector's candidates; "
+           "argmax = the drafter's top token was the target's (reached slots); med rank = the "
+           "median rank of the target's token in the drafter's logits (the mean, in --json, is "
+           "swamped by the few ranks in the thousands); in K = among the selector's candidates; "
            f"torn = of the misses, the share where the target's own top token had p < {TORN:g}; "
            "left = the selector's walk left the argmax, which helped (the argmax was wrong, the "
            "pick right) or hurt (the other way) on reached slots.")
