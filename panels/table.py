@@ -175,8 +175,10 @@ class FastTable(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         # Shown (a tab switch: a table in a hidden tab has no size) or resized: the cursor
-        # row comes into view.
+        # row comes into view, and a sideways scroll that Textual clamped to a wider view's
+        # end (zoomed, m) goes back to a column's edge.
         self._scroll_to_cursor()
+        self._keep_columns_whole()
 
     # ---- keys and mouse: the user's moves, announced -----------------------------------------
 

@@ -595,6 +595,16 @@ def test_a_sideways_scroll_stops_only_at_whole_columns():
             u.add_columns("name", "other")  # new columns start unscrolled
             await pilot.pause()
             assert u.scroll_x == 0
+            # a wider view (zoomed): Textual clamps the scroll to its end, mid-column; the
+            # table goes back to a column's edge
+            t.scroll_columns(1)
+            await pilot.pause()
+            assert t.scroll_x == 36  # the last stop: columns of 17, 17, 3, 10 past "name"
+            await pilot.resize_terminal(24, 12)
+            await wait_for(pilot, lambda: t.size.width == 24, what="the wider table")
+            await pilot.pause()
+            assert t.scroll_x in t._edges()
+            assert t.render_line(0).text.split()[:2] in (["name", "bbbbbbb"], ["name", "ccc"])
 
     run(scenario())
 
