@@ -130,6 +130,8 @@ class SlotStats:
     neutral: int
     missed: int = 0  # reached, rejected, and the target's own top probability known
     torn: int = 0  # of those, the target's top token had p < TORN: no drafter could be sure
+    # where the drafter's argmax was wrong (reached, rank > 0): how far down the true token was
+    off_rank_median: Optional[float] = None
 
     @property
     def at_least(self) -> Optional[float]:
@@ -194,6 +196,7 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
             left=int(left.sum()), helped=int(helped.sum()), hurt=int(hurt.sum()),
             neutral=int((judged_left & ~helped & ~hurt).sum()),
             missed=int(missed.sum()), torn=int((missed & (p1 < TORN)).sum()),
+            off_rank_median=float(np.median(ranks[ranks > 0])) if (ranks > 0).any() else None,
         ))
     return out
 

@@ -415,6 +415,8 @@ def test_slots_tabulate_every_slot_as_the_records_say(pair, prompts_dir, tmp_pat
                 len(proposed), sum(r.accepted > s.slot for r in proposed), len(reached)), key
             assert (s.rank0, s.ranked) == (ranks.count(0), len(ranks)), key
             assert s.rank_mean == (statistics.mean(ranks) if ranks else None)
+            off = [r for r in ranks if r > 0]
+            assert s.off_rank_median == (statistics.median(off) if off else None)
             assert s.in_k == sum(bool(r.ranks[s.slot].in_candidates) for r in proposed)
     assert any(0 < s.accepted < s.proposed for slots in got.values() for s in slots)
 

@@ -21,7 +21,7 @@ from ..engine.records import RoundRecord
 from ..history import History
 from .prompts import ALL
 
-SLOT_HEADER = ["workload", "block", "slot", "P(>=)", "reach", "acc", "argmax", "med rank",
+SLOT_HEADER = ["workload", "block", "slot", "P(>=)", "reach", "acc", "argmax", "off rank",
                "in K", "torn", "left", "helped", "hurt"]
 
 
@@ -64,7 +64,7 @@ def slot_rows(stats) -> list[list[str]]:
     for workload, block, slots in stats:
         for s in slots:
             rows.append([workload, str(block), str(s.slot), _pct(s.at_least), str(s.reached),
-                         _pct(s.acceptance), _pct(s.rank0_rate), _rank(s.rank_median),
+                         _pct(s.acceptance), _pct(s.rank0_rate), _rank(s.off_rank_median),
                          _pct(s.recall), _pct(s.torn_rate), str(s.left), str(s.helped),
                          str(s.hurt)])
     return rows
@@ -81,9 +81,9 @@ def slot_table(stats) -> Table:
 
 CAPTION = ("P(>=) = share of rounds proposing the slot that accepted it and all before it; "
            "reach = rounds whose earlier slots were all accepted; acc = accepted once reached; "
-           "argmax = the drafter's top token was the target's (reached slots); med rank = the "
-           "median rank of the target's token in the drafter's logits (the mean, in --json, is "
-           "swamped by the few ranks in the thousands); in K = among the selector's candidates; "
+           "argmax = the drafter's top token was the target's (reached slots); off rank = where it "
+           "was not, the median rank of the target's token in the drafter's logits; in K = "
+           "among the selector's candidates; "
            f"torn = of the misses, the share where the target's own top token had p < {TORN:g}; "
            "left = the selector's walk left the argmax, which helped (the argmax was wrong, the "
            "pick right) or hurt (the other way) on reached slots.")
@@ -94,7 +94,8 @@ def to_json(stats) -> list[dict]:
         {"slot": s.slot, "proposed": s.proposed, "accepted": s.accepted, "reached": s.reached,
          "at_least": s.at_least, "acceptance": s.acceptance, "rank0": s.rank0,
          "ranked": s.ranked, "rank0_rate": s.rank0_rate, "rank_mean": s.rank_mean,
-         "rank_median": s.rank_median, "in_k": s.in_k, "in_k_known": s.in_k_known,
+         "rank_median": s.rank_median, "off_rank_median": s.off_rank_median,
+         "in_k": s.in_k, "in_k_known": s.in_k_known,
          "missed": s.missed, "torn": s.torn, "left": s.left, "helped": s.helped,
          "hurt": s.hurt, "neutral": s.neutral} for s in slots]}
         for workload, block, slots in stats]
