@@ -18,16 +18,6 @@ def greedy_accept(proposals: list[int], target_argmax: list[int]) -> tuple[int, 
     return accepted, int(target_argmax[accepted])
 
 
-def through_eos(proposals: list[int], accepted: int, eos_ids) -> int:
-    """The accepted count ending at the first EOS among the accepted proposals: the target
-    goes on matching past it (after <|im_end|> it predicts "\n"), but nothing after EOS is
-    committed, so counting it would credit the drafter with tokens outside the decode."""
-    for i, token in enumerate(proposals[:accepted]):
-        if token in eos_ids:
-            return i + 1
-    return accepted
-
-
 def softmax_rows(logits: np.ndarray, temperature: float) -> np.ndarray:
     z = logits.astype(np.float64) / temperature
     z -= z.max(axis=-1, keepdims=True)

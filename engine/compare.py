@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Callable, Optional
 import mlx.core as mx
 import numpy as np
 
-from .acceptance import through_eos
 from .checkpoint import load_drafter
 from .compare_spec import CompareSpec, check_greedy
 from .drafter import DraftModel
@@ -176,7 +175,6 @@ class Comparison:
         if unknown is not None:
             more = self._target_tokens_after(proposals[unknown - 1: -1])
             accepted = unknown + greedy_prefix(proposals[unknown:], more)
-        accepted = through_eos(proposals, accepted, self.session.eos_ids)  # as the primary's
         self.session._remember_text(r, proposals)
         buffers = q.drift.rows()
         tol = self.reference.tolerance

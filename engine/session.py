@@ -35,7 +35,7 @@ import mlx.core as mx
 import numpy as np
 
 from . import block_attention
-from .acceptance import greedy_accept, rejection_sample, softmax_rows, through_eos
+from .acceptance import greedy_accept, rejection_sample, softmax_rows
 from .committed_text import CommittedText
 from .context_cache import ContextCache
 from .device_walk import greedy_walk, picked_tokens
@@ -686,9 +686,6 @@ class Session:
             accepted, bonus = rejection_sample(proposals, probs, self._dense_q(selected), self.rng)
         else:
             accepted, bonus = greedy_accept(proposals, targets)
-        ended = through_eos(proposals, accepted, self.eos_ids)
-        if ended < accepted:  # the bonus is never committed: the target's token after EOS
-            accepted, bonus = ended, targets[ended]
         slots = ()
         if verification.ranks:
             values = rank_values(tuple(np.array(a) for a in verification.ranks),
