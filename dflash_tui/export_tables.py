@@ -45,8 +45,8 @@ def run(args) -> int:
     except OSError as error:
         raise InputError(f"--out {out}: cannot create it ({error.strerror or error})") from None
     if count > 1 and args.session is None:
-        print(f"note: {source} holds {count} sessions; exporting the last (--session N picks one)",
-              file=sys.stderr)
+        print(f"note: {source} holds {count} sessions; exporting the last one with rounds "
+              "(--session N picks one)", file=sys.stderr)
     tables = columns(compared)
     writer = ParquetTables(out, tables) if args.format == "parquet" else CsvTables(out, tables)
     written = {name: 0 for name in tables}

@@ -122,7 +122,7 @@ def session_records(source: Path, session: Optional[int] = None, damage=None):
     """(number of sessions in the source, whether the chosen one ran a reference
     configuration, an iterator over its rounds).
 
-    session: 1-based; None picks the last one (the most recent). Rounds are read one at a
+    session: 1-based; None picks the last one with a round (the most recent). Rounds are read one at a
     time, so a long trace never sits in memory whole. A session with no readable round is
     refused as replay refuses it. damage: a replay.Damage that counts the lines skipped."""
     from .app.replay import Damage, Header, Skipped, count_sessions, entries, no_round
@@ -134,30 +134,33 @@ def session_records(source: Path, session: Optional[int] = None, damage=None):
         raise InputError(f"--session {session}: {source} holds {count} session"
                          f"{'s' * (count != 1)} (expected 1..{count})")
     header: list[Header] = []  # the chosen session's, once read
-    seen = {"headers": 0, "rounds": 0}
+    headers, rounds_in = [0], {}  # sessions seen; rounds per session
 
     def rounds():
         index = 0
         for entry in entries(source):
             if isinstance(entry, Header):
                 index += 1
-                seen["headers"] += 1
+                headers[0] += 1
                 if index == chosen:
                     header.append(entry)
             elif isinstance(entry, Skipped):
                 damage.add(entry)
             else:
-                seen["rounds"] += 1
+                rounds_in[max(index, 1)] = rounds_in.get(max(index, 1), 0) + 1
                 if max(index, 1) == chosen:
                     yield entry
 
     records = rounds()
     first = next(records, None)  # reads as far as the session's first round
     if first is None:  # then the whole recording was read
-        if seen["rounds"]:
+        if rounds_in and session is None:  # the last session has none (a restart, then q)
+            damage.skipped, damage.newer = 0, {}  # counted again by the second reading
+            return session_records(source, max(rounds_in), damage)
+        if rounds_in:
             raise InputError(f"--session {chosen}: {source}'s session {chosen} holds no "
                              "complete round (its rounds are in other sessions)")
-        raise no_round(source, damage.skipped, headers=bool(seen["headers"]))
+        raise no_round(source, damage.skipped, headers=bool(headers[0]))
     info = header[0].info if header else None
     compared = (info is not None and info.compare is not None) or first.compare is not None
     return count, compared, itertools.chain([first], records)

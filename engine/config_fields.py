@@ -152,10 +152,6 @@ def check_rope_scaling(scaling: dict, name: str, where: str, known_types: bool) 
     if original is not None and not DIM.holds(original):
         raise InputError(f"{where}: {name}.original_max_position_embeddings = "
                          f"{short(original)}; expected {DIM.expected}")
-    low, high = scaling.get("low_freq_factor", 1.0), scaling.get("high_freq_factor", 4.0)
-    if kind == "llama3" and low == high:  # mlx-lm's Llama3RoPE divides by their difference
-        raise InputError(f"{where}: {name}.low_freq_factor = {low!r} and high_freq_factor = "
-                         f"{high!r}; expected two different numbers")
 
 
 def check_target_field_types(raw: dict, where: str) -> None:

@@ -424,21 +424,24 @@ def _load_mlx_lm_dir(path: Path, lazy: bool = False):
 
 
 def check_weight_dtypes(model: nn.Module, path: Path, keys: dict[Path, list[str]]) -> None:
-    """Refuse integer or boolean weights outside quantized layers (whose packed weights are
-    whole numbers beside their float scales): the model loads them, and its first forward
-    fails ("[rms_norm] Received unsupported type int32"). `keys`: each file's tensor names,
-    to say which file holds the tensor."""
+    """Refuse integer or boolean weights in the plain float layers (the model loads them,
+    and its first forward fails: "[rms_norm] Received unsupported type int32"). Any other
+    layer may pack its weights as whole numbers (mlx's quantized layers, mlx-lm's BitNet
+    BitLinear beside its weight_scale). `keys`: each file's tensor names, to name the file."""
     modules = dict(model.named_modules())
     for name, value in tree_flatten(model.parameters()):
         if mx.issubdtype(value.dtype, mx.floating):
             continue
-        if "scales" in modules.get(name.rpartition(".")[0], {}):  # a quantized module
+        if not isinstance(modules.get(name.rpartition(".")[0]), FLOAT_LAYERS):
             continue
         file = next((f for f, names in keys.items() if name in names), path)
         dtype = str(value.dtype).removeprefix("mlx.core.")
         raise InputError(f"{file}: tensor {name!r} is {dtype}; expected floating-point weights "
                          "(float32, float16 or bfloat16), or a quantized layer's packed weight "
                          "beside its scales")
+
+
+FLOAT_LAYERS = (nn.Linear, nn.Embedding, nn.RMSNorm, nn.LayerNorm)  # weights only ever float
 
 
 def _config_error(config_path: Path, error: BaseException) -> Optional[str]:

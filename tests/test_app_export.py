@@ -196,3 +196,17 @@ def test_export_refusals_are_one_line(recorded, tmp_path, capsys, argv, message)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_a_last_session_without_rounds_is_passed_over(recorded, tmp_path, capsys):
+    """A restart then q leaves a session header with no round: export takes the last session
+    that has rounds, as replay shows them."""
+    root, sessions = recorded
+    trace = tmp_path / "trace.jsonl"
+    text = (root / "trace.jsonl").read_text()
+    trace.write_text(text + text.splitlines()[0] + "\n")  # one more header, no round
+    out = tmp_path / "tables"
+    assert cli.main(["export", str(trace), "--out", str(out)]) == 0, capsys.readouterr().err
+    expected = expected_rows(sessions[-1])
+    assert read_csv(out / "rounds.csv") == [{k: cell(v) for k, v in row.items()}
+                                           for row in expected["rounds"]]

@@ -14,6 +14,8 @@ import pytest
 from fixtures import write_llama_gguf
 from one_line import refusal
 
+from dflash_tui.cli import main
+
 PROBE = ["--prompt", "Hi", "--raw", "--max-tokens", "2", "--no-probes"]
 
 
@@ -296,3 +298,21 @@ def test_a_prompt_that_is_not_utf8_is_refused(make_pair, capsys, chat):
     argv = ["probe", target, "--draft", draft, "--prompt", b"ab\xffcd".decode("utf-8", "surrogateescape"),
             chat, "--max-tokens", "2"]
     refusal(capsys, argv, "--prompt: not valid UTF-8 (byte 0xff after 'ab')")
+
+
+@pytest.mark.parametrize("scaling", [
+    None,
+    {"rope_type": "default"},
+    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+     "original_max_position_embeddings": 8192},
+    {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+     "original_max_position_embeddings": 8192},  # low == high, as Llama 4 ships it
+    {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
+     "beta_fast": 32, "beta_slow": 1, "mscale": 1, "mscale_all_dim": 0},
+])
+def test_real_rope_scalings_still_load(breakable_pair, capsys, scaling):
+    """The checks refuse what would crash, never what real checkpoints ship."""
+    target, draft = breakable_pair
+    for config in (target / "config.json", draft / "config.json"):
+        _edit(config, lambda c: c.update(rope_scaling=scaling))
+    assert main([str(a) for a in _probe(target, draft)]) == 0, capsys.readouterr().err

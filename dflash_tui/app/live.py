@@ -148,9 +148,11 @@ class LiveApp(DebuggerApp):
 
     @finished.setter
     def finished(self, reason: Optional[str]) -> None:
-        if reason != self._finished and self.screen is self.main:
+        if reason != self._finished:
             # finished, the keys that go on are restart and prompt: they lead the key bar
-            self.main.query_one("#keys", KeyBar).lead(("session",) if reason else ("step",))
+            # (under a dialog too: its screen is still mounted)
+            for keys in self.main.query("#keys").results(KeyBar):
+                keys.lead(("session",) if reason else ("step",))
         self._finished = reason
 
     def _usable(self) -> bool:
