@@ -24,6 +24,7 @@ from typing import Optional
 from . import flag_ranges
 from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, parse_spec
 from .engine.draft_config import read_drafter_config
+from .engine.utf8 import check_utf8
 from .engine.errors import GroupError, InputError, ParameterError
 from .prompt_file import read_prompt_file
 
@@ -59,6 +60,8 @@ def _prompt_text(args) -> Optional[str]:
     prompt = getattr(args, "prompt", None)
     if prompt is not None and not prompt.strip():  # as an empty --prompt-file is refused
         raise InputError(f"--prompt {prompt!r}: the prompt is empty (expected the prompt's text)")
+    if prompt is not None:
+        check_utf8(prompt)  # before the model loads, not minutes later in the tokenizer
     return prompt
 
 

@@ -59,7 +59,6 @@ class Pair:
             from .lockstep import LockstepSession
 
             session = LockstepSession(self, ids, options=options, prompt_text=prompt)
-        self.target.check_block(session.gamma, self.drafter.config.max_position_embeddings)
         if prefill:
             progress(f"prefill: {len(ids)} prompt tokens")
             session.prefill()

@@ -314,6 +314,9 @@ class Session:
     def _check_gamma(self, gamma: int) -> int:
         if gamma < 1:
             raise ParameterError("gamma", gamma, "expected at least 1 proposal per round")
+        # a block the target could never verify in one forward (or, with no context declared,
+        # past the drafter's positions): at open and at every γ change alike
+        self.target.check_block(gamma, self.config.max_position_embeddings)
         window = self.config.sliding_window
         if "sliding_attention" in self.config.layer_types and gamma + 1 > window:
             raise ParameterError(

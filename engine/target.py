@@ -28,11 +28,12 @@ from mlx.utils import tree_flatten, tree_map, tree_map_with_path
 from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
 from .block_attention import KernelKVCache, route_target_attention
-from .config_fields import check_target_field_types
+from .config_fields import check_target_field_types, rope_type
 from .errors import InputError, ParameterError
 from .fused_projections import Fusion
 from .padded_attention import PaddedKVCache
 from .paths import check_target_path
+from .utf8 import check_utf8
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 VISION_MARKERS = ("vision_tower", "visual.", "vision_model", "multi_modal_projector")
@@ -292,7 +293,7 @@ def declared_context(config: dict) -> Optional[int]:
     if not isinstance(limit, int) or limit <= 0:
         return None
     scaling = config.get("rope_scaling") or {}
-    kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
+    kind = rope_type(scaling) if isinstance(scaling, dict) else None
     factor = scaling.get("factor") if isinstance(scaling, dict) else None
     if kind in ("yarn", "linear", "dynamic") and isinstance(factor, (int, float)) and factor > 1:
         original = scaling.get("original_max_position_embeddings")
@@ -528,21 +529,6 @@ def encode_prompt(tokenizer, prompt: str, chat: Optional[bool]) -> list[int]:
             )
         return list(tokenizer.encode(text, add_special_tokens=False))
     return list(tokenizer.encode(prompt))
-
-
-def check_utf8(prompt: str) -> None:
-    """Refuse a prompt holding bytes that are not UTF-8 (Python hands them over from the
-    command line as lone surrogates, which the tokenizer fails on with a TypeError)."""
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError as error:
-        code = ord(prompt[error.start])
-        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
-        before = prompt[max(0, error.start - 20):error.start].encode("utf-8", "replace")
-        raise ParameterError(
-            "prompt_ids", None,
-            f"not valid UTF-8 ({what} after {before.decode()!r}); expected UTF-8 text",
-        ) from None
 
 
 def template_source(tokenizer) -> str:

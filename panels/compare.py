@@ -77,9 +77,14 @@ class ComparePanel(DrawnWhenShown, Horizontal):
         width: 1fr; margin-left: 0; margin-top: 1;
     }
     .-short ComparePanel #compare-trend { display: none; }
-    .-short.-narrow ComparePanel #compare-slots { max-height: 5; }
-    .-maximized-view.-short.-narrow ComparePanel #compare-slots { max-height: 9; }
-    .-short.-narrow ComparePanel > #compare-drift { margin-top: 0; }
+    .-short.-narrow ComparePanel #compare-slots, .-short.-wide ComparePanel #compare-slots {
+        max-height: 5;
+    }
+    .-maximized-view.-short.-narrow ComparePanel #compare-slots,
+    .-maximized-view.-short.-wide ComparePanel #compare-slots { max-height: 9; }
+    .-short.-narrow ComparePanel > #compare-drift, .-short.-wide ComparePanel > #compare-drift {
+        margin-top: 0;
+    }
     """
 
     def __init__(self, **kwargs) -> None:

@@ -115,7 +115,10 @@ def test_tui_trace_or_export_dir_on_a_model_file_is_refused(breakable_pair, caps
     path = model / file
     before = path.read_bytes()
     owner = "the drafter" if file.startswith("draft/") else "the target"
-    refusal(capsys, [model, flag, path], f"{flag} {path}: a file of {owner}", "write elsewhere")
+    if flag == "--trace":  # it would append
+        refusal(capsys, [model, flag, path], f"{flag} {path}: a file of {owner}", "write elsewhere")
+    else:  # a file is no folder to export into
+        refusal(capsys, [model, flag, path], f"{flag} {path}: exists and is not a directory")
     assert path.read_bytes() == before
 
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 from .. import sample
 from ..engine.errors import GroupError, InputError
-from ..engine.paths import check_target_path, resolve_drafter_dir
+from ..engine.paths import check_drafter_dir, check_target_path, resolve_drafter_dir
 from ..outputs import append_file, model_parts, not_a_model_file, output_dir, same_file
 from .engine_thread import Launch
 
@@ -34,8 +34,7 @@ def launch_from_args(args) -> Launch:
     check_target_path(model)
     if draft is not None:
         draft = draft.expanduser()
-        if not draft.is_dir():
-            raise InputError(f"{draft}: no such drafter directory")
+        check_drafter_dir(draft)
     draft = resolve_drafter_dir(model, draft)
     prompt = args.prompt_text if args.prompt_text is not None else sample.DEFAULT_PROMPT
     if not prompt.strip():
@@ -45,8 +44,6 @@ def launch_from_args(args) -> Launch:
     parts = model_parts(model, draft, args.compare.draft_dir if args.compare else None)
     if args.trace:  # it appends: a model file would be damaged
         not_a_model_file("--trace", Path(args.trace), parts)
-    if getattr(args, "export_dir", None) is not None:  # a model file where `x` writes
-        not_a_model_file("--export-dir", Path(args.export_dir), parts)
     return Launch(
         model=model, draft=draft, prompt=prompt, chat=args.chat, dtype=args.dtype,
         keep_quantized=args.keep_quantized, layer_offset=args.layer_offset, gamma=args.block,
