@@ -430,3 +430,18 @@ def test_slots_tabulate_every_slot_as_the_records_say(pair, prompts_dir, tmp_pat
         ("prose", 2), ("code", 2), ("all", 2)]
     slot0 = written["slots"][-1]["slots"][0]
     assert slot0["proposed"] == sum(len(r["accepted_per_round"]) for r in written["runs"])
+
+
+def test_the_slot_table_fits_80_columns_uncut():
+    from dflash_tui.aggregates import SlotStats
+    from dflash_tui.bench.slots import SLOT_HEADER, slot_table
+
+    wide = SlotStats(slot=15, proposed=99_999, accepted=99_999, reached=99_999, rank0=99_999,
+                     ranked=99_999, rank_mean=0.5, rank_median=0.0, in_k=99_999,
+                     in_k_known=99_999, left=99_999, helped=9_999, hurt=9_999, neutral=0,
+                     missed=1, torn=1, off_rank_median=3.5)
+    console = Console(width=80, record=True)
+    console.print(slot_table([("real-problem", 7, [wide])], 7))
+    text = console.export_text()
+    assert "…" not in text and all(header in text for header in SLOT_HEADER)
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -21,8 +22,9 @@ from ..engine.records import RoundRecord
 from ..history import History
 from .prompts import ALL
 
-SLOT_HEADER = ["workload", "block", "slot", "P(>=)", "reach", "acc", "argmax", "off rank",
-               "in K", "torn", "left", "helped", "hurt"]
+# One table per block, no vertical rules: the twelve columns fit 80 columns.
+SLOT_HEADER = ["workload", "slot", "P>=", "reach", "acc", "argmax", "off", "in K", "torn",
+               "left", "help", "hurt"]
 
 
 class SlotTally:
@@ -59,34 +61,37 @@ def _rank(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def slot_rows(stats) -> list[list[str]]:
+def slot_rows(stats, block: int) -> list[list[str]]:
     rows = []
-    for workload, block, slots in stats:
+    for workload, at, slots in stats:
+        if at != block:
+            continue
         for s in slots:
-            rows.append([workload, str(block), str(s.slot), _pct(s.at_least), str(s.reached),
+            rows.append([workload, str(s.slot), _pct(s.at_least), str(s.reached),
                          _pct(s.acceptance), _pct(s.rank0_rate), _rank(s.off_rank_median),
                          _pct(s.recall), _pct(s.torn_rate), str(s.left), str(s.helped),
                          str(s.hurt)])
     return rows
 
 
-def slot_table(stats) -> Table:
-    table = Table()
+def slot_table(stats, block: int) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, padding=0, show_edge=False,
+                  title=f"block {block}", title_justify="left")
     for i, header in enumerate(SLOT_HEADER):
         table.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
-    for row in slot_rows(stats):
+    for row in slot_rows(stats, block):
         table.add_row(*row, style="dim" if row[0] == ALL else None)
     return table
 
 
-CAPTION = ("P(>=) = share of rounds proposing the slot that accepted it and all before it; "
+CAPTION = ("P>= = share of rounds proposing the slot that accepted it and all before it; "
            "reach = rounds whose earlier slots were all accepted; acc = accepted once reached; "
-           "argmax = the drafter's top token was the target's (reached slots); off rank = where it "
+           "argmax = the drafter's top token was the target's (reached slots); off = where it "
            "was not, the median rank of the target's token in the drafter's logits; in K = "
            "among the selector's candidates; "
            f"torn = of the misses, the share where the target's own top token had p < {TORN:g}; "
-           "left = the selector's walk left the argmax, which helped (the argmax was wrong, the "
-           "pick right) or hurt (the other way) on reached slots.")
+           "left = the selector's walk left the argmax, which helped (help: the argmax was wrong, "
+           "the pick right) or hurt (the other way) on reached slots.")
 
 
 def to_json(stats) -> list[dict]:
@@ -107,6 +112,8 @@ def stats_of(result) -> list:
 
 
 def render(result) -> Group:
+    stats = stats_of(result)
     return Group(Text(""), Text("Per slot, over every round of each workload  [deterministic]",
                                 style="bold"),
-                 slot_table(stats_of(result)), Text(CAPTION, style="dim"))
+                 *(slot_table(stats, block) for block in result.settings.blocks),
+                 Text(CAPTION, style="dim"))
