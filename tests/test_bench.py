@@ -58,17 +58,17 @@ def bench(capsys, *argv) -> tuple[int, str, str]:
 
 
 def table_rows(stdout: str, title: str) -> list[list[str]]:
-    """The body rows of the table printed under `title`, as lists of cell strings."""
+    """The body rows of the table printed under `title` (a rule under its header, then a
+    row per workload), as lists of cell strings (no cell holds a space)."""
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(title))
-    rows, seen_header = [], False
-    for line in lines[start + 1:]:
-        if line.startswith("└"):
-            break
-        if line.startswith("┡"):
-            seen_header = True
-        elif seen_header and line.startswith("│"):
-            rows.append([cell.strip() for cell in line.strip("│").split("│")])
+    rule = next(i for i in range(start, len(lines)) if lines[i].startswith("─"))
+    rows = []
+    for line in lines[rule + 1:]:
+        cells = line.split()
+        if not cells or cells[0] not in {*PROMPTS, "all"}:
+            break  # the caption
+        rows.append(cells)
     return rows
 
 
