@@ -13,7 +13,6 @@ from dataclasses import replace
 from typing import Sequence
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from .runner import BenchResult
@@ -59,11 +58,7 @@ def render(result: BenchResult) -> Group:
     blocks = list(result.settings.blocks)
     primary, reference = result.cells(), reference_result(result).cells()
     heads = [h for b in blocks for h in (f"block {b}", "ref", "diff")]
-    side = Table()
-    for i, header in enumerate(["workload"] + heads):
-        side.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
-    for row in side_by_side_rows(primary, reference, blocks):
-        side.add_row(*row)
+    side = _table(["workload"] + heads, side_by_side_rows(primary, reference, blocks))
     return Group(
         _section(
             f"Accepted per round: drafter vs reference {result.compare} on the same committed "
