@@ -28,7 +28,7 @@ from .history import BARS, sparkline
 from .probes import LOW_HEADROOM_BITS, headroom_cell
 from .table import FastTable
 
-SLOT_HEADER = ["slot", "P(≥)", "reach", "acc", "rank0", "mean", "med", "in K", "torn", "left",
+SLOT_HEADER = ["slot", "P(≥)", "reach", "acc", "rank0", "mean", "off", "in K", "torn", "left",
                "help", "hurt", "neut"]
 SLOT_WIDTHS = [4, 5, 5, 5, 5, 6, 5, 5, 4, 4, 4, 4, 4]
 BUFFERS_TITLE = "buffers: non-finite first, then the least fp16 headroom"
@@ -144,12 +144,13 @@ def render_slots(stats, selected: int) -> Text:
         rows.append([
             Text(str(s.slot), style="reverse" if s.slot == selected else ""), pct(s.at_least),
             str(s.reached), pct(s.acceptance), pct(s.rank0_rate), rank_mean(s.rank_mean),
-            DASH if s.rank_median is None else f"{s.rank_median:g}", pct(s.recall),
+            DASH if s.off_rank_median is None else f"{s.off_rank_median:g}", pct(s.recall),
             pct(s.torn_rate), str(s.left),
             _count(s.helped, "green"), _count(s.hurt, "red"), str(s.neutral),
         ])
     legend = Text("\n\nP(≥) accepted ≥ s+1 · reach: every earlier slot accepted · acc: once reached"
-                  "\nrank0 mean med: the target token's rank (reached slots) · in K: recall"
+                  "\nrank0 mean: the target token's rank (reached slots) · in K: recall"
+                  "\noff: the token's median rank where the drafter's argmax missed it"
                   f"\ntorn: of the misses, the share where the target's own top token had p < {TORN:g}"
                   "\nleft: the walk left the argmax; it helped / hurt / neither", style="dim")
     return Text("per slot\n", style="bold") + grid(rows, SLOT_WIDTHS, "rrrrrrrrrrrrr",
