@@ -96,6 +96,19 @@ def partly_right(prompt_len: int, reference: list[int], vocab: int):
     return propose, right_prefix
 
 
+def partly_right_proposers(pair, prompts_dir) -> dict:
+    """A partly_right proposer per prompt id, from mlx-lm's own greedy decode of it."""
+    target_dir, loaded = pair
+    target = loaded.target
+    proposers = {}
+    for workload in load_workloads(prompts_dir):
+        for prompt in workload.prompts:
+            ids = encode_prompt(target.tokenizer, prompt.text, None)
+            proposers[prompt.id] = partly_right(
+                len(ids), mlx_lm_greedy(target_dir, ids, MAX_TOKENS + 8), target.vocab_size)[0]
+    return proposers
+
+
 # ---- the numbers are the engine's own records --------------------------------------------
 
 def test_tables_equal_engine_round_records(pair, prompts_dir):
@@ -156,14 +169,8 @@ def test_tables_equal_engine_round_records(pair, prompts_dir):
 
 def test_json_csv_and_terminal_tables_agree(pair, prompts_dir):
     target_dir, loaded = pair
-    target = loaded.target
     blocks = (2, 4)
-    proposers = {}
-    for workload in load_workloads(prompts_dir):
-        for prompt in workload.prompts:
-            ids = encode_prompt(target.tokenizer, prompt.text, None)
-            proposers[prompt.id] = partly_right(
-                len(ids), mlx_lm_greedy(target_dir, ids, MAX_TOKENS + 8), target.vocab_size)[0]
+    proposers = partly_right_proposers(pair, prompts_dir)
     result = BenchRunner(loaded, load_workloads(prompts_dir),
                          Settings(blocks=blocks, max_tokens=MAX_TOKENS),
                          proposer_for=lambda p, ids, ref: proposers[p.id]).run()
@@ -381,14 +388,8 @@ def test_slots_tabulate_every_slot_as_the_records_say(pair, prompts_dir, tmp_pat
     from dflash_tui.bench.slots import stats_of
 
     target_dir, loaded = pair
-    target = loaded.target
     blocks = (2, 4)
-    proposers = {}
-    for workload in load_workloads(prompts_dir):
-        for prompt in workload.prompts:
-            ids = encode_prompt(target.tokenizer, prompt.text, None)
-            reference = mlx_lm_greedy(target_dir, ids, MAX_TOKENS + 8)
-            proposers[prompt.id] = partly_right(len(ids), reference, target.vocab_size)[0]
+    proposers = partly_right_proposers(pair, prompts_dir)
     result = BenchRunner(loaded, load_workloads(prompts_dir),
                          Settings(blocks=blocks, max_tokens=MAX_TOKENS, slots=True),
                          proposer_for=lambda p, ids, ref: proposers[p.id]).run()
