@@ -1,6 +1,7 @@
 """Aggregates: the whole decode so far (or a range of rounds, `a`) in numbers and small plots.
 
-  per slot     P(acc >= s+1), acceptance once reached, rank-0 rate, mean and median rank,
+  per slot     P(acc >= s+1), acceptance once reached, rank-0 rate, mean rank and the
+               median rank where the argmax missed,
                in-K recall (DFlash2), where the selector left the argmax: helped / hurt /
                neutral (definitions: dflash_tui/aggregates.py and docs/TUI.md)
   per round    accepted and the lowest fp16 headroom of any buffer, as sparklines
@@ -144,7 +145,7 @@ def render_slots(stats, selected: int) -> Text:
         rows.append([
             Text(str(s.slot), style="reverse" if s.slot == selected else ""), pct(s.at_least),
             str(s.reached), pct(s.acceptance), pct(s.rank0_rate), rank_mean(s.rank_mean),
-            DASH if s.off_rank_median is None else f"{s.off_rank_median:g}", pct(s.recall),
+            off_rank(s.off_rank_median), pct(s.recall),
             pct(s.torn_rate), str(s.left),
             _count(s.helped, "green"), _count(s.hurt, "red"), str(s.neutral),
         ])
@@ -167,6 +168,16 @@ def rank_mean(mean: Optional[float]) -> str:
     if mean < 99.95:
         return f"{mean:.1f}"
     return f"{mean:.0f}" if mean < 1e5 else f"{mean:.0e}"
+
+
+def off_rank(median: Optional[float]) -> str:
+    """A median rank (a whole number or a half) in the column's five cells: 2.5, 861, 1588,
+    then 1e+05; never cut to a smaller number."""
+    if median is None:
+        return DASH
+    if median < 1000:
+        return f"{median:g}"
+    return f"{median:.0f}" if median < 1e5 else f"{median:.0e}"
 
 
 def render_rounds(accepted: list, gamma: list, headroom: list) -> Text:

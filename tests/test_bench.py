@@ -446,3 +446,25 @@ def test_the_slot_table_fits_80_columns_uncut():
     text = console.export_text()
     assert "…" not in text and all(header in text for header in SLOT_HEADER)
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+
+
+def test_slots_tally_only_prompts_that_finished_every_block(pair, prompts_dir):
+    """An interrupted bench reports the prompts that finished every block: so do its slots."""
+    from dflash_tui.bench.slots import SlotTally
+
+    _, loaded = pair
+    session = loaded.open("The quick brown fox", options=SessionOptions(gamma=2, max_tokens=6))
+    records = list(session.run())
+    session.close()
+    tally = SlotTally(blocks=2)
+    tally.add_run("prose/01", "prose", 2, records)
+    assert tally.stats(["prose"], [2, 4]) == []  # block 4 not run yet (ctrl-c)
+    tally.add_run("prose/01", "prose", 4, records)
+    assert [(w, b) for w, b, _ in tally.stats(["prose"], [2, 4])] == [("prose", 2), ("prose", 4)]
+
+
+@pytest.mark.parametrize("flag", [["--slots"], ["--compare", "dtype=float16"]])
+def test_the_oracle_has_no_drafter_to_measure(pair, prompts_dir, capsys, flag):
+    target_dir, _ = pair
+    rc, _, err = bench(capsys, target_dir, "--prompts", prompts_dir, "--oracle", *flag)
+    assert rc == 2 and f"{flag[0]} with --oracle" in err and "Traceback" not in err

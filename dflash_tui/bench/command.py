@@ -48,6 +48,10 @@ def settings_from(args) -> Settings:
     if oracle and args.temperature > 0:
         raise InputError("--oracle forces the target's greedy continuation; it needs "
                          "--temperature 0")
+    for flag in ("slots", "compare"):  # both are about the drafter's own proposals
+        if oracle and getattr(args, flag, None):
+            raise InputError(f"--{flag} with --oracle: the oracle's proposals are not the "
+                             "drafter's, so there is nothing of the drafter's to measure")
     return Settings(blocks=parse_blocks(args.blocks), max_tokens=args.max_tokens,
                     temperature=args.temperature, seed=args.seed,
                     chat=getattr(args, "chat", None), layer_offset=args.layer_offset,
@@ -128,7 +132,8 @@ def _finish(out: Console, err: Console, result: BenchResult, target, json_path, 
             command: str, prompts_dir: Path, args) -> int:
     if not result.complete:
         done = len(result.finished_prompt_ids())
-        err.print(f"bench: interrupted; reporting the {done} prompts that finished every block",
+        err.print(f"bench: interrupted; reporting the {done} prompt{'s' * (done != 1)} that "
+                  "finished every block",
                   style="yellow")
     if result.finished_prompt_ids():
         print_report(out, result)

@@ -82,7 +82,7 @@ class BenchResult:
 
     def __post_init__(self) -> None:
         if self.settings.slots and self.slots is None:
-            self.slots = SlotTally()
+            self.slots = SlotTally(len(self.settings.blocks))
 
     def finished_prompt_ids(self) -> set[str]:
         """Prompts with every block done (an interrupted run reports only those)."""
@@ -238,7 +238,7 @@ class BenchRunner:
         if s.checks_lossless:
             divergence = compare(self.target, ids, alone.tokens, tokens)
         if self.result.slots is not None:
-            self.result.slots.add_run(prompt.workload, block, records)
+            self.result.slots.add_run(prompt.id, prompt.workload, block, records)
         run = SpecRun(prompt=prompt, block=block, tokens=tokens, rounds=tuple(rounds),
                       prefill_s=prefill_s, decode_s=decode_s, finish_reason=finish,
                       checked=s.checks_lossless, divergence=divergence)

@@ -28,17 +28,25 @@ SLOT_HEADER = ["workload", "slot", "P>=", "reach", "acc", "argmax", "off", "in K
 
 
 class SlotTally:
-    """Rounds by (workload, block), added a whole run at a time (an interrupted run adds
-    nothing)."""
+    """Rounds by (workload, block), a prompt's runs tallied once it has finished every block:
+    the prompts the other tables count (an interrupted bench reports only those)."""
 
-    def __init__(self) -> None:
+    def __init__(self, blocks: int) -> None:
+        self.blocks = blocks
         self.histories: dict[tuple[str, int], History] = {}
+        self._pending: dict[str, list] = {}  # a prompt's finished runs, until it has all
 
-    def add_run(self, workload: str, block: int, records: Sequence[RoundRecord]) -> None:
-        for name in (workload, ALL):
-            history = self.histories.setdefault((name, block), History(keep=1))
-            for record in records:
-                history.add(record)
+    def add_run(self, prompt: str, workload: str, block: int,
+                records: Sequence[RoundRecord]) -> None:
+        runs = self._pending.setdefault(prompt, [])
+        runs.append((block, records))
+        if len(runs) < self.blocks:
+            return
+        for block, records in self._pending.pop(prompt):
+            for name in (workload, ALL):
+                history = self.histories.setdefault((name, block), History(keep=1))
+                for record in records:
+                    history.add(record)
 
     def stats(self, workloads: Sequence[str], blocks: Sequence[int]) -> list[tuple[str, int, list[SlotStats]]]:
         """(workload, block, per-slot stats) in table order; `all` only over two workloads
