@@ -89,7 +89,7 @@ def test_interrupted_run_reports_what_finished(make_pair, tmp_path, capsys, monk
                "--max-tokens", "8", "--json", str(out)])
     stdout, stderr = capsys.readouterr()
     assert rc == 130
-    assert "reporting the 1 prompts that finished every block" in stderr
+    assert "reporting the 1 prompt that finished every block" in stderr
     data = json.loads(out.read_text())
     assert data["complete"] is False
     assert [(c["workload"], c["block"], c["prompts"]) for c in data["cells"]] == [
