@@ -7,6 +7,9 @@ expected. The CLI prints it and exits 2; it never shows a traceback.
 
 from __future__ import annotations
 
+import re
+from typing import Optional
+
 
 class InputError(Exception):
     """Bad user input: a one-line message, exit code 2, no traceback."""
@@ -35,3 +38,19 @@ class GroupError(Exception):
 
     def __init__(self, message: str):
         super().__init__(" ".join(str(message).split()))
+
+
+# mlx's strict Module.load_weights names every tensor it lacks or did not expect, one per
+# line after the count ("Missing 18 parameters: \nmodel.layers.4.mlp.up_proj.weight,\n...").
+_STRICT_LOAD = re.compile(r"^(Missing|Received) (\d+) parameters(?: not in model)?: \n(.*?)\.?$",
+                          re.S)
+
+
+def strict_load_names(error: BaseException) -> Optional[tuple[str, int, str]]:
+    """("Missing" or "Received", how many, the first name) of mlx's strict load error, for
+    a one-line message that names the first tensor and counts the rest; None for any other
+    error. Shared by the loaders of a model folder (target.py) and a GGUF (gguf.py)."""
+    found = _STRICT_LOAD.match(str(error).strip())
+    if not found:
+        return None
+    return found.group(1), int(found.group(2)), found.group(3).split(",")[0].strip()

@@ -11,12 +11,13 @@ file's own vocabulary and merges; nothing is downloaded.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import mlx.core as mx
 import mlx.nn as nn
 
-from .config_fields import DIM, POSITIVE, STRINGS, short
-from .errors import InputError
+from .config_fields import DIM, INT, POSITIVE, STRINGS, short
+from .errors import InputError, strict_load_names
 
 GGUF_GROUP_SIZE = 32
 
@@ -37,6 +38,7 @@ _TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "
 # Pre-tokenizer splits used by llama.cpp, by `tokenizer.ggml.pre`.
 _GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
 _SPLIT_DIGITS = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone"}
+EOS_ID = "tokenizer.ggml.eos_token_id"
 
 
 def _scalar(metadata: dict, key: str, default=None):
@@ -78,7 +80,9 @@ def read_gguf(path: Path) -> tuple[dict, dict]:
         raise InputError(f"{path}: cannot read as GGUF ({error})") from None
 
 
-def llama_config(path: Path, metadata: dict) -> dict:
+def llama_config(path: Path, metadata: dict, tokens: Optional[list[str]] = None) -> dict:
+    """The config.json of the llama model the metadata describes, every field checked.
+    `tokens`: the vocabulary as gguf_tokens checked it (checked here when not given)."""
     arch = _scalar(metadata, "general.architecture")
     if arch != "llama":
         raise InputError(
@@ -101,7 +105,8 @@ def llama_config(path: Path, metadata: dict) -> dict:
 
     heads = field("attention.head_count", DIM)
     hidden = field("embedding_length", DIM)
-    tokens = gguf_tokens(path, metadata)
+    if tokens is None:
+        tokens = gguf_tokens(path, metadata)
     return {
         "model_type": "llama",
         "hidden_size": hidden,
@@ -122,7 +127,8 @@ def llama_config(path: Path, metadata: dict) -> dict:
 
 
 def gguf_tokens(path: Path, metadata: dict) -> list[str]:
-    """The vocabulary, checked: the tokenizer and the vocabulary size are built from it."""
+    """The vocabulary, checked: the tokenizer and the vocabulary size are built from it. A
+    load checks it once and hands it to both (the check visits each of ~49k strings)."""
     tokens = metadata.get("tokenizer.ggml.tokens")
     if tokens is None:
         raise InputError(f"{path}: GGUF metadata lacks tokenizer.ggml.tokens (the vocabulary); "
@@ -148,11 +154,13 @@ def _merges(path: Path, metadata: dict) -> list[tuple[str, str]]:
 
 
 def load_gguf_model(path: Path, dtype: mx.Dtype):
-    """Build the mlx-lm llama model for a GGUF file. Returns (model, config dict, metadata)."""
+    """Build the mlx-lm llama model and the tokenizer of a GGUF file. Returns (model, config
+    dict, tokenizer)."""
     from mlx_lm.models import llama
 
     tensors, metadata = read_gguf(path)
-    config = llama_config(path, metadata)
+    tokens = gguf_tokens(path, metadata)
+    config = llama_config(path, metadata, tokens)
     weights = {}
     for name, value in tensors.items():
         # Whole numbers only as a quantized tensor's packed weight beside its scales: an
@@ -192,19 +200,17 @@ def load_gguf_model(path: Path, dtype: mx.Dtype):
         raise InputError(_fit_error(path, config, error)) from None
     model.eval()
     mx.eval(model.parameters())
-    return model, config, metadata
+    return model, config, gguf_tokenizer(path, metadata, tokens)
 
 
 def _fit_error(path: Path, config: dict, error: ValueError) -> str:
     """mlx's strict load error in one line: the first tensor it lists, as the GGUF names it,
     and how many more (it lists every one: 18 names for two layers too many)."""
-    from .target import _NAMES
-
-    found = _NAMES.match(str(error).strip())
+    found = strict_load_names(error)
     if not found:
         return f"{path}: GGUF tensors do not fit a llama model ({' '.join(str(error).split())})"
-    which, count, names = found.group(1), int(found.group(2)), found.group(3).split(",")
-    first, more = _gguf_name(names[0].strip()), f" (and {count - 1} more)" if count > 1 else ""
+    which, count, name = found
+    first, more = _gguf_name(name), f" (and {count - 1} more)" if count > 1 else ""
     layers = config["num_hidden_layers"]
     if which == "Missing":
         return (f"{path}: tensor {first!r} is missing from the GGUF{more}; expected every "
@@ -213,8 +219,9 @@ def _fit_error(path: Path, config: dict, error: ValueError) -> str:
             "check llama.block_count and the other sizes")
 
 
-def gguf_tokenizer(path: Path, metadata: dict):
-    """A Hugging Face fast tokenizer rebuilt from the GGUF's own vocabulary and merges."""
+def gguf_tokenizer(path: Path, metadata: dict, tokens: Optional[list[str]] = None):
+    """A Hugging Face fast tokenizer rebuilt from the GGUF's own vocabulary and merges.
+    `tokens`: the vocabulary as gguf_tokens checked it (checked here when not given)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -223,7 +230,8 @@ def gguf_tokenizer(path: Path, metadata: dict):
             f"{path}: tokenizer.ggml.model is {metadata.get('tokenizer.ggml.model')!r}; "
             "only byte-level BPE ('gpt2') GGUF tokenizers are supported"
         )
-    tokens = gguf_tokens(path, metadata)
+    if tokens is None:
+        tokens = gguf_tokens(path, metadata)
     merges = _merges(path, metadata)
     vocab = {token: i for i, token in enumerate(tokens)}
     try:
@@ -244,13 +252,22 @@ def gguf_tokenizer(path: Path, metadata: dict):
     control = [tokens[i] for i, t in enumerate(types) if t == 3]  # GGUF CONTROL tokens
 
     def token_at(key):
+        """The token a special-token id names. An id the vocabulary lacks is refused for
+        EOS, where every decode stops (dropped, each decode ran on to --max-tokens and
+        nothing said why), and dropped for the others, as llama.cpp runs such a file."""
         index = _scalar(metadata, key)
-        return tokens[int(index)] if index is not None and int(index) < len(tokens) else None
+        if INT.holds(index) and 0 <= index < len(tokens):
+            return tokens[index]
+        if index is not None and key == EOS_ID:
+            raise InputError(f"{path}: GGUF metadata {key} = {short(index)}; expected a token id "
+                             f"from 0 to {len(tokens) - 1}: the vocabulary (tokenizer.ggml.tokens) "
+                             f"holds {len(tokens)} tokens")
+        return None
 
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token=token_at("tokenizer.ggml.bos_token_id"),
-        eos_token=token_at("tokenizer.ggml.eos_token_id"),
+        eos_token=token_at(EOS_ID),
         unk_token=token_at("tokenizer.ggml.unknown_token_id"),
         pad_token=token_at("tokenizer.ggml.padding_token_id"),
         additional_special_tokens=control,

@@ -65,14 +65,19 @@ def quantize_modules(model: nn.Module, predicate: Predicate, group_size: int, bi
     selector = model.get(SELECTOR)
     if selector is not None:
         for name in CODEBOOKS:
-            table = nn.Embedding(*selector[name].shape)
-            table.weight = selector[name]
-            setattr(selector, name, table)
+            setattr(selector, name, _as_embedding(selector[name]))
     nn.quantize(model, group_size, bits, mode="affine", class_predicate=predicate)
     if selector is not None:
         for name in CODEBOOKS:
             if not isinstance(selector[name], nn.QuantizedEmbedding):
                 setattr(selector, name, selector[name].weight)
+
+
+def _as_embedding(codebook: mx.array) -> nn.Embedding:
+    """A float codebook as `nn.quantize` is shown it (see the module doc)."""
+    table = nn.Embedding(*codebook.shape)
+    table.weight = codebook
+    return table
 
 
 def stored_predicate(quantization: dict[str, Any], weights: dict[str, mx.array],
@@ -161,33 +166,36 @@ def _check_something_quantized(model: nn.Module, group_size: int, keep: tuple[st
                                where: str) -> None:
     """Refuse settings under which no module would be quantized (a copy that is the float
     drafter again, labelled quantized), naming why: --keep left nothing, or no module's
-    input width splits into groups of `group_size`."""
+    input width splits into groups of `group_size`. Asks `choose_predicate` itself, so the
+    check cannot drift from what quantize_modules then does."""
+    modules = _quantize_candidates(model)
+
+    def chosen(size: int) -> bool:
+        predicate = choose_predicate(model, size, keep)
+        return any(predicate(path, module) for path, module in modules.items())
+
+    if chosen(group_size):
+        return
     kept = kept_paths(model, keep)
-    widths = {path: w for path, w in input_widths(model).items() if path not in kept}
+    widths = {module.weight.shape[-1] for path, module in modules.items() if path not in kept}
     if not widths:
         raise InputError(f"{where}: nothing would be quantized: --keep {','.join(keep)} leaves "
                          "every quantizable module in float")
-    if any(w % group_size == 0 for w in widths.values()):
-        return
-    fits = [g for g in QUANT_GROUP_SIZES if any(w % g == 0 for w in widths.values())]
-    shown = ", ".join(map(str, sorted(set(widths.values()))))
+    fits = [g for g in QUANT_GROUP_SIZES if chosen(g)]
+    shown = ", ".join(map(str, sorted(widths)))
     raise InputError(
         f"{where}: nothing would be quantized in groups of {group_size}: no module's input width "
         f"({shown}) is a multiple of {group_size}"
         + (f" (groups of {' or '.join(map(str, fits))} fit)" if fits else ""))
 
 
-def input_widths(model: nn.Module) -> dict[str, int]:
-    """Each quantizable module's input width (the last dimension its groups split)."""
+def _quantize_candidates(model: nn.Module) -> dict[str, nn.Module]:
+    """A float drafter's quantizable modules as `nn.quantize` is shown them (by
+    quantize_modules): the Linears, and each codebook as an nn.Embedding."""
     leaves = dict(tree_flatten(model.leaf_modules(), is_leaf=nn.Module.is_module))
-    out = {}
-    for path in quantizable_paths(model):
-        module = leaves.get(path)
-        if module is not None and hasattr(module, "weight"):
-            out[path] = module.weight.shape[-1]
-        else:  # a float codebook: a plain [V, r] array of the selector
-            out[path] = model[SELECTOR][path.rsplit(".", 1)[-1]].shape[-1]
-    return out
+    return {path: leaves[path] if path in leaves
+            else _as_embedding(model[SELECTOR][path.rsplit(".", 1)[-1]])
+            for path in quantizable_paths(model)}
 
 
 def quantizable_paths(model: nn.Module) -> list[str]:

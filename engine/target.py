@@ -29,7 +29,7 @@ from mlx_lm.models.cache import KVCache, can_trim_prompt_cache, make_prompt_cach
 
 from .block_attention import KernelKVCache, route_target_attention
 from .config_fields import check_target_field_types, rope_type
-from .errors import InputError, ParameterError
+from .errors import InputError, ParameterError, strict_load_names
 from .fused_projections import Fusion
 from .padded_attention import PaddedKVCache
 from .paths import check_target_path
@@ -354,11 +354,11 @@ def load_target(path: str | Path, dtype: str = "float32", keep_quantized: bool =
     mx_dtype = DTYPES[dtype]
     check_target_path(path)
     if path.is_file():
-        from .gguf import gguf_tokenizer, load_gguf_model
+        from .gguf import load_gguf_model
         from mlx_lm.tokenizer_utils import TokenizerWrapper
 
-        model, config, metadata = load_gguf_model(path, mx_dtype)
-        tokenizer = TokenizerWrapper(gguf_tokenizer(path, metadata))
+        model, config, tokenizer = load_gguf_model(path, mx_dtype)
+        tokenizer = TokenizerWrapper(tokenizer)
         spec = TargetSpec(path, "llama", config)
     else:
         model, tokenizer, spec = _load_mlx_lm_dir(path, lazy=shard is not None)
@@ -477,21 +477,17 @@ def _args_error(config_path: Path, model_type: str, error: TypeError) -> str:
     return f"{config_path}: mlx-lm cannot build a {model_type} model from it ({_first_line(error)})"
 
 
-# mlx's strict load_weights lists every name, one per line after the count
-_NAMES = re.compile(r"^(Missing|Received) (\d+) parameters(?: not in model)?: \n(.*?)\.?$", re.S)
-
-
 def _build_error(path: Path, error: BaseException) -> str:
     """mlx-lm's load error, in one line that names the first tensor where it lists some."""
-    found = _NAMES.match(str(error).strip())
+    found = strict_load_names(error)
     if not found:
         return f"{path}: mlx-lm cannot build this model ({_first_line(error)})"
-    which, count, names = found.group(1), int(found.group(2)), found.group(3).split(",\n")
+    which, count, first = found
     more = f" (and {count - 1} more)" if count > 1 else ""
     if which == "Missing":
-        return (f"{path}: tensor {names[0].strip()!r} is missing from the weights{more}; "
+        return (f"{path}: tensor {first!r} is missing from the weights{more}; "
                 "expected every tensor of the model config.json describes")
-    return (f"{path}: tensor {names[0].strip()!r} is not in the model config.json describes{more}; "
+    return (f"{path}: tensor {first!r} is not in the model config.json describes{more}; "
             "check num_hidden_layers and the other sizes")
 
 

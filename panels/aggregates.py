@@ -23,6 +23,8 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static, TabPane
 
+from dflash_tui import slot_text
+
 from .format import DASH, column, grid, rounds_count
 from .frame import Frame
 from .history import BARS, sparkline
@@ -171,13 +173,8 @@ def rank_mean(mean: Optional[float]) -> str:
 
 
 def off_rank(median: Optional[float]) -> str:
-    """A median rank (a whole number or a half) in the column's five cells: 2.5, 861, 1588,
-    then 1e+05; never cut to a smaller number."""
-    if median is None:
-        return DASH
-    if median < 1000:
-        return f"{median:g}"
-    return f"{median:.0f}" if median < 1e5 else f"{median:.0e}"
+    """A median rank in the column's five cells, as bench --slots writes it."""
+    return slot_text.off_rank(median, DASH)
 
 
 def render_rounds(accepted: list, gamma: list, headroom: list) -> Text:

@@ -72,6 +72,15 @@ def engines_stopped():
             thread.join(30)
 
 
+@pytest.fixture(autouse=True)
+def no_columns_from_the_runner(monkeypatch):
+    """Piped bench output wraps at COLUMNS where it is set (dflash_tui/bench/console.py).
+    Under `./test` the xdist workers inherit COLUMNS=80: pytest's capture imports readline in
+    the controller, and GNU readline exports the size it assumes. Tests that read long lines
+    would see them wrapped; a test that wants COLUMNS sets it."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture(scope="module")
 def pair(make_pair):
     """The pair most app tests step: the llama fixture target and a DFlash2 drafter."""

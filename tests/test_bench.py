@@ -448,6 +448,23 @@ def test_the_slot_table_fits_80_columns_uncut():
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
 
 
+def test_the_slot_table_writes_a_median_rank_as_the_aggregates_tab_does():
+    """One formatting for both (dflash_tui/slot_text.py): 1587.5 is 1588 and 123456 is
+    1e+05 in either, where the bench wrote 1587.5 and 123456."""
+    from dflash_tui.aggregates import SlotStats
+    from dflash_tui.bench.slots import SLOT_HEADER, slot_rows
+    from dflash_tui.panels.aggregates import off_rank
+
+    medians = (2.5, 1587.5, 123456.0, None)
+    stats = [SlotStats(slot=i, proposed=9, accepted=1, reached=9, rank0=1, ranked=9,
+                       rank_mean=1.0, rank_median=1.0, in_k=9, in_k_known=9, left=0,
+                       helped=0, hurt=0, neutral=0, missed=8, torn=0, off_rank_median=m)
+             for i, m in enumerate(medians)]
+    shown = [row[SLOT_HEADER.index("off")] for row in slot_rows([("prose", 7, stats)], 7)]
+    assert shown == ["2.5", "1588", "1e+05", "-"]
+    assert shown[:3] == [off_rank(m) for m in medians[:3]]
+
+
 def test_slots_tally_only_prompts_that_finished_every_block(pair, prompts_dir):
     """An interrupted bench reports the prompts that finished every block: so do its slots."""
     from dflash_tui.bench.slots import SlotTally

@@ -215,3 +215,15 @@ def test_bad_input_is_one_line_and_exit_2(benches, tmp_path, capsys, make_args, 
     rc, stdout, stderr = run(capsys, *make_args(tmp_path, benches))
     assert rc == 2 and stdout == ""
     assert stderr.count("\n") == 1 and expected in stderr and "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("columns, widest", [(None, 200), ("100", 100)])
+def test_piped_output_wraps_at_columns_where_set(capsys, monkeypatch, columns, widest):
+    """As the bench's own tables (dflash_tui/bench/console.py): COLUMNS, else 200 columns."""
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    rc, stdout, _ = run(capsys, *STORED[0], "--resamples", "100")
+    assert rc == 0
+    assert widest - 20 < max(len(line.rstrip()) for line in stdout.splitlines()) <= widest

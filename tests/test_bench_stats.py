@@ -121,7 +121,58 @@ def test_break_even_and_fastest_block():
     # tokens/s: code 80/6 = 13.3 at block 2 vs 40/5 = 8.0 at 7; prose 48/6 = 8.0 vs 80/5 = 16
     assert {w: c.block for w, c in fastest(cells).items()} == {"code": 2, "prose": 7}
     assert implication_rows(cells, [2, 7]) == [
-        ["code", "2", "1.33x", "0.50 ok", "1.50 short"],
-        ["prose", "7", "1.60x", "0.50 short", "1.50 ok"],
+        ["code", "2", "1.33x", "0.50", "ok", "1.50", "short"],
+        ["prose", "7", "1.60x", "0.50", "short", "1.50", "ok"],
     ]
     assert _cell("x", 2, rounds=0, accepted=0, decode_s=0.0).break_even is None
+
+
+def test_every_table_fits_80_columns_and_the_break_even_numbers_line_up():
+    """The default blocks on the sample's workloads, the widest counts a long bench has. The
+    verdict has a column of its own: in the number's cell, right-aligned, `0.50 ok` and
+    `0.50 short` put their numbers in different columns."""
+    import re
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from dflash_tui.bench.stats import Cell, Position
+    from dflash_tui.bench.tables import render
+
+    blocks = (2, 4, 7, 8)
+    cells = [Cell(workload=w, block=b, prompts=99, rounds=99_999, tokens=999_999,
+                  accepted=(b + 1) * 30_000, rollbacks=99_999,
+                  positions=tuple(Position(i, 99_999, 9_999, 99_999) for i in range(1, b + 1)),
+                  decode_tokens=999_999, decode_s=50.0 * b * b * (1 + 2 * k), target_decode_tokens=999_999,
+                  target_decode_s=1_234.5, stage_ms=(0.0,) * 5, checked=99, diverged=0)
+             for k, w in enumerate(["prose", "code", "math", "all"]) for b in blocks]
+    result = SimpleNamespace(cells=lambda: cells, settings=SimpleNamespace(blocks=blocks))
+    console = Console(width=80, record=True)
+    console.print(render(result))
+    lines = console.export_text().splitlines()
+    assert "…" not in "\n".join(lines)
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    start = next(i for i, line in enumerate(lines) if line.startswith("What the speed implies"))
+    rows = lines[start + 3:start + 7]
+    assert {row.split()[0] for row in rows} == {"prose", "code", "math", "all"}
+    assert {"ok", "short"} <= set(" ".join(rows).split())
+    points = [[m.start() for m in re.finditer(r"\d\.\d\d\b", row)] for row in rows]  # not 0.12x
+    assert len(points[0]) == len(blocks) and all(p == points[0] for p in points), rows
+
+
+@pytest.mark.parametrize("columns, widest", [(None, 200), ("100", 100), ("junk", 200)])
+def test_a_piped_bench_wraps_its_captions_at_columns_where_set(make_pair, tmp_path, capsys,
+                                                               monkeypatch, columns, widest):
+    """Piped (as under capsys), the captions wrapped at 200 columns whatever COLUMNS said."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    (tmp_path / "prose").mkdir()
+    (tmp_path / "prose" / "01.txt").write_text("The quick brown fox")
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    capsys.readouterr()
+    assert main(["bench", str(target_dir), "--prompts", str(tmp_path), "--blocks", "2",
+                 "--max-tokens", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert widest - 20 < max(len(line.rstrip()) for line in lines) <= widest

@@ -207,6 +207,33 @@ def test_gguf_without_tokens_names_the_key(llama, tmp_path, capsys):
     refusal(capsys, _probe(gguf, draft), str(gguf), "lacks tokenizer.ggml.tokens")
 
 
+@pytest.mark.parametrize("beyond", [0, 1000, None])
+def test_an_eos_id_beyond_the_gguf_vocabulary_is_refused(llama, tmp_path, capsys, beyond):
+    """It used to be dropped without a word: no decode stopped at EOS (and -1 named the
+    vocabulary's last token)."""
+    target, draft = llama
+    vocab = json.loads((target / "config.json").read_text())["vocab_size"]
+    eos = mx.array(-1, dtype=mx.int32) if beyond is None else _u32(vocab + beyond)
+    gguf = write_llama_gguf(tmp_path / "t.gguf", target, {"tokenizer.ggml.eos_token_id": eos})
+    refusal(capsys, _probe(gguf, draft), str(gguf),
+            f"GGUF metadata tokenizer.ggml.eos_token_id = {eos.item()}; expected a token id from "
+            f"0 to {vocab - 1}: the vocabulary (tokenizer.ggml.tokens) holds {vocab} tokens")
+
+
+def test_a_gguf_vocabulary_is_checked_once_per_load(llama, tmp_path, monkeypatch):
+    """The model's config and the tokenizer are built from the one checked vocabulary (each
+    checked it again: 49k strings on the sample)."""
+    from dflash_tui.engine import gguf, load_target
+
+    target, _ = llama
+    path = write_llama_gguf(tmp_path / "t.gguf", target)
+    checks = []
+    real = gguf.gguf_tokens
+    monkeypatch.setattr(gguf, "gguf_tokens", lambda *args: checks.append(args) or real(*args))
+    load_target(path)
+    assert len(checks) == 1
+
+
 def test_gguf_missing_layers_names_the_first_tensor_and_counts_the_rest(llama, tmp_path, capsys):
     target, draft = llama
     gguf = write_llama_gguf(tmp_path / "t.gguf", target, {"llama.block_count": _u32(6)})

@@ -200,3 +200,18 @@ def test_a_failed_write_leaves_nothing(source, tmp_path, capsys, monkeypatch):
     _, draft = source
     out = tmp_path / "q"
     _refused(capsys, [draft, "--bits", "4", "--out", out], [str(out), "No space left on device"], out)
+
+
+def test_the_nothing_quantized_check_is_the_predicate_s_own_verdict(source, monkeypatch):
+    """The refusal asks `choose_predicate` what it would quantize rather than restating its
+    rule: a predicate that picks nothing is refused even where every width splits into
+    groups (the restated rule passed it, and a float copy was labelled quantized)."""
+    from dflash_tui.engine import quantize as q
+    from dflash_tui.engine.checkpoint import load_drafter as load
+
+    _, draft = source
+    model = load(draft, dtype=None)
+    monkeypatch.setattr(q, "choose_predicate", lambda *args: lambda path, module: False)
+    with pytest.raises(q.InputError, match="nothing would be quantized in groups of 64"):
+        q.quantize_drafter(model, 4, 64, where=str(draft))
+    assert q.describe(model) is None and model.config.quantization is None

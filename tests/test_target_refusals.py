@@ -92,3 +92,22 @@ def test_a_block_wider_than_the_target_context_is_refused(breakable_pair, capsys
     _edit_config(target, max_position_embeddings=64)
     refusal(capsys, ["probe", target, "--prompt", "Hi", "--block", "64"],
             "a block of 64 proposals (65 positions)", "context of 64 tokens")
+
+
+def test_mlx_s_strict_load_error_is_read_as_the_loaders_need():
+    """The one reading of mlx's strict load_weights error that the folder and GGUF loaders
+    share: which kind, how many, the first name (of a list mlx gives one per line)."""
+    import mlx.core as mx
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten
+
+    from dflash_tui.engine.errors import strict_load_names
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    every = tree_flatten(model.parameters())
+    for weights, expected in (([every[0]], ("Missing", 3, "layers.0.bias")),
+                              (every + [("extra.weight", mx.zeros(1))], ("Received", 1, "extra.weight"))):
+        with pytest.raises(ValueError) as error:
+            model.load_weights(weights, strict=True)
+        assert strict_load_names(error.value) == expected
+    assert strict_load_names(ValueError("[load] something else")) is None

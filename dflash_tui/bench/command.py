@@ -8,7 +8,6 @@ the CLI as one line); 130 interrupted (the finished prompts are still printed an
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -20,6 +19,7 @@ from ..engine.errors import InputError
 from ..engine.files import write_atomic, write_json_atomic
 from ..outputs import model_parts, not_a_model_file, output_file, same_file, writing
 from .compare import render as render_compare
+from .console import stdout_console
 from .export import to_csv, to_json
 from .progress import LineProgress, RichProgress
 from .prompts import load_workloads
@@ -105,7 +105,7 @@ def run(args) -> int:
         not_a_model_file(flag, path, parts)
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    out = stdout_console()
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
                      progress=lambda message: err.print(f"bench: {message}"),
                      mesh=getattr(args, "mesh", None),

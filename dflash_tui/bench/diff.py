@@ -14,7 +14,6 @@ drafters would differ on other text.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -25,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..engine.errors import InputError
+from .console import stdout_console
 from .export import SCHEMA
 from .stats import ALL
 
@@ -266,7 +266,7 @@ def run(args, console: Optional[Console] = None) -> int:
         raise InputError(f"--seed {args.seed}: expected a seed >= 0")
     a, b = load(Path(args.a).expanduser()), load(Path(args.b).expanduser())
     result = rows(a, b, args.resamples, args.seed)  # checks that they share prompts first
-    out = console or Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    out = console or stdout_console()
     for note in notes(a, b):
         out.print(f"note: {note}")
     out.print(f"accepted proposals per round; A: {a.path} (drafter {a.drafter}), "

@@ -20,6 +20,7 @@ from rich.text import Text
 from ..aggregates import TORN, SlotStats, every_round, slot_stats
 from ..engine.records import RoundRecord
 from ..history import History
+from ..slot_text import off_rank
 from .prompts import ALL
 
 # One table per block, no vertical rules: the twelve columns fit 80 columns.
@@ -65,10 +66,6 @@ def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
 
-def _rank(value: Optional[float]) -> str:
-    return "-" if value is None else f"{value:g}"
-
-
 def slot_rows(stats, block: int) -> list[list[str]]:
     rows = []
     for workload, at, slots in stats:
@@ -76,7 +73,7 @@ def slot_rows(stats, block: int) -> list[list[str]]:
             continue
         for s in slots:
             rows.append([workload, str(s.slot), _pct(s.at_least), str(s.reached),
-                         _pct(s.acceptance), _pct(s.rank0_rate), _rank(s.off_rank_median),
+                         _pct(s.acceptance), _pct(s.rank0_rate), off_rank(s.off_rank_median),
                          _pct(s.recall), _pct(s.torn_rate), str(s.left), str(s.helped),
                          str(s.hurt)])
     return rows

@@ -74,8 +74,9 @@ def speed_rows(cells: Sequence[Cell]) -> list[list[str]]:
 
 
 def implication_rows(cells: Sequence[Cell], blocks: Sequence[int]) -> list[list[str]]:
-    """workload, fastest block, its speed-up, then per block the break-even acceptance and
-    whether the measured mean accepted cleared it."""
+    """workload, fastest block, its speed-up, then per block the break-even acceptance and,
+    in a cell of its own (so the numbers line up), whether the measured mean accepted
+    cleared it."""
     best = fastest(cells)
     rows = []
     for workload, by_block in _by_workload(cells).items():
@@ -84,19 +85,22 @@ def implication_rows(cells: Sequence[Cell], blocks: Sequence[int]) -> list[list[
                DASH if top is None else times(top.speedup)]
         for b in blocks:
             c = by_block[b]
-            mark = "" if c.break_even is None or c.mean_accepted is None else (
-                " ok" if c.mean_accepted > c.break_even else " short")
-            row.append(num(c.break_even) + mark)
+            verdict = "" if c.break_even is None or c.mean_accepted is None else (
+                "ok" if c.mean_accepted > c.break_even else "short")
+            row += [num(c.break_even), verdict]
         rows.append(row)
     return rows
 
 
 def _table(headers: Sequence[str], rows: list[list[str]], first_left: int = 1) -> Table:
-    # No vertical rules and one space between columns (as bench-diff's): the widest, the
-    # position table at block 8, fits 80 columns whole, where boxed cells were cut to "0…".
+    # No vertical rules and one space between columns (as bench-diff's): at the default four
+    # blocks every table fits 80 columns whole (the speed table, 79, is the widest), where
+    # boxed cells were cut to "0…". A column with no header (a verdict) reads on from the
+    # number before it, so it is left-aligned.
     table = Table(box=box.SIMPLE_HEAD, padding=0, show_edge=False)
     for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i < first_left else "right", no_wrap=True)
+        left = i < first_left or not header
+        table.add_column(header, justify="left" if left else "right", no_wrap=True)
     for row in rows:
         table.add_row(*row, style="dim" if row[0] == ALL else None)
     return table
@@ -139,7 +143,8 @@ def render(result: BenchResult) -> Group:
             "over it. ms/round = a whole round (draft and verify, with their rollback)."),
         _section(
             "What the speed implies on this machine  [wall clock]",
-            _table(["workload", "fastest", "speed-up"] + [f"even {b}" for b in blocks],
+            _table(["workload", "fastest", "speed-up"]
+                   + [h for b in blocks for h in (f"even {b}", "")],
                    implication_rows(cells, blocks)),
             "fastest = the block with the highest speed-up. even B = the break-even at block B: "
             "accepted proposals per round a block needs to match the target "
