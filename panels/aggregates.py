@@ -1,6 +1,6 @@
 """Aggregates: the whole decode so far (or a range of rounds, `a`) in numbers and small plots.
 
-  per slot     P(acc >= s+1), acceptance once reached, rank-0 rate, mean rank and the
+  per slot     P(acc >= s+1), acceptance once reached, argmax rate, mean rank and the
                median rank where the argmax missed,
                in-K recall (DFlash2), where the selector left the argmax: helped / hurt /
                neutral (definitions: dflash_tui/aggregates.py and docs/TUI.md)
@@ -25,15 +25,16 @@ from textual.widgets import Static, TabPane
 
 from dflash_tui import slot_text
 
-from .format import DASH, column, grid, rounds_count
+from .format import DASH, column, rounds_count
 from .frame import Frame
 from .history import BARS, sparkline
 from .probes import LOW_HEADROOM_BITS, headroom_cell
+from .ranks import RanksPanel
 from .table import FastTable
 
-SLOT_HEADER = ["slot", "P(≥)", "reach", "acc", "rank0", "mean", "off", "in K", "torn", "left",
+# The names bench --slots gives the same numbers (dflash_tui/bench/slots.py), plus mean and neut.
+SLOT_HEADER = ["slot", "P>=", "reach", "acc", "argmax", "mean", "off", "in K", "torn", "left",
                "help", "hurt", "neut"]
-SLOT_WIDTHS = [4, 5, 5, 5, 5, 6, 5, 5, 4, 4, 4, 4, 4]
 BUFFERS_TITLE = "buffers: non-finite first, then the least fp16 headroom"
 BUFFER_HEADER = ("stage", "L", "buffer", "min fp16", "round", "max absmax", "non-finite", "first")
 POSITION_BINS = 8
@@ -71,7 +72,13 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
 
     def compose(self):
         yield Static(id="agg-title")
-        yield Static(id="agg-slots", classes="section")
+        yield Static(Text("per slot", style="bold"), classes="section")
+        # a table, not a text grid: at 80 columns `<` `>` bring its later columns in view,
+        # the slot staying put (as in every other tab's tables)
+        slots = FastTable(id="agg-slots", grow_only=False, frozen=1)
+        slots.add_columns(*(Text(name, justify="right") for name in SLOT_HEADER))
+        yield slots
+        yield Static(id="agg-legend", classes="section")
         yield Static(id="agg-rounds", classes="section")
         yield Static(id="agg-position", classes="section")
         yield Static(Text(BUFFERS_TITLE, style="bold"), classes="section")
@@ -85,33 +92,48 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             return
         history = frame.history
         rows = len(history) if history is not None else 0
-        key = (id(history), rows, frame.aggregate_rounds, frame.slot)
-        if key == self._key:
-            return
-        self._key = key
+        key = (id(history), rows, frame.aggregate_rounds)
+        if key != self._key:
+            self._key = key
+            self._fill(history, rows, frame.aggregate_rounds)
+        # the selected slot's row is the cursor: a slot key moves it and counts nothing again
+        slots = self.query_one("#agg-slots", FastTable)
+        slot = min(frame.slot, slots.row_count - 1)
+        if slot >= 0 and slots.cursor_row != slot:
+            slots.move_cursor(row=slot)
+
+    def _fill(self, history, rows: int, chosen: Optional[tuple]) -> None:
         if not rows:
             self._update("title", Text("no completed round yet", style="dim"))
-            for name in ("slots", "rounds", "position"):
+            for name in ("legend", "rounds", "position"):
                 self._update(name, Text(""))
+            self.query_one("#agg-slots", FastTable).set_rows([])
             self.query_one("#agg-buffers", FastTable).set_rows([])
             return
         from dflash_tui import aggregates  # numpy: loaded once there is something to count
 
-        if frame.aggregate_rounds is None:
+        if chosen is None:
             span = aggregates.every_round(history)
         else:
-            span = aggregates.rounds_span(history, *frame.aggregate_rounds)
+            span = aggregates.rounds_span(history, *chosen)
         rounds = history.round.values
         first_last = (int(rounds[span.start]), int(rounds[span.stop - 1])) if len(span) else None
-        self._update("title", render_title(first_last, len(span), rows, frame.aggregate_rounds,
+        self._update("title", render_title(first_last, len(span), rows, chosen,
                                            aggregates.mean_accepted(history, span)))
-        self._update("slots", render_slots(aggregates.slot_stats(history, span), frame.slot))
+        stats = aggregates.slot_stats(history, span)
+        self.query_one("#agg-slots", FastTable).set_rows(slot_rows(stats))
+        self._update("legend", slot_legend() if stats else Text(""))
         self._update("rounds", render_rounds(
             history.accepted.values[span.rows][-PLOT_WIDTH:].tolist(),
             history.gamma.values[span.rows][-PLOT_WIDTH:].tolist(),
             aggregates.min_headroom_per_round(history, span)[-PLOT_WIDTH:].tolist()))
         self._update("position", render_position(aggregates.acceptance_by_position(history, span, POSITION_BINS)))
         self.query_one("#agg-buffers", FastTable).set_rows(buffer_rows(aggregates.buffer_stats(history, span)))
+
+    def on_fast_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
+        event.stop()
+        if event.table.id == "agg-slots":  # the slot is the app's: the other tabs follow
+            self.post_message(RanksPanel.SlotSelected(event.cursor_row))
 
     def _update(self, section: str, text: Text) -> None:
         """A layout pass (which repaints the screen) only when the section's size changes:
@@ -137,27 +159,26 @@ def render_title(first_last, count: int, total: int, chosen, mean: Optional[floa
     return text
 
 
-def render_slots(stats, selected: int) -> Text:
-    from dflash_tui.aggregates import TORN  # loaded already: the stats came from there
-
-    if not stats:
-        return Text("")
+def slot_rows(stats) -> list[list[Text]]:
     rows = []
     for s in stats:
-        rows.append([
-            Text(str(s.slot), style="reverse" if s.slot == selected else ""), pct(s.at_least),
-            str(s.reached), pct(s.acceptance), pct(s.rank0_rate), rank_mean(s.rank_mean),
-            off_rank(s.off_rank_median), pct(s.recall),
-            pct(s.torn_rate), str(s.left),
-            _count(s.helped, "green"), _count(s.hurt, "red"), str(s.neutral),
-        ])
-    legend = Text("\n\nP(≥) accepted ≥ s+1 · reach: every earlier slot accepted · acc: once reached"
-                  "\nrank0 mean: the target token's rank (reached slots) · in K: recall"
-                  "\noff: the token's median rank where the drafter's argmax missed it"
-                  f"\ntorn: of the misses, the share where the target's own top token had p < {TORN:g}"
-                  "\nleft: the walk left the argmax; it helped / hurt / neither", style="dim")
-    return Text("per slot\n", style="bold") + grid(rows, SLOT_WIDTHS, "rrrrrrrrrrrrr",
-                                                     header=SLOT_HEADER) + legend
+        cells = [str(s.slot), pct(s.at_least), str(s.reached), pct(s.acceptance),
+                 pct(s.rank0_rate), rank_mean(s.rank_mean), off_rank(s.off_rank_median),
+                 pct(s.recall), pct(s.torn_rate), str(s.left),
+                 _count(s.helped, "green"), _count(s.hurt, "red"), str(s.neutral)]
+        rows.append([c if isinstance(c, Text) else Text(c, justify="right") for c in cells])
+    return rows
+
+
+def slot_legend() -> Text:
+    from dflash_tui.aggregates import TORN  # loaded already: the stats came from there
+
+    return Text("P>=: accepted ≥ s+1 · reach: every earlier slot accepted · acc: once reached"
+                "\nargmax: the drafter's argmax was the target's token (reached slots)"
+                "\nmean: the target token's mean rank (reached slots) · in K: recall"
+                "\noff: the token's median rank where the drafter's argmax missed it"
+                f"\ntorn: of the misses, the share where the target's own top token had p < {TORN:g}"
+                "\nleft: the walk left the argmax; it helped / hurt / neither", style="dim")
 
 
 def rank_mean(mean: Optional[float]) -> str:
@@ -246,4 +267,4 @@ def headroom_line(bits) -> Text:
 
 
 def _count(n: int, style: str) -> Text:
-    return Text(str(n), style=style if n else "dim")
+    return Text(str(n), style=style if n else "dim", justify="right")

@@ -62,9 +62,10 @@ class ComparePanel(DrawnWhenShown, Horizontal):
     # Below 210 columns (the screen's -narrow and -wide classes) the drift table goes under
     # the slots (beside them it would get ~37 columns at 160, too few for its bars), which
     # show up to 8 slots (4 on short screens unless zoomed; the cursor's slot scrolls into
-    # view) and the target's token only where there is room (zoomed, m); on short screens
-    # the per-round sparklines give their lines to the tables. The classes are on an
-    # ancestor, so this is app CSS, not scoped to the widget.
+    # view); their columns past the view come in with `<` `>`, with no scrollbar (its line
+    # shows a slot instead); on short screens the per-round sparklines give their lines to
+    # the tables. The classes are on an ancestor, so this is app CSS, not scoped to the
+    # widget.
     NARROW_CSS = """
     .-narrow ComparePanel, .-wide ComparePanel { layout: vertical; }
     .-narrow ComparePanel > #compare-left, .-wide ComparePanel > #compare-left {

@@ -102,13 +102,14 @@ class FastTable(ScrollView, can_focus=True):
         def control(self) -> "FastTable":
             return self.table
 
-    def add_columns(self, *labels: str) -> None:
-        """Set the columns (replacing any: their widths are measured afresh)."""
-        self._labels = [Text(label) for label in labels]
+    def add_columns(self, *labels: "str | Text") -> None:
+        """Set the columns (replacing any: their widths are measured afresh). A Text label
+        keeps its justify (a header over right-justified numbers)."""
+        self._labels = [label if isinstance(label, Text) else Text(label) for label in labels]
         self._widths = []
         self._relayout(shrink=True)
         if self.scroll_x:  # other columns: a scroll into the old ones would start mid-column
-            self.scroll_to(x=0, animate=False, immediate=True)
+            self.scroll_to(x=0, animate=False, immediate=True, force=True)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -346,7 +347,9 @@ class FastTable(ScrollView, can_focus=True):
         needed = x + self.scrollable_content_region.width
         if needed > self.virtual_size.width:
             self.virtual_size = Size(needed, self.virtual_size.height)
-        self.scroll_to(x=x, animate=False, immediate=True)
+        # force: a table may hide its scrollbar (overflow-x: hidden, to give its line to a
+        # row) and still scroll by whole columns
+        self.scroll_to(x=x, animate=False, immediate=True, force=True)
 
     def _keep_columns_whole(self) -> None:
         """After the widths changed: a scroll that no longer starts at a column's edge goes

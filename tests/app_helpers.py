@@ -53,6 +53,40 @@ async def press_and_settle(pilot, *keys: str) -> None:
     await pilot.pause()
 
 
+async def scroll_columns_to_the_bell(pilot, table, key: str) -> list[int]:
+    """Press `key` (`greater_than_sign`, `less_than_sign`) until `table` scrolls no further:
+    its scroll_x before the first press and after each that moved it. The press that moved
+    nothing must ring the bell (another table in the tab may ring too, at its own end)."""
+    bells = []
+    pilot.app.bell = lambda: bells.append(1)
+    stops = [int(table.scroll_x)]
+    for _ in range(len(table.labels) + 1):
+        rung = len(bells)
+        await press_and_settle(pilot, key)
+        if int(table.scroll_x) == stops[-1]:
+            assert len(bells) > rung, f"{key} moved nothing and rang no bell"
+            return stops
+        stops.append(int(table.scroll_x))
+    raise AssertionError(f"{key} scrolled past every column: {stops}")
+
+
+async def check_every_column_reachable(pilot, table) -> None:
+    """`table` has columns off screen; `>` brings them in a whole column at a time, the
+    first (naming the row) staying put, until the last column's header is on screen and
+    the bell rings; `<` walks the same stops back to the start, then the bell."""
+    def header() -> list[str]:
+        return widget_text(pilot.app, table).splitlines()[0].split()
+
+    first, last = table.labels[0], table.labels[-1]
+    assert last not in header(), "the last column starts off screen"
+    stops = await scroll_columns_to_the_bell(pilot, table, "greater_than_sign")
+    assert stops == table._edges() and len(stops) > 1, "a stop at every column's edge"
+    assert header()[0] == first and header()[-1] == last
+    back = await scroll_columns_to_the_bell(pilot, table, "less_than_sign")
+    assert back == stops[::-1]
+    assert header()[0] == first and last not in header()
+
+
 def screen_lines(app) -> list[str]:
     return [strip.text for strip in app.screen._compositor.render_strips()]
 

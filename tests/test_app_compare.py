@@ -21,8 +21,8 @@ from dflash_tui.breakpoints import Breakpoints, hits
 from dflash_tui.panels.ranks import DIFFERS
 from dflash_tui.panels.table import FastTable
 
-from app_helpers import SIZE, launch, press_and_settle, run, table_rows, wait_for, wait_idle, \
-    wait_loaded, widget_text
+from app_helpers import SIZE, check_every_column_reachable, launch, press_and_settle, run, table_rows, \
+    wait_for, wait_idle, wait_loaded, widget_text
 
 OFF_BY_ONE = "layer-offset=-1"  # diverges at the context capture in every round
 ROUNDS = 3
@@ -152,6 +152,25 @@ def test_the_compare_tab_follows_the_round_on_screen_and_a_pinned_one(off_by_one
     for row, b in zip(drift, records[1].compare.buffers):
         assert row[-1] == rel_text(theirs[(b.stage, b.layer, b.buffer)])
     assert f"r2: accepted {records[2].accepted} · ref {records[2].compare.accepted} · ▶ context capture" in text
+
+
+def test_at_80x24_less_and_greater_than_reach_every_column_of_the_slots(pair):
+    from tokenizers import Tokenizer
+
+    # a special token proposed at every slot: its name is wider than the fixture's words,
+    # so the slots are wider than the view (the sample's tokens are, at 80 x 24)
+    tokenizer = Tokenizer.from_file(str(Path(pair[0]) / "tokenizer.json"))
+    wide = tokenizer.token_to_id("<|endoftext|>")
+
+    async def scenario():
+        app = LiveApp(launch(pair, compare=OFF_BY_ONE, proposer=lambda tokens, gamma: [wide] * gamma),
+                      show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "5")
+            await check_every_column_reachable(pilot, app.main.query_one("#compare-slots", FastTable))
+
+    run(scenario())
 
 
 def test_the_trace_carries_every_rounds_compare_and_replay_shows_it(off_by_one):

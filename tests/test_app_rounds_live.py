@@ -18,8 +18,8 @@ from dflash_tui.panels.probes import ProbesPanel
 from dflash_tui.panels.ranks import RanksPanel
 from dflash_tui.panels.table import FastTable
 
-from app_helpers import SIZE, launch, live_app, oracle_proposer, press_and_settle, run, table_rows, \
-    wait_for, wait_idle, wait_loaded, widget_text
+from app_helpers import SIZE, check_every_column_reachable, launch, live_app, oracle_proposer, \
+    press_and_settle, run, table_rows, wait_for, wait_idle, wait_loaded, widget_text
 
 
 def varied(pair):
@@ -109,11 +109,7 @@ def test_an_old_round_comes_back_from_the_trace(pair, trace):
 
 def _slot_rows(app) -> list[list[str]]:
     """The aggregates tab's per-slot table, cell by cell."""
-    text = widget_text(app, app.main.query_one("#agg-slots"))
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["slot", "P(≥)"]) + 1
-    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
-    return [line.split() for line in lines[start:end]]
+    return table_rows(app.main.query_one("#agg-slots", FastTable))
 
 
 def test_aggregates_tab_shows_the_numbers_of_the_records(pair):
@@ -529,6 +525,24 @@ def test_less_and_greater_than_scroll_the_inspector_tables_sideways(pair):
             assert table.scroll_x == 0
             # to the end, where the last scroll stops between two columns' edges; back one
             # from there is the column before, not one further
+
+    run(scenario())
+
+
+def test_at_80x24_less_and_greater_than_reach_every_column_of_the_aggregates_slots(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "4")
+            slots = app.main.query_one("#agg-slots", FastTable)
+            await check_every_column_reachable(pilot, slots)
+            # the selected slot's row is the table's cursor; its arrows select a slot
+            await press_and_settle(pilot, "full_stop")
+            assert slots.cursor_row == app.slot == 1
+            slots.focus()
+            await press_and_settle(pilot, "down")
+            assert slots.cursor_row == app.slot == 2
 
     run(scenario())
 
