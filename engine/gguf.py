@@ -249,6 +249,9 @@ def gguf_tokenizer(path: Path, metadata: dict, tokens: Optional[list[str]] = Non
 
     types = metadata.get("tokenizer.ggml.token_type")
     types = types.tolist() if isinstance(types, mx.array) else list(types or [])
+    if types and len(types) != len(tokens):  # one type per token, as llama.cpp reads them
+        raise InputError(f"{path}: GGUF metadata tokenizer.ggml.token_type holds {len(types)} "
+                         f"types; expected one per token of tokenizer.ggml.tokens ({len(tokens)})")
     control = [tokens[i] for i, t in enumerate(types) if t == 3]  # GGUF CONTROL tokens
 
     def token_at(key):

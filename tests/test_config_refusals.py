@@ -220,6 +220,20 @@ def test_an_eos_id_beyond_the_gguf_vocabulary_is_refused(llama, tmp_path, capsys
             f"0 to {vocab - 1}: the vocabulary (tokenizer.ggml.tokens) holds {vocab} tokens")
 
 
+@pytest.mark.parametrize("extra", [1, -1])
+def test_gguf_token_types_that_do_not_match_the_vocabulary_are_refused(llama, tmp_path, capsys,
+                                                                      extra):
+    """One more type than tokens was an IndexError with a traceback; one fewer left a token
+    without a type."""
+    target, draft = llama
+    vocab = json.loads((target / "config.json").read_text())["vocab_size"]
+    types = mx.ones((vocab + extra,), dtype=mx.int32)
+    gguf = write_llama_gguf(tmp_path / "t.gguf", target, {"tokenizer.ggml.token_type": types})
+    refusal(capsys, _probe(gguf, draft), str(gguf),
+            f"tokenizer.ggml.token_type holds {vocab + extra} types; expected one per token "
+            f"of tokenizer.ggml.tokens ({vocab})")
+
+
 def test_a_gguf_vocabulary_is_checked_once_per_load(llama, tmp_path, monkeypatch):
     """The model's config and the tokenizer are built from the one checked vocabulary (each
     checked it again: 49k strings on the sample)."""
