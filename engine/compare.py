@@ -41,7 +41,7 @@ import numpy as np
 from .checkpoint import load_drafter
 from .compare_spec import CompareSpec, check_greedy
 from .drafter import DraftModel
-from .errors import InputError
+from .errors import InputError, ParameterError
 from .drift import Drift, Key
 from .probes import pipeline_key
 from .quantize import quantize_drafter
@@ -133,15 +133,32 @@ class Comparison:
         self.layer_ids = check_pair(session.target, reference.drafter.config, offset,
                                     f"--compare {spec.text}")
         self.session, self.target, self.reference = session, session.target, reference
-        shadow_options = replace(options, layer_offset=offset, probes=False, ranks=False,
-                                 keep_raw=False, proposer=reference.proposer)
-        self.shadow = Session(Pair(session.target, reference.drafter, reference.draft_dir),
-                              session.prompt_ids, options=shadow_options)
+        shadow_options = replace(options, gamma=session.gamma, layer_offset=offset, probes=False,
+                                 ranks=False, keep_raw=False, proposer=reference.proposer)
+        try:
+            self.shadow = Session(Pair(session.target, reference.drafter, reference.draft_dir),
+                                  session.prompt_ids, options=shadow_options)
+        except ParameterError as error:
+            raise self._named(error) from None
         # One list of tokens: the shadow's context stage checks its cursor against it.
         self.shadow.tokens = session.tokens
         self._primary: dict[Key, mx.array] = {}  # the round's buffers, both sides
         self._reference: dict[Key, mx.array] = {}
         self._queued: Optional[_Queued] = None
+
+    def check_gamma(self, gamma: int) -> None:
+        """Session.set_gamma: the reference drafts the primary's block, so its drafter's limits
+        (a sliding window, its positions) hold too."""
+        try:
+            self.shadow._check_gamma(gamma)
+        except ParameterError as error:
+            raise self._named(error) from None
+
+    def _named(self, error: ParameterError) -> ParameterError:
+        """A limit of the reference's drafter, said to be the reference's: the primary's own
+        drafter may have no such limit ("the drafter's sliding_window" misled)."""
+        return ParameterError(error.name, error.value,
+                              f"--compare {self.reference.spec.text}: {error.problem}")
 
     # ---- the seams (engine/session.py calls these) ----------------------------------------
 

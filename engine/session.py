@@ -342,7 +342,10 @@ class Session:
 
     def set_gamma(self, gamma: int) -> int:
         """Takes effect from the next round's context stage."""
-        self.gamma = self._check_gamma(gamma)
+        gamma = self._check_gamma(gamma)
+        if self.compare:  # the reference drafts the same block: its drafter's limits hold too
+            self.compare.check_gamma(gamma)
+        self.gamma = gamma
         return self.gamma
 
     def set_keep_raw(self, on: bool) -> None:

@@ -357,6 +357,25 @@ def test_keys_typed_with_a_question_key_go_into_the_question(pair, typed, check)
     run(scenario())
 
 
+def test_keys_that_act_on_the_round_on_screen_act_before_the_keys_after_them(pair):
+    """P and x act on the round on screen; typed fast, ← right after them must not move
+    the round first (P then ← pinned the round before, x then ← exported it)."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n")
+            for key in ("P", "left", "right", "x", "left"):  # one read's keys, queued at once
+                app.post_message(events.Key(key, key if len(key) == 1 else None))
+            await wait_for(pilot, lambda: "exported" in app.status.message, timeout=10,
+                           what="the export")
+            await wait_idle(pilot)
+            assert app.pinned.round == 2 and app.record.round == 1
+            assert [p.name for p in Path("out").glob("*/round-*.json")] == ["round-0002.json"]
+
+    run(scenario())
+
+
 @pytest.mark.parametrize("typed, shown", [("34213", "tab-probes"), ("124", "tab-aggregates"),
                                           ("43", "tab-probes")])
 def test_a_burst_of_tab_keys_ends_on_the_last_tab_typed(pair, typed, shown):

@@ -248,6 +248,28 @@ def test_a_reference_for_another_target_is_refused_by_name(make_pair, tmp_path):
         pair.open(PROMPT)
 
 
+def test_a_block_beyond_the_references_sliding_window_is_refused_as_the_references(
+        make_pair, tmp_path):
+    """The reference drafts the primary's block, so its drafter's window bounds the block too:
+    at open and at every change of block (set_gamma let the reference draft a block its
+    sliding layers cannot see whole), named as the reference's (the primary has no window)."""
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    config["layer_types"][0], config["sliding_window"] = "sliding_attention", 8
+    sliding = write_drafter(tmp_path / "sliding", config, seed=3)
+    pair = load_pair(target_dir, draft_dir, compare=str(sliding))
+    refused = rf"^gamma=8: --compare {sliding}: a block of 9 rows exceeds the drafter's sliding_window 8"
+    with pytest.raises(InputError, match=refused):
+        pair.open(PROMPT, options=SessionOptions(gamma=8))
+    session = pair.open(PROMPT, options=SessionOptions(gamma=4, max_tokens=TOKENS))
+    session.step_round()
+    with pytest.raises(InputError, match=refused):
+        session.set_gamma(8)
+    assert session.gamma == 4 and session.set_gamma(7) == 7
+    assert session.step_round().gamma == 7
+    session.close()
+
+
 def test_compare_needs_temperature_zero(make_pair):
     target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
     pair = load_pair(target_dir, draft_dir, compare="dtype=float16")

@@ -58,10 +58,11 @@ GENERAL = Binding.Group("general")
 # a question, a dialog). A terminal hands over what was typed fast or pasted in one read;
 # an action that waited for its key to come back up from the table would run after the
 # keys that followed had gone to the table (`g` `2` enter went nowhere; F then `draft`
-# restarted the session). They stand aside while a question or a dialog has the keyboard.
+# restarted the session), and so do the keys that act on the round on screen (`P` then `←`
+# pinned the round before). They stand aside while a question or a dialog has the keyboard.
 PRIORITY = {"round", "goto_first", "goto_last", "goto_round", "search", "tab", "help",
             "breakpoints", "probe_filter", "probe_sort", "probe_sort_reverse", "layer",
-            "first_nonfinite", "aggregate_range", "prompt", "columns"}
+            "first_nonfinite", "aggregate_range", "prompt", "columns", "pin", "export"}
 SEARCH_NEXT = Binding("n", "search_step(1)", "next hit", group=STEP,
                       tooltip="while searching: the next hit (round and slot)")
 
@@ -137,14 +138,16 @@ class DebuggerApp(App[int]):
                 tooltip="while searching: the previous hit"),
         Binding("escape", "end_search", "end search", show=False, group=ROUNDS,
                 tooltip="while searching: end it"),
-        Binding("P", "pin", "pin", group=ROUNDS, tooltip="pin the round on screen: ranks, selector "
-                "and probes then show it beside any other round, differences marked; P on it unpins"),
+        Binding("P", "pin", "pin", group=ROUNDS, priority=True,
+                tooltip="pin the round on screen: ranks, selector and probes then show it beside "
+                "any other round, differences marked; P on it unpins"),
         Binding("question_mark", "help", "help", priority=True, group=GENERAL, tooltip="this help"),
         Binding("q", "quit", "quit", group=GENERAL, tooltip="quit (at once, even mid-stage)"),
         Binding("b", "breakpoints", "breaks", priority=True, group=GENERAL,
                 tooltip="breakpoints menu"),
-        Binding("x", "export", "export", group=GENERAL, tooltip="export the round on screen (JSON, "
-                "+ NPZ when on) into this session's directory"),
+        Binding("x", "export", "export", group=GENERAL, priority=True,
+                tooltip="export the round on screen (JSON, + NPZ when on) into this session's "
+                "directory"),
         Binding(LOG_KEY, "messages", "messages", show=False, group=GENERAL,
                 tooltip=f"message log: the last {LOG_SIZE} status messages and notifications, whole "
                 "(a message too long for the status line ends in … [L])"),
