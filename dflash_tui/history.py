@@ -15,8 +15,9 @@ Pure Python and numpy: no MLX, no Textual. The app appends on its own thread onl
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 import numpy as np
@@ -34,6 +35,45 @@ IN_K_KNOWN = 16  # the round had a selector (DFlash2)
 LEFT_ARGMAX = 32  # the selector's walk picked something other than the slot's argmax
 
 BufferKey = tuple  # (stage, layer or None, name)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One configuration's slots in a round, as History keeps them: the drafter's
+    (`drafter_side`) or, with --compare, the reference's on the same stream
+    (`reference_side`)."""
+
+    proposals: tuple[int, ...]
+    accepted: Optional[int]
+    targets: tuple[int, ...]  # the target's token per slot (-1: unknown)
+    ranks: tuple[tuple, ...]  # (slot, rank, the target's own top probability or nan, in K or None)
+    walk: tuple[tuple, ...]  # DFlash2: (slot, pick, argmax, the walk left the argmax)
+
+
+def drafter_side(record: RoundRecord) -> Side:
+    ranks = tuple((r.slot, r.rank, r.target_top[0].prob if r.target_top else math.nan,
+                   r.in_candidates) for r in record.ranks)
+    walk = () if record.selector is None else tuple(
+        (s.slot, s.chosen, s.argmax, s.off_argmax) for s in record.selector.slots)
+    return Side(tuple(record.proposals or ()), record.accepted,
+                tuple(record.target_tokens or ()), ranks, walk)
+
+
+def reference_side(record: RoundRecord) -> Side:
+    """The reference's slots (records.Compare): judged against the target's tokens after its
+    own proposals. The target's top probability is the primary's where the two sides'
+    prefixes agree (the same verify row), unknown past that. Its pick is its proposal (the
+    walk's own choice: only tests force a reference's proposals)."""
+    c = record.compare
+    p1 = {r.slot: r.target_top[0].prob for r in record.ranks if r.target_top}
+    primary = tuple(record.proposals or ())
+    ranks = tuple(
+        (s, rank, p1.get(s, math.nan) if c.proposals[:s] == primary[:s] else math.nan,
+         c.in_candidates[s] if c.in_candidates else None) for s, rank in enumerate(c.ranks))
+    walk = tuple((s, c.proposals[s], argmax, left)
+                 for s, (argmax, left) in enumerate(zip(c.argmax, c.left_argmax)))
+    return Side(c.proposals, c.accepted, tuple(-1 if t is None else t for t in c.targets),
+                ranks, walk)
 
 
 class Growing:
@@ -76,9 +116,14 @@ class History:
     """Every completed round of one session: summary columns for all, full records for the
     last `keep`, older full records from `source(round)` (None when there is none)."""
 
-    def __init__(self, keep: int, source: Optional[Callable[[int], Optional[RoundRecord]]] = None) -> None:
+    def __init__(self, keep: int, source: Optional[Callable[[int], Optional[RoundRecord]]] = None,
+                 side: Callable[[RoundRecord], Side] = drafter_side) -> None:
         self.keep = max(int(keep), 1)
         self.source = source
+        # Whose slots and count the columns hold: the drafter's, or (reference_side, for the
+        # bench's --compare --slots) the reference's, so that aggregates.slot_stats counts a
+        # reference with the very code that counts the drafter.
+        self.side = side
         self._recent: OrderedDict[int, RoundRecord] = OrderedDict()
         self._fetched: OrderedDict[int, RoundRecord] = OrderedDict()  # a few read back
         # per round
@@ -120,10 +165,11 @@ class History:
     def add(self, record: RoundRecord) -> None:
         """Append a completed round (its raw buffers are never kept)."""
         gamma = record.gamma
+        side = self.side(record)
         self.round.append(record.round)
         self.position.append(record.position)
         self.gamma.append(gamma)
-        self.accepted.append(record.accepted or 0)
+        self.accepted.append(side.accepted or 0)
         self.committed.append(len(record.committed_tokens))
         self.ms.append(sum(s.ms for s in record.stages))
         compare = record.compare
@@ -135,35 +181,32 @@ class History:
         target_p1 = np.full(gamma, np.nan, np.float32)
         pick = np.full(gamma, -1, np.int64)
         argmax = np.full(gamma, -1, np.int64)
-        proposed = min(len(record.proposals or ()), gamma)
+        proposed = min(len(side.proposals), gamma)
         flags[:proposed] |= PROPOSED
         # from the verdict itself, not the ranks (a session may run with ranks off): slots up
         # to the first miss were judged, those before it accepted
-        if record.accepted is not None:
-            done = min(record.accepted, proposed)
+        if side.accepted is not None:
+            done = min(side.accepted, proposed)
             flags[:done] |= ACCEPTED
             flags[: min(done + 1, proposed)] |= JUDGED
-        for r in record.ranks:
-            if r.slot >= gamma:
+        for slot, slot_rank, p1, in_k in side.ranks:
+            if slot >= gamma:
                 continue
-            rank[r.slot] = r.rank
-            if r.target_top:
-                target_p1[r.slot] = r.target_top[0].prob
-            if r.in_candidates is not None:
-                flags[r.slot] |= IN_K_KNOWN | (IN_K if r.in_candidates else 0)
-        if record.selector is not None:
-            for s in record.selector.slots:
-                if s.slot < gamma:
-                    pick[s.slot], argmax[s.slot] = s.chosen, s.argmax
-                    if s.off_argmax:
-                        flags[s.slot] |= LEFT_ARGMAX
+            rank[slot], target_p1[slot] = slot_rank, p1
+            if in_k is not None:
+                flags[slot] |= IN_K_KNOWN | (IN_K if in_k else 0)
+        for slot, chosen, best, left in side.walk:
+            if slot < gamma:
+                pick[slot], argmax[slot] = chosen, best
+                if left:
+                    flags[slot] |= LEFT_ARGMAX
         self.flags.append(flags)
         self.rank.append(rank)
         self.target_p1.append(target_p1)
         self.pick.append(pick)
         self.argmax.append(argmax)
-        self.proposal.append(list(record.proposals or ()))
-        self.target.append(list(record.target_tokens or ()))
+        self.proposal.append(list(side.proposals))
+        self.target.append(list(side.targets))
         self.committed_ids.append(list(record.committed_tokens))
         ids = {*(record.proposals or ()), *(record.target_tokens or ()), *record.committed_tokens}
         self.token_text.update((t, record.text(t)) for t in ids if t not in self.token_text)

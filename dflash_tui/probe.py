@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional, Sequence
 
 from . import sample
 from .engine.api import load_pair
@@ -58,6 +58,24 @@ def compare_note(compare) -> str:
     return note
 
 
+def once_each(left_out: Iterable) -> list:
+    """Buffers left out of the drift (records.LeftOut) over many rounds, each buffer once, as
+    first seen: their shapes follow the block, which the token budget cuts in a last round."""
+    first: dict = {}
+    for b in left_out:
+        first.setdefault((b.stage, b.layer, b.buffer), b)
+    return list(first.values())
+
+
+def left_out_line(left_out: Sequence) -> str:
+    """--compare: the buffers the drift table could not compare (records.LeftOut, once
+    each), in one line."""
+    shown = ", ".join(f"{b.where} ({b.why})" for b in left_out[:4])
+    more = f" and {len(left_out) - 4} more" if len(left_out) > 4 else ""
+    return (f"the drift leaves out {len(left_out)} buffer{'s' * (len(left_out) != 1)} it "
+            f"cannot compare (another shape, or on one side only): {shown}{more}")
+
+
 @dataclass
 class Tally:
     """What the summary needs from the rounds done, without keeping their records."""
@@ -68,6 +86,7 @@ class Tally:
     compare_accepted: list[int] = field(default_factory=list)
     compare_diverged: int = 0
     compare_first: Optional[dict] = None
+    compare_left_out: list = field(default_factory=list)  # records.LeftOut, once each
 
     def add(self, record) -> None:
         self.accepted.append(record.accepted)
@@ -82,6 +101,7 @@ class Tally:
             self.compare_diverged += first is not None
             if first is not None and self.compare_first is None:
                 self.compare_first = {"round": record.round, **encode(first)}
+            self.compare_left_out = once_each([*self.compare_left_out, *record.compare.left_out])
 
     @property
     def rounds(self) -> int:
@@ -104,7 +124,8 @@ class Tally:
     def compare_summary(self, spec: str) -> dict:
         return {"compare": spec, "compare_accepted_per_round": self.compare_accepted,
                 "compare_mean_accepted": _mean(self.compare_accepted),
-                "compare_first_divergent": self.compare_first}
+                "compare_first_divergent": self.compare_first,
+                "compare_left_out": [encode(b) for b in self.compare_left_out]}
 
 
 def _mean(values: list[int]) -> Optional[float]:
@@ -190,6 +211,8 @@ def run(args) -> int:
           f"mean accepted {_shown(tally.mean_accepted)}", flush=True)
     if args.compare:
         print(tally.compare_line(args.compare.text, args.compare_tol), flush=True)
+        if tally.compare_left_out:
+            print(f"--- {left_out_line(tally.compare_left_out)}", flush=True)
     print(text, flush=True)
     session.close()
     summary = None

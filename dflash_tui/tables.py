@@ -50,8 +50,10 @@ BUFFERS = (
 TABLES = {"rounds": ROUNDS, "slots": SLOTS, "buffers": BUFFERS}
 # --compare: the reference configuration's columns, after each table's own
 COMPARE = {
-    "rounds": (("compare_accepted", int), ("compare_first_divergent", str)),
-    "slots": (("compare_proposal", int), ("compare_rank", int), ("compare_accepted", bool)),
+    "rounds": (("compare_accepted", int), ("compare_first_divergent", str), ("compare_ms", float)),
+    "slots": (("compare_proposal", int), ("compare_rank", int), ("compare_accepted", bool),
+              ("compare_target", int), ("compare_argmax", int), ("compare_left_argmax", bool),
+              ("compare_in_candidates", bool)),
     "buffers": (("compare_max_abs_diff", float), ("compare_rel_err", float),
                 ("compare_nonfinite", str)),
 }
@@ -77,7 +79,8 @@ def rows(record: RoundRecord, compared: bool = False) -> dict[str, list[tuple]]:
     if compared:
         divergent = c.first_divergent if c is not None else None
         rounds = [rounds[0] + (None if c is None else c.accepted,
-                               None if divergent is None else divergent.where)]
+                               None if divergent is None else divergent.where,
+                               None if c is None else c.ms)]
     ranks = {r.slot: r for r in record.ranks}
     picks = {s.slot: s for s in record.selector.slots} if record.selector is not None else {}
     slots = []
@@ -95,8 +98,10 @@ def rows(record: RoundRecord, compared: bool = False) -> dict[str, list[tuple]]:
             None if pick is None else pick.off_argmax,
         )
         if compared:
-            row += (None, None, None) if c is None else \
-                (c.proposals[slot], c.ranks[slot], slot < c.accepted)
+            row += (None,) * 7 if c is None else (
+                c.proposals[slot], c.ranks[slot], slot < c.accepted,
+                *(_at(cells, slot) for cells in (c.targets, c.argmax, c.left_argmax,
+                                                 c.in_candidates)))
         slots.append(row)
     drift = {(b.stage, b.layer, b.buffer): b for b in c.buffers} if c is not None else {}
     buffers = []
@@ -112,6 +117,12 @@ def rows(record: RoundRecord, compared: bool = False) -> dict[str, list[tuple]]:
     buffers += [(record.round, b.stage, b.layer, b.buffer, *(None,) * 11, *_drift_cells(b))
                 for b in drift.values()]
     return {"rounds": rounds, "slots": slots, "buffers": buffers}
+
+
+def _at(cells: tuple, slot: int):
+    """A per-slot cell of the reference, empty where it has none (DFlash's selector; a
+    trace written before the field)."""
+    return cells[slot] if slot < len(cells) else None
 
 
 def _drift_cells(b) -> tuple:

@@ -27,10 +27,16 @@ anchor and the primary's accepted tokens), so the forward runs the reference's p
 from that slot on, its argmax rows are the verify's answers, and the cache is rewound
 (trimmed, or restored for recurrent caches). A round thus costs at most one more draft pass
 and one more (shorter) verify.
+
+The reference's time (its seams' host work and the waits for its device work, which the
+commit's wait runs) is counted in its record (`Compare.ms`) and kept out of the primary's
+stage times, so the commit stage shows the commit.
 """
 
 from __future__ import annotations
 
+import functools
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
@@ -46,7 +52,7 @@ from .drift import Drift, Key
 from .probes import pipeline_key
 from .quantize import quantize_drafter
 from .ranks import rank_arrays
-from .records import Compare, Divergent
+from .records import Compare, Divergent, LeftOut
 from .session import Session, check_pair
 from .target import DTYPES
 
@@ -116,8 +122,24 @@ class _Queued:
     logits: mx.array  # its draft logits [gamma, V]
     proposal: "Proposal"
     drift: Drift
+    left_out: tuple[LeftOut, ...]  # the buffers the drift could not compare
     capture: Optional[mx.array] = None  # its capture rows of the verify pass
     ranks: Optional[mx.array] = None  # [gamma]
+
+
+def _timed(seam):
+    """Count a seam's time as the reference's (Comparison.seconds): the session takes it out
+    of the primary's stage that called the seam."""
+
+    @functools.wraps(seam)
+    def timed(self, *args):
+        t0 = time.perf_counter()
+        try:
+            return seam(self, *args)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    return timed
 
 
 class Comparison:
@@ -145,6 +167,13 @@ class Comparison:
         self._primary: dict[Key, mx.array] = {}  # the round's buffers, both sides
         self._reference: dict[Key, mx.array] = {}
         self._queued: Optional[_Queued] = None
+        self.seconds = 0.0  # the reference's time so far, over every round (_timed)
+        self._round_start = 0.0  # `seconds` when the round in flight began
+        # The reference drafter's own notes (a block beyond the one it was trained for),
+        # named as the reference's; one the primary already has says the same of both (the
+        # drafter quantized in memory), and is shown once.
+        self.notes = tuple(f"--compare {spec.text}: {note}" for note in self.shadow.info.notes
+                           if note not in session.info.notes)
 
     def check_gamma(self, gamma: int) -> None:
         """Session.set_gamma: the reference drafts the primary's block, so its drafter's limits
@@ -168,31 +197,44 @@ class Comparison:
     def prefill(self) -> None:
         self.shadow.capture = self.target.reference_capture
 
+    @_timed
     def context(self) -> None:
+        self._round_start = self.seconds
         self.shadow._context(self._probe("context"))
 
+    @_timed
     def draft(self, r: "RoundScratch") -> None:
         drafted = self.shadow._draft(r, self._probe("draft"))
-        self._queued = _Queued(drafted.logits, self.shadow._select(r, drafted), self._drift())
+        self._queued = _Queued(drafted.logits, self.shadow._select(r, drafted), *self._drift())
 
+    @_timed
     def verify(self, r: "RoundScratch", logits: mx.array, target_argmax: mx.array) -> None:
         q, gamma = self._queued, r.gamma
         q.capture = self.target.reference_capture
         q.ranks = rank_arrays(q.logits, logits[:gamma], target_argmax[:gamma], 0.0)[0]
 
+    @_timed
     def commit(self, r: "RoundScratch", selected: "Selected", verified: "Verified") -> Compare:
         """After the primary's commit: the round's reference record."""
+        t0 = time.perf_counter()
         part, q = verified.part, self._queued
         self.shadow.capture = q.capture[:, : part.accepted + 1]
         self.shadow.capture_base = r.position
-        self.session._wait([q.proposal.tokens, q.ranks, *q.drift.pending()])
+        walk = [q.proposal.lattice[0], q.proposal.picks] if q.proposal.lattice else []
+        self.session._wait([q.proposal.tokens, q.ranks, *walk, *q.drift.pending()])
         proposals = np.array(q.proposal.tokens).tolist()
-        accepted, unknown = known_accepted(proposals, list(selected.part.proposals),
-                                           list(part.target_tokens))
+        primary = list(selected.part.proposals)
+        accepted, unknown = known_accepted(proposals, primary, list(part.target_tokens))
+        targets = known_targets(proposals, primary, list(part.target_tokens))
+        ranks = np.array(q.ranks).tolist()
         if unknown is not None:
-            more = self._target_tokens_after(proposals[unknown - 1: -1])
+            more, more_ranks = self._target_tokens_after(proposals[unknown - 1: -1],
+                                                         q.logits[unknown:])
             accepted = unknown + greedy_prefix(proposals[unknown:], more)
-        self.session._remember_text(r, proposals)
+            # its ranks there are of the target's tokens after its own prefix, not the primary's
+            targets[unknown:], ranks[unknown:] = more, more_ranks
+        argmax, left, in_k = _walk(walk, targets)
+        self.session._remember_text(r, [*proposals, *(t for t in targets if t is not None), *argmax])
         buffers = q.drift.rows()
         tol = self.reference.tolerance
         first = next((b for b in buffers if b.rel_err is None or b.rel_err > tol), None)
@@ -201,10 +243,12 @@ class Comparison:
         self._queued = None
         return Compare(
             spec=self.reference.spec.text, proposals=tuple(proposals), accepted=accepted,
-            ranks=tuple(np.array(q.ranks).tolist()), buffers=buffers, tolerance=tol,
+            ranks=tuple(ranks), buffers=buffers, tolerance=tol,
             first_divergent=None if first is None else
             Divergent(first.stage, first.layer, first.buffer, first.rel_err, first.nonfinite),
-            reverified=unknown is not None,
+            reverified=unknown is not None, targets=tuple(targets), argmax=argmax,
+            left_argmax=left, in_candidates=in_k, left_out=q.left_out,
+            ms=(self.seconds - self._round_start + time.perf_counter() - t0) * 1000,
         )
 
     # ---- helpers --------------------------------------------------------------------------
@@ -217,23 +261,33 @@ class Comparison:
 
         return probe
 
-    def _drift(self) -> Drift:
+    def _drift(self) -> tuple[Drift, tuple[LeftOut, ...]]:
         """Queue the drift of every buffer both sides probed with one shape, in pipeline
-        order."""
-        keys = sorted((k for k, a in self._reference.items()
-                       if k in self._primary and self._primary[k].shape == a.shape),
-                      key=_pipeline_order)
-        return Drift(keys, [self._primary[k] for k in keys], [self._reference[k] for k in keys])
+        order; and name the ones left out (another shape on each side, or one side only:
+        the primary's buffers of this round so far are the same two stages')."""
+        primary, reference = self._primary, self._reference
+        keys = sorted((k for k, a in reference.items()
+                       if k in primary and primary[k].shape == a.shape), key=_pipeline_order)
+        compared = set(keys)
+        left_out = tuple(
+            LeftOut(*k, _shape_of(primary.get(k)), _shape_of(reference.get(k)))
+            for k in sorted((primary.keys() | reference.keys()) - compared, key=_pipeline_order))
+        return Drift(keys, [primary[k] for k in keys], [reference[k] for k in keys]), left_out
 
-    def _target_tokens_after(self, tokens: list[int]) -> list[int]:
-        """The target's argmax after each of `tokens`, run on from its committed cache, which
-        is then rewound as it was."""
+    def _target_tokens_after(self, tokens: list[int], logits: mx.array
+                             ) -> tuple[list[int], list[int]]:
+        """The target's argmax after each of `tokens`, run on from its committed cache (which
+        is then rewound as it was), and each one's rank in `logits` (the reference's draft
+        logits of those slots, one row per token)."""
         saved = self.target.checkpoint()
-        logits, _ = self.target.forward(mx.array([tokens], dtype=mx.int32))
-        argmax = mx.argmax(logits[0], axis=-1)
-        self.session._wait([argmax])
+        out, _ = self.target.forward(mx.array([tokens], dtype=mx.int32))
+        argmax = mx.argmax(out[0], axis=-1)
+        logits = logits.astype(mx.float32)  # as ranks.rank_arrays counts
+        at = mx.take_along_axis(logits, argmax[:, None], axis=-1)
+        ranks = (logits > at).sum(axis=-1)
+        self.session._wait([argmax, ranks])
         self.target.rewind(saved, len(tokens))
-        return np.array(argmax).tolist()
+        return np.array(argmax).tolist(), np.array(ranks).tolist()
 
 
 def known_accepted(reference: list[int], primary: list[int], targets: list[int]
@@ -248,6 +302,33 @@ def known_accepted(reference: list[int], primary: list[int], targets: list[int]
         if token != targets[slot]:
             return slot, None
     return len(reference), None
+
+
+def known_targets(reference: list[int], primary: list[int], targets: list[int]
+                  ) -> list[Optional[int]]:
+    """The target's token at each slot after the anchor and the reference's own proposals
+    before it, as far as the primary's verify ran that prefix: up to the first slot where
+    the two sides' proposals part (None beyond)."""
+    same = next((i for i, (a, b) in enumerate(zip(reference, primary)) if a != b), len(reference))
+    return [targets[s] if s <= same else None for s in range(len(reference))]
+
+
+def _walk(walk: list, targets: list[Optional[int]]) -> tuple[tuple, tuple, tuple]:
+    """DFlash2's selector, read back: per slot the argmax (its best-unary candidate), whether
+    the walk left it, and whether the target's token was among the candidates (None where
+    that token is unknown). DFlash has no selector: all three empty."""
+    if not walk:
+        return (), (), ()
+    candidates, picks = np.array(walk[0]), np.array(walk[1])
+    argmax = candidates[:, 0]
+    chosen = candidates[np.arange(len(picks)), picks]
+    in_k = tuple(None if t is None else bool((row == t).any())
+                 for row, t in zip(candidates, targets))
+    return tuple(argmax.tolist()), tuple((chosen != argmax).tolist()), in_k
+
+
+def _shape_of(tensor: Optional[mx.array]) -> Optional[tuple[int, ...]]:
+    return None if tensor is None else tuple(tensor.shape)
 
 
 def greedy_prefix(proposals: list[int], targets: list[int]) -> int:

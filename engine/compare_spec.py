@@ -59,12 +59,17 @@ def parse_spec(text: str) -> CompareSpec:
     path = Path(text).expanduser()
     if path.is_dir():
         return CompareSpec(text, draft_dir=path)
-    if "=" not in text:
+    # Commas and no path separator: overrides gone wrong (`,`, `bits4,dtype`), not a folder
+    overrides = "," in text and "/" not in text and not path.exists()
+    if "=" not in text and not overrides:
         problem = "is a file, not a drafter directory" if path.exists() else "no such directory"
         raise ParameterError("compare", text, f"{problem} (a SPEC is a drafter directory or "
                              f"KEY=VALUE overrides: {', '.join(KEYS)})")
     values: dict[str, str] = {}
     for part in text.split(","):
+        if not part.strip():
+            raise ParameterError("compare", text, "an empty override: expected KEY=VALUE[,KEY=VALUE...], "
+                                 f"one on each side of every comma (keys: {', '.join(KEYS)})")
         key, sep, value = (s.strip() for s in part.partition("="))
         if not sep or not key:
             raise ParameterError("compare", text, f"{part.strip()!r} is not KEY=VALUE "

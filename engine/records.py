@@ -192,6 +192,47 @@ class Compare:
     # The target verified the reference's proposals beyond the primary's verify (its
     # tokens past the primary's first miss were needed): one more, shorter target forward.
     reverified: bool = False
+    # Per slot, the reference's side of what the primary's slots record (SlotRank,
+    # SelectorSlot), so its acceptance can be taken apart as the drafter's is:
+    # the target's token after the anchor and the reference's OWN proposals before the slot
+    # (what `ranks` is counted against); None where the target never saw that prefix (past
+    # where the two sides' proposals part, in a round the reference had missed by then)
+    targets: tuple[Optional[int], ...] = ()
+    argmax: tuple[int, ...] = ()  # DFlash2: the slot's best-unary candidate (empty for DFlash)
+    left_argmax: tuple[bool, ...] = ()  # DFlash2: its selector's walk picked another token
+    in_candidates: tuple[Optional[bool], ...] = ()  # DFlash2: `targets` among its K candidates
+    # Buffers of the compared stages that could not be compared: another shape on each side,
+    # or present on one side only (a reference with another intermediate size, fewer layers)
+    left_out: tuple[LeftOut, ...] = ()
+    # The reference's own time this round, host and device (its stages' work and the wait
+    # for it, a second verify): kept out of the primary's stage times
+    ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A buffer the drift table could not compare (Compare.left_out)."""
+
+    stage: str
+    layer: Optional[int]
+    buffer: str
+    primary_shape: Optional[tuple[int, ...]]  # None: the primary has no such buffer
+    reference_shape: Optional[tuple[int, ...]]
+
+    @property
+    def where(self) -> str:
+        layer = "" if self.layer is None else f" layer {self.layer}"
+        return f"{self.stage}{layer} {self.buffer}"
+
+    @property
+    def why(self) -> str:
+        if self.primary_shape is None or self.reference_shape is None:
+            return "reference only" if self.primary_shape is None else "drafter only"
+        return f"{_shape(self.primary_shape)} vs {_shape(self.reference_shape)}"
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
 
 
 @dataclass(frozen=True)

@@ -300,6 +300,8 @@ class Session:
         # --compare: the reference configuration run beside this one (engine/compare.py),
         # called at the stage seams below.
         self.compare = pair.reference.open(self) if pair.reference is not None else None
+        if self.compare and self.compare.notes:  # shown wherever the drafter's notes are
+            self.info = replace(self.info, notes=self.info.notes + self.compare.notes)
 
     # ---- setup ---------------------------------------------------------------------------
 
@@ -452,7 +454,7 @@ class Session:
             self._round = self._begin_round()
         r = self._round
         before = self.state()
-        t0 = time.perf_counter()
+        t0, reference_s = time.perf_counter(), self._reference_seconds()
         sink = self._sink(stage)
         if stage is Stage.CONTEXT:
             self._wait([*self._context(sink), *sink.pending()])
@@ -470,7 +472,9 @@ class Session:
         else:
             r.committed = self._commit(r, r.selected, r.verified)
         self._keep_probes(r, sink)
-        r.stages.append(StageRecord(stage.value, before, self.state(), (time.perf_counter() - t0) * 1000))
+        # the reference's part of the stage is its own (Compare.ms), not the stage's
+        seconds = time.perf_counter() - t0 - (self._reference_seconds() - reference_s)
+        r.stages.append(StageRecord(stage.value, before, self.state(), seconds * 1000))
         return self._finish_stage(r, stage)
 
     def step_round(self) -> RoundRecord:
@@ -492,7 +496,7 @@ class Session:
     def _chained_round(self) -> RoundRecord:
         r = self._round = self._begin_round()
         sinks = {stage: self._sink(stage) for stage in Stage}
-        clock = _StageClock(self.state)
+        clock = _StageClock(self.state, self._reference_seconds)
 
         clock.start(Stage.CONTEXT)
         queued = self._context(sinks[Stage.CONTEXT])
@@ -527,6 +531,11 @@ class Session:
             self._keep_probes(r, sinks[stage])
         r.stages.extend(clock.records())
         return self._finish_stage(r, Stage.COMMIT)
+
+    def _reference_seconds(self) -> float:
+        """--compare: the reference's time so far (engine/compare.py), which the stages
+        that call it leave out of their own."""
+        return self.compare.seconds if self.compare else 0.0
 
     def _sink(self, stage: Stage) -> ProbeSink:
         sink = ProbeSink(stage.value, self.options.probes, self.keep_raw)
@@ -745,10 +754,12 @@ class Session:
 
 class _StageClock:
     """Host time per stage of a chained round, which visits stages out of order (select and
-    verify are read back after the one wait), with each stage's state before and after."""
+    verify are read back after the one wait), with each stage's state before and after.
+    `excluded` is a running total of seconds spent on something else within the stages
+    (the --compare reference's seams), which their times leave out."""
 
-    def __init__(self, state: Callable[[], EngineState]):
-        self._state = state
+    def __init__(self, state: Callable[[], EngineState], excluded: Callable[[], float]):
+        self._state, self._excluded = state, excluded
         self._ms: dict[Stage, float] = {}
         self._before: dict[Stage, EngineState] = {}
         self._after: dict[Stage, EngineState] = {}
@@ -762,12 +773,13 @@ class _StageClock:
 
     def resume(self, stage: Stage) -> None:
         self.stop()
-        self._running, self._t0 = stage, time.perf_counter()
+        self._running, self._t0, self._x0 = stage, time.perf_counter(), self._excluded()
 
     def stop(self) -> None:
         if self._running is not None:
             stage = self._running
-            self._ms[stage] = self._ms.get(stage, 0.0) + (time.perf_counter() - self._t0) * 1000
+            seconds = time.perf_counter() - self._t0 - (self._excluded() - self._x0)
+            self._ms[stage] = self._ms.get(stage, 0.0) + seconds * 1000
             # A stage moves the state when it is queued; reading it back moves nothing.
             self._after.setdefault(stage, self._state())
             self._running = None

@@ -320,8 +320,8 @@ def test_export_adds_the_compare_columns_equal_to_the_records(off_by_one, tmp_pa
     out = tmp_path / "tables"
     assert cli.main(["export", str(trace), "--out", str(out)]) == 0
     rounds, slots, buffers = (read_csv(out / f"{n}.csv") for n in ("rounds", "slots", "buffers"))
-    assert list(rounds[0])[-2:] == ["compare_accepted", "compare_first_divergent"]
-    assert list(slots[0])[-3:] == ["compare_proposal", "compare_rank", "compare_accepted"]
+    assert list(rounds[0])[-3:] == ["compare_accepted", "compare_first_divergent", "compare_ms"]
+    assert list(slots[0])[-7:-4] == ["compare_proposal", "compare_rank", "compare_accepted"]
     assert list(buffers[0])[-3:] == ["compare_max_abs_diff", "compare_rel_err", "compare_nonfinite"]
     assert [(int(r["compare_accepted"]), r["compare_first_divergent"]) for r in rounds] == \
         [(r.compare.accepted, r.compare.first_divergent.where) for r in records]

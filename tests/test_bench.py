@@ -485,3 +485,101 @@ def test_the_oracle_has_no_drafter_to_measure(pair, prompts_dir, capsys, flag):
     target_dir, _ = pair
     rc, _, err = bench(capsys, target_dir, "--prompts", prompts_dir, "--oracle", *flag)
     assert rc == 2 and f"{flag[0]} with --oracle" in err and "Traceback" not in err
+
+
+def test_slots_with_compare_tabulate_the_references_slots_too(make_pair, prompts_dir,
+                                                              fixture_root, tmp_path, capsys):
+    """--compare --slots: the reference's per-slot numbers, counted by the drafter's own code
+    from the reference's side of the same rounds, equal counts computed here (without
+    dflash_tui's aggregates) from the reference records of the same sessions stepped by hand;
+    the CLI prints both tables and says the speed includes the reference, the JSON holds both."""
+    import statistics
+
+    from fixtures import write_drafter
+
+    from dflash_tui.aggregates import TORN
+    from dflash_tui.bench.slots import stats_of
+
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    other = write_drafter(fixture_root / "bench-slots-reference", config, seed=7)
+    loaded = load_pair(target_dir, draft_dir, compare=str(other))
+    proposers = partly_right_proposers((target_dir, loaded), prompts_dir)
+    # the reference proposes right up to a slot of its own, so each side reaches further in
+    # some rounds (a second verify included); matched to its prompt by the prompt's tokens
+    truths = []
+    for workload in load_workloads(prompts_dir):
+        for prompt in workload.prompts:
+            ids = encode_prompt(loaded.target.tokenizer, prompt.text, None)
+            truths.append((ids, mlx_lm_greedy(target_dir, ids, MAX_TOKENS + 8)))
+
+    def reference_proposer(tokens: list[int], gamma: int) -> list[int]:
+        ids, truth = next((i, t) for i, t in truths if tokens[:len(i)] == i)
+        done = len(tokens) - len(ids)
+        k = (done * 5 + 1) % (gamma + 1)
+        right = truth[done:done + gamma] + [0] * gamma
+        return [right[i] if i < k else (right[i] + 1) % loaded.target.vocab_size
+                for i in range(gamma)]
+
+    loaded.reference.proposer = reference_proposer
+    blocks = (2, 4)
+    result = BenchRunner(loaded, load_workloads(prompts_dir),
+                         Settings(blocks=blocks, max_tokens=MAX_TOKENS, slots=True),
+                         proposer_for=lambda p, ids, ref: proposers[p.id]).run()
+    got = {(w, b): slots for w, b, slots in stats_of(result, reference=True)}
+
+    pooled: dict[tuple[str, int], list] = {}
+    for workload in load_workloads(prompts_dir):
+        for prompt in workload.prompts:
+            for block in blocks:
+                session = loaded.open(prompt.text, options=SessionOptions(
+                    gamma=block, max_tokens=MAX_TOKENS, probes=False, proposer=proposers[prompt.id]))
+                records = list(session.run())
+                session.close()
+                for key in ((workload.name, block), ("all", block)):
+                    pooled.setdefault(key, []).extend(records)
+    assert set(got) == set(pooled)
+    deeper = 0
+    for key, records in pooled.items():
+        assert len(got[key]) == key[1]
+        for s in got[key]:
+            n = s.slot
+            rounds = [r.compare for r in records if r.gamma > n]
+            reached = [c for c in rounds if c.accepted >= n]
+            ranks = [c.ranks[n] for c in reached]
+            left = [c for c in reached if c.left_argmax[n]]
+            assert (s.proposed, s.accepted, s.reached) == (
+                len(rounds), sum(c.accepted > n for c in rounds), len(reached)), key
+            assert (s.rank0, s.ranked) == (ranks.count(0), len(ranks)), key
+            assert s.rank_mean == (statistics.mean(ranks) if ranks else None)
+            off = [k for k in ranks if k > 0]
+            assert s.off_rank_median == (statistics.median(off) if off else None)
+            assert s.in_k == sum(bool(c.in_candidates[n]) for c in rounds)
+            assert s.left == sum(c.left_argmax[n] for c in rounds)
+            assert s.helped == sum(c.proposals[n] == c.targets[n] != c.argmax[n] for c in left)
+            assert s.hurt == sum(c.argmax[n] == c.targets[n] != c.proposals[n] for c in left)
+            # torn: the target's own top probability is the drafter's verify row's, where the
+            # reference's prefix is the drafter's (the same row)
+            missed = [r.ranks[n].target_top[0].prob for r in records
+                      if r.gamma > n and r.compare.accepted == n
+                      and r.compare.proposals[:n] == r.proposals[:n]]
+            assert (s.missed, s.torn) == (len(missed), sum(p < TORN for p in missed)), key
+        deeper += sum(r.compare.accepted > r.accepted for r in records)
+    assert deeper and any(0 < s.accepted < s.proposed for slots in got.values() for s in slots)
+    # the drafter's own table is the drafter's, not the reference's
+    assert stats_of(result) != stats_of(result, reference=True)
+
+    out = tmp_path / "slots.json"
+    rc, stdout, _ = bench(capsys, target_dir, "--prompts", prompts_dir, "--blocks", "2",
+                          "--max-tokens", "6", "--limit", "1", "--slots", "--compare", other,
+                          "--json", out)
+    assert rc == 0
+    assert "Per slot, over every round of each workload  [deterministic]" in stdout
+    assert (f"Per slot, over every round of each workload, reference {other} on the same "
+            "committed stream  [deterministic]") in stdout
+    assert ("Speed  [wall clock on this machine: varies from run to run]  (includes the "
+            "reference's work (--compare) and the ranks --slots computes)") in stdout
+    written = json.loads(out.read_text())
+    assert [(c["workload"], c["block"]) for c in written["compare"]["slots"]] == [
+        ("prose", 2), ("code", 2), ("all", 2)]
+    assert all(c["speed"]["compare_ms_per_round"] > 0 for c in written["cells"])

@@ -119,6 +119,27 @@ def test_settings_that_differ_are_named(benches, tmp_path, capsys):
     assert f"note: max_tokens differs: {MAX_TOKENS} in {benches[0]}, 64 in {other}" in stdout
 
 
+def test_compare_and_slots_are_named_since_they_move_the_speed_numbers(benches, tmp_path, capsys):
+    """--compare and --slots add work to every round (bench's speed numbers include it) and
+    leave the decode as it was: said when the two files differ in them, or both ran them."""
+    def compared(record):
+        record["compare"] = {"spec": "bits=4", "tolerance": 0.01, "cells": []}
+        record["settings"]["slots"] = True
+    a = edited(benches[0], tmp_path / "a.json", compared)
+    b = edited(benches[1], tmp_path / "b.json", compared)
+    said = lambda stdout: " ".join(stdout.split())  # noqa: E731 (the console wraps long notes)
+    rc, stdout, _ = run(capsys, a, benches[1])
+    assert rc == 0 and (
+        f"note: --compare / --slots differ: --compare bits=4 --slots in {a}, neither in "
+        f"{benches[1]}; their speed numbers are not alike (each includes that work), the "
+        "accepted counts compared here do not depend on it") in said(stdout)
+    rc, stdout, _ = run(capsys, a, b)
+    assert ("note: both ran with --compare bits=4 --slots: their speed numbers include that "
+            "work, the accepted counts compared here do not depend on it") in said(stdout)
+    rc, stdout, _ = run(capsys, *benches)
+    assert "--slots" not in stdout
+
+
 def test_an_interrupted_bench_compares_the_prompts_it_finished_at_every_block(benches, tmp_path, capsys):
     """As the bench's own tables do: a prompt done at block 2 but not 4 is left out of both."""
     def interrupt(record):

@@ -146,7 +146,8 @@ def test_every_table_fits_80_columns_and_the_break_even_numbers_line_up():
                   decode_tokens=999_999, decode_s=50.0 * b * b * (1 + 2 * k), target_decode_tokens=999_999,
                   target_decode_s=1_234.5, stage_ms=(0.0,) * 5, checked=99, diverged=0)
              for k, w in enumerate(["prose", "code", "math", "all"]) for b in blocks]
-    result = SimpleNamespace(cells=lambda: cells, settings=SimpleNamespace(blocks=blocks))
+    result = SimpleNamespace(cells=lambda: cells, compare=None,
+                             settings=SimpleNamespace(blocks=blocks, slots=False))
     console = Console(width=80, record=True)
     console.print(render(result))
     lines = console.export_text().splitlines()

@@ -31,6 +31,11 @@ def _refused(capsys, argv, needle):
     ("dtype=float16,bits", "'bits' is not KEY=VALUE"),
     ("/no/such/drafter", "--compare '/no/such/drafter': no such directory (a SPEC is a drafter "
                          "directory or KEY=VALUE overrides"),
+    # commas but no override: the SPEC's syntax, not a folder that is missing
+    (",", "--compare ',': an empty override: expected KEY=VALUE[,KEY=VALUE...], one on each "
+          "side of every comma (keys: dtype, bits, group, layer-offset, residual-scale)"),
+    ("bits=4,", "--compare 'bits=4,': an empty override"),
+    ("bits4,dtype", "--compare 'bits4,dtype': 'bits4' is not KEY=VALUE"),
 ])
 def test_a_bad_spec_is_refused_before_anything_loads(capsys, spec, needle):
     for command in (["probe"], ["bench"], []):  # [] : the TUI, refused before it opens
@@ -115,3 +120,72 @@ def test_bench_compare_against_itself_shows_no_difference(make_pair, tmp_path, c
     assert mine == ref
     assert all(r["compare_accepted_per_round"] == r["accepted_per_round"] for r in data["runs"])
     assert "--compare" in data["command"]
+
+
+def test_probe_and_bench_say_what_the_drift_left_out_and_the_references_notes(
+        make_pair, fixture_root, tmp_path, capsys):
+    """A reference with another MLP width and trained for a smaller block: probe and bench
+    each say in one line which buffers the drift could not compare (and their JSON carries
+    them), and the reference's note is shown where the drafter's notes go, as the
+    reference's."""
+    from fixtures import write_drafter
+
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    config["intermediate_size"], config["dflash_config"]["block_size"] = 96, 3
+    other = write_drafter(fixture_root / "narrow-block-3-reference", config, seed=2)
+    out = tmp_path / "out"
+    assert main(["probe", str(target_dir), "--prompt", "Hello", "--block", "3", "--rounds", "2",
+                 "--compare", str(other), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert (f"note: --compare {other}: block of 3 proposals is beyond the 2 the drafter was "
+            "trained for") in captured.err.splitlines()
+    left = [l for l in captured.out.splitlines() if "the drift leaves out" in l]
+    assert left == ["--- the drift leaves out 6 buffers it cannot compare (another shape, or on "
+                    "one side only): draft layer 0 ffn_gate (1x4x128 vs 1x4x96), draft layer 0 "
+                    "ffn_up (1x4x128 vs 1x4x96), draft layer 0 ffn_act (1x4x128 vs 1x4x96), "
+                    "draft layer 1 ffn_gate (1x4x128 vs 1x4x96) and 2 more"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["compare_left_out"][0] == {
+        "stage": "draft", "layer": 0, "buffer": "ffn_gate", "primary_shape": [1, 4, 128],
+        "reference_shape": [1, 4, 96]}
+    assert len(summary["compare_left_out"]) == 6
+
+    bench_json = tmp_path / "bench.json"
+    assert main(["bench", str(target_dir), "--blocks", "3", "--limit", "1", "--max-tokens", "6",
+                 "--compare", str(other), "--json", str(bench_json)]) == 0
+    captured = capsys.readouterr()
+    assert left[0].removeprefix("--- ") in " ".join(captured.out.split())  # rich wraps it
+    assert (f"note (block 3): --compare {other}: block of 3 proposals is beyond the 2 the "
+            "drafter was trained for") in captured.out
+    data = json.loads(bench_json.read_text())
+    assert data["compare"]["left_out"] == summary["compare_left_out"]
+    assert data["notes"]["3"] == [f"--compare {other}: block of 3 proposals is beyond the 2 "
+                                  "the drafter was trained for"]
+
+
+def test_export_carries_the_references_slots_and_time(make_pair, fixture_root, tmp_path, capsys):
+    """The reference's per-slot columns (its target, argmax, walk, candidates) and its time
+    per round are the records', beside the drafter's."""
+    from fixtures import write_drafter
+
+    from dflash_tui.tables import load_trace
+
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    other = write_drafter(fixture_root / "export-reference", config, seed=7)
+    out = tmp_path / "out"
+    assert main(["probe", str(target_dir), "--prompt", "Hello", "--block", "4", "--rounds", "3",
+                 "--compare", str(other), "--out", str(out)]) == 0
+    capsys.readouterr()
+    records = [round_from_json(json.loads((out / f"round-{i:04d}.json").read_text()))
+               for i in range(3)]
+    tables = load_trace(out)
+    assert [r["compare_ms"] for r in tables.rounds] == [r.compare.ms for r in records]
+    assert all(r.compare.ms > 0 for r in records)
+    assert [(s["compare_target"], s["compare_argmax"], s["compare_left_argmax"],
+             s["compare_in_candidates"]) for s in tables.slots] == [
+        cells for r in records for cells in zip(r.compare.targets, r.compare.argmax,
+                                                r.compare.left_argmax, r.compare.in_candidates)]
+    # and the stage times are the drafter's own: the reference is not in the commit's
+    assert all(r.timings_ms["commit"] < r.compare.ms for r in records)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import mlx.nn as nn
 import pytest
@@ -73,7 +74,8 @@ def test_stepping_stage_by_stage_gives_the_rounds_records(make_pair):
     pair = load_pair(target_dir, draft_dir, compare="layer-offset=-1")
     _, chained = _rounds(pair)
     _, stepped = _rounds(pair, stage_by_stage=True)
-    assert [r.compare for r in stepped] == [r.compare for r in chained]
+    untimed = lambda records: [replace(r.compare, ms=0.0) for r in records]  # noqa: E731
+    assert untimed(stepped) == untimed(chained)
 
 
 def test_a_nan_planted_in_one_layer_is_named_as_the_first_divergence(make_pair, nan_pair):
@@ -206,8 +208,18 @@ def test_the_reference_runs_on_exactly_the_primarys_inputs(make_pair, fixture_ro
     _, own = _rounds(alone, proposer=forced)
     assert [r.committed_tokens for r in own] == [r.committed_tokens for r in records]
     for mine, theirs in zip(own, records):
-        assert tuple(s.chosen for s in mine.selector.slots) == theirs.compare.proposals
-        assert tuple(s.rank for s in mine.ranks) == theirs.compare.ranks
+        c = theirs.compare
+        assert tuple(s.chosen for s in mine.selector.slots) == c.proposals
+        assert c.argmax == tuple(s.argmax for s in mine.selector.slots)
+        assert c.left_argmax == tuple(s.off_argmax for s in mine.selector.slots)
+        for s, rank in enumerate(mine.ranks):
+            # where the target ran the reference's own prefix, or nothing of it (None), the
+            # rank is of the primary's row, which this session verified too (a second verify's
+            # rows are checked against mlx-lm in the next test)
+            if c.targets[s] in (None, mine.target_tokens[s]):
+                assert c.ranks[s] == rank.rank
+            if c.targets[s] is not None:
+                assert c.in_candidates[s] == (c.targets[s] in mine.selector.slots[s].candidates)
     assert any(r.compare.proposals != r.proposals for r in records)  # another drafter
 
 
@@ -292,3 +304,113 @@ def test_every_drafter_buffer_is_compared(make_pair):
     names = {b.buffer for b in records[0].compare.buffers}
     declared = {n for stage in ("context", "draft") for part in BUFFERS[stage] for n in part}
     assert names == declared
+
+
+# ---- the reference's slots, notes, left-out buffers and time ---------------------------------
+
+@pytest.mark.parametrize("target_kind", TARGETS)
+def test_the_references_slots_are_judged_against_its_own_prefix(make_pair, fixture_root,
+                                                                target_kind):
+    """Per slot the reference's record holds what the primary's slots do. On every slot the
+    reference reached, checked against things the compare code does not compute: the target's
+    token is mlx-lm's greedy decode (a second verify's rows included), its rank is counted in
+    the raw logits of an ordinary session whose drafter is the reference (forced along the
+    same stream), and its argmax, walk and candidates are that session's selector's."""
+    target_dir, draft_dir = make_pair(target_kind, "DFlash2DraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    other = write_drafter(fixture_root / f"slots-reference-{target_kind}", config, seed=7)
+    gamma = 6
+    pair = load_pair(target_dir, draft_dir, compare=str(other))
+    opened = pair.open(PROMPT, prefill=False)
+    prompt_ids = opened.prompt_ids
+    opened.close()
+    model, _ = load_reference(str(target_dir))
+    truth = greedy_tokens(model, prompt_ids, TOKENS + gamma + 1)
+    rng_p, rng_r = random.Random(3), random.Random(4)
+    primary_at = _proposer(truth, len(prompt_ids), lambda g: rng_p.randrange(g + 1))
+    pair.reference.proposer = _proposer(truth, len(prompt_ids), lambda g: rng_r.randrange(g + 1))
+    _, records = _rounds(pair, gamma=gamma, proposer=primary_at)
+    by_position = {r.position: r.proposals for r in records}
+    forced = lambda tokens, g: list(by_position[len(tokens) - 1])  # noqa: E731
+    _, own = _rounds(load_pair(target_dir, other), gamma=gamma, proposer=forced, keep_raw=True)
+    beyond = 0  # reached slots only a second verify could judge
+    for record, mine in zip(records, own):
+        c, done = record.compare, record.position - len(prompt_ids) + 1
+        logits = mine.raw["draft/logits"]
+        walk = mine.selector.slots
+        assert c.argmax == tuple(s.argmax for s in walk)
+        assert c.left_argmax == tuple(s.off_argmax for s in walk)
+        for s in range(min(c.accepted + 1, record.gamma)):  # the slots the reference reached
+            target = truth[done + s]
+            assert c.targets[s] == target
+            assert c.ranks[s] == int((logits[s] > logits[s, target]).sum())
+            assert c.in_candidates[s] == (target in walk[s].candidates)
+            beyond += s > record.accepted
+    assert beyond >= 2
+
+
+def test_a_references_notes_are_shown_as_the_references(make_pair, fixture_root):
+    """A reference trained for a smaller block gets the note the drafter would get, named as
+    the reference's; a note both drafters share is shown once."""
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    config["dflash_config"]["block_size"] = 4
+    small = write_drafter(fixture_root / "block-4-reference", config, seed=5)
+    session = load_pair(target_dir, draft_dir, compare=str(small)).open(
+        PROMPT, options=SessionOptions(gamma=5, max_tokens=4))
+    assert session.info.notes == (
+        f"--compare {small}: block of 5 proposals is beyond the 3 the drafter was trained for",)
+    session.close()
+    session = load_pair(target_dir, draft_dir, compare="bits=8").open(
+        PROMPT, options=SessionOptions(gamma=16, max_tokens=4))
+    assert session.info.notes == ("block of 16 proposals is beyond the 15 the drafter was "
+                                  "trained for",)  # the same checkpoint: once
+    session.close()
+
+
+def test_buffers_of_another_shape_are_named_as_left_out(make_pair, fixture_root):
+    """A reference with another MLP width: the buffers of that width cannot be compared, and
+    the record says which, with both shapes; every other buffer is compared as before."""
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    narrow = write_drafter(fixture_root / "narrow-mlp-reference",
+                           {**config, "intermediate_size": 96}, seed=2)
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare=str(narrow)), tokens=8)
+    for record in records:
+        c = record.compare
+        left = {(b.stage, b.layer, b.buffer): (b.primary_shape, b.reference_shape)
+                for b in c.left_out}
+        assert {name for _, _, name in left} == {"ffn_gate", "ffn_up", "ffn_act"}
+        assert {layer for _, layer, _ in left} == set(range(config["num_hidden_layers"]))
+        assert all(p[-1] == 128 and r[-1] == 96 and p[:-1] == r[:-1] for p, r in left.values())
+        compared = {(b.stage, b.layer, b.buffer) for b in c.buffers}
+        assert compared | left.keys() == _drafter_buffers(record) and not compared & left.keys()
+    # against itself nothing is left out
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare=str(draft_dir)), tokens=4)
+    assert all(r.compare.left_out == () for r in records)
+
+
+@pytest.mark.parametrize("stage_by_stage", [False, True])
+def test_the_references_time_is_its_own_not_the_stages(make_pair, monkeypatch, stage_by_stage):
+    """The reference's work (here made slow on purpose, in its draft and commit seams) is
+    timed in its record and kept out of the primary's stage times: commit is the commit."""
+    import time
+
+    from dflash_tui.engine import compare
+
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    slow = 0.15
+
+    def slowly(f):
+        def run(*args):
+            time.sleep(slow)
+            return f(*args)
+        return run
+
+    monkeypatch.setattr(compare.Comparison, "_drift", slowly(compare.Comparison._drift))
+    monkeypatch.setattr(compare, "known_accepted", slowly(compare.known_accepted))
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare="dtype=bfloat16"),
+                         tokens=6, stage_by_stage=stage_by_stage)
+    for record in records:
+        assert record.compare.ms >= 2 * slow * 1000
+        assert all(ms < slow * 1000 for ms in record.timings_ms.values()), record.timings_ms

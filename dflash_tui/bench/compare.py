@@ -15,6 +15,8 @@ from typing import Sequence
 from rich.console import Group
 from rich.text import Text
 
+from ..engine.codec import encode
+from ..probe import left_out_line, once_each
 from .runner import BenchResult
 from .stats import Cell
 from .tables import DASH, _section, _table, num, position_rows
@@ -42,9 +44,18 @@ def side_by_side_rows(primary: Sequence[Cell], reference: Sequence[Cell],
     return list(rows.values())
 
 
+def _rounds(result: BenchResult) -> list:
+    return [r for run in result.spec_runs if run.prompt.id in result.finished_prompt_ids()
+            for r in run.rounds]
+
+
+def left_out(result: BenchResult) -> list:
+    """The buffers the drift could not compare in any round (records.LeftOut), once each."""
+    return once_each(b for r in _rounds(result) for b in r.compare_left_out)
+
+
 def divergence_line(result: BenchResult) -> Text:
-    rounds = [r for run in result.spec_runs if run.prompt.id in result.finished_prompt_ids()
-              for r in run.rounds]
+    rounds = _rounds(result)
     where = Counter(r.compare_divergent for r in rounds if r.compare_divergent)
     diverged = sum(where.values())
     line = (f"the configurations diverge beyond the tolerance in {diverged} of {len(rounds)} "
@@ -57,6 +68,7 @@ def divergence_line(result: BenchResult) -> Text:
 def render(result: BenchResult) -> Group:
     blocks = list(result.settings.blocks)
     primary, reference = result.cells(), reference_result(result).cells()
+    missing = left_out(result)
     heads = [h for b in blocks for h in (f"block {b}", "ref", "diff")]
     side = _table(["workload"] + heads, side_by_side_rows(primary, reference, blocks))
     return Group(
@@ -76,15 +88,22 @@ def render(result: BenchResult) -> Group:
             "as the drafter's table above, with the reference's accepted counts; rounds and "
             "tokens are the drafter's decode."),
         divergence_line(result),
+        *([Text(left_out_line(missing))] if missing else []),
     )
 
 
 def to_json(result: BenchResult) -> dict:
     from .export import cell_json
+    from .slots import stats_of
+    from .slots import to_json as slots_json
 
     cells = []
     for c in reference_result(result).cells():
         cell = cell_json(c)
         cell.pop("speed")  # the decode's timings are the drafter's
         cells.append(cell)
-    return {"spec": result.compare, "tolerance": result.compare_tol, "cells": cells}
+    out = {"spec": result.compare, "tolerance": result.compare_tol, "cells": cells,
+           "left_out": [encode(b) for b in left_out(result)]}
+    if result.slots is not None:  # --slots: the reference's per-slot table too
+        out["slots"] = slots_json(stats_of(result, reference=True))
+    return out

@@ -56,6 +56,7 @@ class Bench:
     complete: bool
     runs: dict  # (workload, prompt, block) -> PromptRun, prompts done at every block only
     unfinished: int  # runs of prompts not done at every block, left out as the bench does
+    extras: tuple[str, ...] = ()  # --compare SPEC, --slots: work its speed numbers include
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,20 @@ def load(path: Path) -> Bench:
         done[(workload, prompt)] = done.get((workload, prompt), 0) + 1
     finished = {key: run for key, run in counted.items() if done[key[:2]] == len(blocks)}
     settings, drafter = record.get("settings"), record.get("drafter")
-    return Bench(path, settings if isinstance(settings, dict) else {},
+    settings = settings if isinstance(settings, dict) else {}
+    return Bench(path, settings,
                  str(drafter.get("path", "?")) if isinstance(drafter, dict) else "?",
-                 record.get("complete", True) is True, finished, len(counted) - len(finished))
+                 record.get("complete", True) is True, finished, len(counted) - len(finished),
+                 _extras(record, settings))
+
+
+def _extras(record: dict, settings: dict) -> tuple[str, ...]:
+    """What else the bench ran every round besides the decode (its speed numbers include
+    it): a --compare reference (the JSON's `compare`), --slots' ranks."""
+    compare = record.get("compare")
+    spec = compare.get("spec") if isinstance(compare, dict) else None
+    return ((f"--compare {spec}",) if isinstance(spec, str) else ()) + \
+        (("--slots",) if settings.get("slots") is True else ())
 
 
 def _key(path: Path, k: int, run) -> tuple[str, str, int]:
@@ -154,6 +166,16 @@ def notes(a: Bench, b: Bench) -> list[str]:
         if a.settings.get(key) != b.settings.get(key):
             out.append(f"{key} differs: {a.settings.get(key)!r} in {a.path}, "
                        f"{b.settings.get(key)!r} in {b.path}")
+    # --compare and --slots add work to every round and leave the decode (the drafter's)
+    # as it was: the files' speed numbers move, the accepted counts compared here do not
+    if a.extras != b.extras:
+        ran = lambda bench: " ".join(bench.extras) or "neither"  # noqa: E731
+        out.append(f"--compare / --slots differ: {ran(a)} in {a.path}, {ran(b)} in {b.path}; "
+                   "their speed numbers are not alike (each includes that work), the accepted "
+                   "counts compared here do not depend on it")
+    elif a.extras:
+        out.append(f"both ran with {' '.join(a.extras)}: their speed numbers include that "
+                   "work, the accepted counts compared here do not depend on it")
     for bench in (a, b):
         if not bench.complete:
             out.append(f"{bench.path} is an interrupted bench")

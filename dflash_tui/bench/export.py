@@ -50,6 +50,9 @@ def cell_json(c: Cell) -> dict:
             "target_decode_seconds": c.target_decode_s,
             "target_tokens_per_s": c.target_tokens_per_s, "speedup": c.speedup,
             "stage_ms_per_round": dict(zip(STAGE_ORDER, c.stage_ms)),
+            # --compare: the reference's own time per round, in decode_seconds (the wall
+            # clock) and in no stage's; absent without a reference
+            **({} if c.compare_ms is None else {"compare_ms_per_round": c.compare_ms}),
         },
     }
 

@@ -6,6 +6,10 @@ the TUI answers these for one decode (tab 4); a drafter is judged on many. Each 
 run's rounds go into one History per workload and block (and the pooled `all`), and the
 numbers are the TUI's own (`aggregates.slot_stats`), so the two never disagree. Sessions
 then compute ranks (the bench otherwise leaves them off), which the speed table pays for.
+
+With --compare the reference's slots are tallied too, from its side of the same rounds
+(history.reference_side: its proposals, count, ranks and walk), into Histories of their
+own, and counted by the same slot_stats: one table per side, the same columns.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from rich.text import Text
 
 from ..aggregates import TORN, SlotStats, every_round, slot_stats
 from ..engine.records import RoundRecord
-from ..history import History
+from ..history import History, drafter_side, reference_side
 from ..slot_text import off_rank
 from .prompts import ALL
 
@@ -35,6 +39,7 @@ class SlotTally:
     def __init__(self, blocks: int) -> None:
         self.blocks = blocks
         self.histories: dict[tuple[str, int], History] = {}
+        self.reference: dict[tuple[str, int], History] = {}  # --compare: the reference's side
         self._pending: dict[str, list] = {}  # a prompt's finished runs, until it has all
 
     def add_run(self, prompt: str, workload: str, block: int,
@@ -45,18 +50,24 @@ class SlotTally:
             return
         for block, records in self._pending.pop(prompt):
             for name in (workload, ALL):
-                history = self.histories.setdefault((name, block), History(keep=1))
-                for record in records:
-                    history.add(record)
+                for histories, side in ((self.histories, drafter_side),
+                                        (self.reference, reference_side)):
+                    if side is reference_side and not any(r.compare for r in records):
+                        continue
+                    history = histories.setdefault((name, block), History(keep=1, side=side))
+                    for record in records:
+                        history.add(record)
 
-    def stats(self, workloads: Sequence[str], blocks: Sequence[int]) -> list[tuple[str, int, list[SlotStats]]]:
+    def stats(self, workloads: Sequence[str], blocks: Sequence[int],
+              reference: bool = False) -> list[tuple[str, int, list[SlotStats]]]:
         """(workload, block, per-slot stats) in table order; `all` only over two workloads
-        or more, as the other tables."""
-        names = [w for w in workloads if any((w, b) in self.histories for b in blocks)]
+        or more, as the other tables. reference: the --compare reference's slots."""
+        histories = self.reference if reference else self.histories
+        names = [w for w in workloads if any((w, b) in histories for b in blocks)]
         out = []
         for name in names + ([ALL] if len(names) > 1 else []):
             for block in blocks:
-                history = self.histories.get((name, block))
+                history = histories.get((name, block))
                 if history is not None:
                     out.append((name, block, slot_stats(history, every_round(history))))
         return out
@@ -111,14 +122,28 @@ def to_json(stats) -> list[dict]:
         for workload, block, slots in stats]
 
 
-def stats_of(result) -> list:
-    """The per-slot stats of a bench result (BenchResult with --slots)."""
-    return result.slots.stats([w.name for w in result.workloads], list(result.settings.blocks))
+def stats_of(result, reference: bool = False) -> list:
+    """The per-slot stats of a bench result (BenchResult with --slots): the drafter's, or
+    the --compare reference's."""
+    return result.slots.stats([w.name for w in result.workloads], list(result.settings.blocks),
+                              reference)
 
 
 def render(result) -> Group:
-    stats = stats_of(result)
-    return Group(Text(""), Text("Per slot, over every round of each workload  [deterministic]",
-                                style="bold"),
-                 *(slot_table(stats, block) for block in result.settings.blocks),
-                 Text(CAPTION, style="dim"))
+    sides = [("", stats_of(result))]
+    if result.compare:
+        sides.append((f", reference {result.compare} on the same committed stream",
+                      stats_of(result, reference=True)))
+    parts = []
+    for title, stats in sides:
+        parts += [Text(""),
+                  Text(f"Per slot, over every round of each workload{title}  [deterministic]",
+                       style="bold"),
+                  *(slot_table(stats, block) for block in result.settings.blocks)]
+    parts.append(Text(CAPTION + (REFERENCE_CAPTION if result.compare else ""), style="dim"))
+    return Group(*parts)
+
+
+REFERENCE_CAPTION = (" The reference's slots are its own proposals, judged against the "
+                     "target's tokens after its own accepted prefix (torn: where that prefix "
+                     "is the drafter's too).")

@@ -23,10 +23,12 @@ class RoundStat:
     gamma: int  # proposals this round (shortened at the end of the token budget)
     accepted: int
     committed: int  # tokens the round appended (accepted + bonus, cut at EOS / budget)
-    stage_ms: tuple[float, ...]  # per stage, in STAGE_ORDER
+    stage_ms: tuple[float, ...]  # per stage, in STAGE_ORDER (the reference's time is not in them)
     # --compare: the reference's accepted count, and where it first diverged (or None)
     compare_accepted: Optional[int] = None
     compare_divergent: Optional[str] = None
+    compare_ms: Optional[float] = None  # the reference's own time this round
+    compare_left_out: tuple = ()  # records.LeftOut: buffers its drift could not compare
 
     @property
     def rejected(self) -> bool:
@@ -40,7 +42,9 @@ def round_stat(record: RoundRecord) -> RoundStat:
                      committed=len(record.committed_tokens),
                      stage_ms=tuple(ms.get(s, 0.0) for s in STAGE_ORDER),
                      compare_accepted=None if c is None else c.accepted,
-                     compare_divergent=first.where if first else None)
+                     compare_divergent=first.where if first else None,
+                     compare_ms=None if c is None else c.ms,
+                     compare_left_out=() if c is None else c.left_out)
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,9 @@ class Cell:
     stage_ms: tuple[float, ...]  # mean per round, STAGE_ORDER
     checked: int  # prompts compared against the target's greedy decode
     diverged: int
+    # --compare: the reference's own time, mean per round: part of decode_s (the wall clock
+    # of the rounds), in none of stage_ms; None without a reference
+    compare_ms: Optional[float] = None
 
     @property
     def mean_accepted(self) -> Optional[float]:
@@ -205,7 +212,14 @@ def cell(workload: str, block: int, runs: Sequence[SpecRun],
         stage_ms=stage_ms,
         checked=sum(1 for run in runs if run.checked),
         diverged=sum(1 for run in runs if run.divergence is not None),
+        compare_ms=mean_compare_ms(rounds),
     )
+
+
+def mean_compare_ms(rounds: Sequence[RoundStat]) -> Optional[float]:
+    """The reference's time per round (None: no reference ran)."""
+    timed = [r.compare_ms for r in rounds if r.compare_ms is not None]
+    return sum(timed) / len(timed) if timed else None
 
 
 def fastest(cells: Sequence[Cell]) -> dict[str, Cell]:

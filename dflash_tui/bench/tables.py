@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .runner import BenchResult
-from .stats import ALL, Cell, fastest
+from .stats import ALL, Cell, fastest, mean_compare_ms
 
 DASH = "-"
 
@@ -115,6 +115,7 @@ def render(result: BenchResult) -> Group:
     cells = result.cells()
     blocks = list(result.settings.blocks)
     heads = [f"block {b}" for b in blocks]
+    extras = speed_extras(result)
     return Group(
         _section(
             "Accepted proposals per round (mean over rounds)  [deterministic]",
@@ -134,13 +135,15 @@ def render(result: BenchResult) -> Group:
                    position_rows(cells, blocks), first_left=2),
             "tokens = generated tokens over all prompts; blank = slot not proposed at that block."),
         _section(
-            "Speed  [wall clock on this machine: varies from run to run]",
+            "Speed  [wall clock on this machine: varies from run to run]"
+            + (f"  (includes {' and '.join(extras)})" if extras else ""),
             _table(["workload", "block", "tokens/s", "target alone", "speed-up",
                     "ms/round", "target ms/token", "decode s"],
                    speed_rows(cells), first_left=2),
             "decode only, prefill excluded on both sides. target alone = the target's own "
             "one-token greedy decode of the same prompts in this run; speed-up = tokens/s "
-            "over it. ms/round = a whole round (draft and verify, with their rollback)."),
+            "over it. ms/round = a whole round (draft and verify, with their rollback)."
+            + speed_note(result)),
         _section(
             "What the speed implies on this machine  [wall clock]",
             _table(["workload", "fastest", "speed-up"]
@@ -151,6 +154,30 @@ def render(result: BenchResult) -> Group:
             "alone: ms/round / target ms/token - 1 (a round yields accepted + 1 tokens). "
             "ok / short: the measured mean accepted is above / below it."),
     )
+
+
+def speed_extras(result: BenchResult) -> list[str]:
+    """What the speed numbers include beyond the decode itself: a --compare reference's
+    work every round, --slots' ranks."""
+    return ((["the reference's work (--compare)"] if result.compare else [])
+            + (["the ranks --slots computes"] if result.settings.slots else []))
+
+
+def speed_note(result: BenchResult) -> str:
+    """The caption's word on speed_extras: how much of a round the reference was."""
+    notes = []
+    if result.compare:
+        ids = result.finished_prompt_ids()
+        ms = mean_compare_ms([r for run in result.spec_runs if run.prompt.id in ids
+                              for r in run.rounds])
+        notes.append(f"Every round also ran the reference {result.compare}"
+                     + ("" if ms is None else f", {ms:.1f} ms of it on average")
+                     + ": the speed-ups are the drafter's with the compare lab running, "
+                     "lower than it alone")
+    if result.settings.slots:
+        notes.append("--slots computes every slot's rank (passes over both models' "
+                     "full-vocabulary logits each round), which a plain decode does not")
+    return "".join(f" {note}." for note in notes)
 
 
 def lossless_lines(result: BenchResult) -> list[Text]:
