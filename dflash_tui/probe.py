@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from . import sample
+from .compare_notes import slow_on_cpu
 from .engine.api import load_pair
 from .engine.codec import encode
 from .engine.errors import InputError
@@ -189,7 +190,8 @@ def run(args) -> int:
          f"{session.gamma} proposals per round; rollback by {info.rollback_kind}")
     if info.distributed is not None:
         _say(distributed_line(info.distributed))
-    for note in info.notes:
+    slow = slow_on_cpu(info)
+    for note in info.notes + ((slow,) if slow else ()):
         _say(f"note: {note}")
     tally, interrupted, failed = Tally(), False, None
     t0 = time.perf_counter()

@@ -92,6 +92,7 @@ class ComparePanel(DrawnWhenShown, Horizontal):
         super().__init__(**kwargs)
         self._shown: Optional[tuple] = None  # (info, record, other, history) on screen
         self._counts: Optional[tuple] = None  # (history rows, rows up to the round on screen)
+        self._brought: Optional[tuple] = None  # (round, first divergent) last brought into view
 
     def compose(self):
         with Vertical(id="compare-left"):
@@ -147,6 +148,25 @@ class ComparePanel(DrawnWhenShown, Horizontal):
             drift.add_columns(*DRIFT_COLUMNS, *extra)
         drift.set_rows(drift_rows(compare, other.compare if other is not None else None,
                                   pinned=other is not None))
+        self._bring_first_into_view(drift, record)
+
+    def _bring_first_into_view(self, drift: FastTable, record: Optional[RoundRecord]) -> None:
+        """The first divergent buffer is often far down the drift table (at 80 x 24 it shows
+        six of some seventy rows): a round drawn for the first time (live, or moved to) puts
+        the cursor on its row, which scrolls it into view. Only once per round and
+        divergence: redrawing the same round (a new round counted while an older one is
+        shown, a pin) leaves the table where the user may have scrolled it."""
+        compare = record.compare if record is not None else None
+        first = compare.first_divergent if compare is not None else None
+        key = None if record is None else (record.round, first)
+        if key == self._brought:
+            return
+        self._brought = key
+        if first is not None:
+            where = (first.stage, first.layer, first.buffer)
+            row = next((i for i, b in enumerate(compare.buffers) if _key(b) == where), None)
+            if row is not None:
+                drift.move_cursor(row=row)
 
 
 def _spec(frame: Frame) -> tuple[Optional[str], Optional[float]]:

@@ -394,3 +394,124 @@ def test_replay_shows_the_tab_for_the_sessions_that_ran_a_reference(pair, tmp_pa
             assert compare_tab(app).display
 
     run(scenario())
+
+
+# ---- the first divergence in view; the --compare-tol hint ---------------------------------------
+
+FAR = "bits=4"  # on the fixture every buffer after the capture is 5-90% off the drafter's...
+FAR_TOL = 0.6  # ...so at this tolerance the first divergent one is far down the drift table
+
+
+def first_divergent_row(compare) -> int:
+    first = compare.first_divergent
+    return next(i for i, b in enumerate(compare.buffers)
+                if (b.stage, b.layer, b.buffer) == (first.stage, first.layer, first.buffer))
+
+
+def marked_row_on_screen(app) -> bool:
+    """The drift table's ▶ row is among the rows on screen."""
+    drift = app.main.query_one("#compare-drift", FastTable)
+    return any(line.lstrip().startswith("▶") for line in widget_text(app, drift).splitlines()[1:])
+
+
+def test_at_80x24_a_round_drawn_brings_its_first_divergent_buffer_into_view(pair):
+    async def scenario():
+        app = LiveApp(launch(pair, compare=FAR, compare_tol=FAR_TOL), show_timings=False,
+                      export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "5", "n", "n")
+            drift = app.main.query_one("#compare-drift", FastTable)
+            view = drift.scrollable_content_region.height - 1  # rows under the header
+            rows = [first_divergent_row(app.history.record(r).compare) for r in (0, 1)]
+            assert min(rows) >= view, "the first divergence starts below the view"
+            assert app.record.round == 1 and drift.cursor_row == rows[1]
+            assert marked_row_on_screen(app)
+            await press_and_settle(pilot, "left")  # moving to a round brings its own row
+            assert app.record.round == 0 and drift.cursor_row == rows[0]
+            assert marked_row_on_screen(app)
+            # the user scrolls the table back up; the same round drawn again (a round added
+            # to the history while round 0 is on screen) leaves it there
+            drift.focus()
+            await press_and_settle(pilot, *["pageup"] * 10)
+            assert drift.scroll_offset.y == 0 and not marked_row_on_screen(app)
+            await press_and_settle(pilot, "n")
+            assert len(app.history) == 3 and app.record.round == 0
+            assert drift.scroll_offset.y == 0 and not marked_row_on_screen(app)
+            await press_and_settle(pilot, "right")  # another round: its row again
+            assert app.record.round == 1 and drift.cursor_row == rows[1]
+            assert marked_row_on_screen(app)
+
+    run(scenario())
+
+
+def tol_hints(app) -> int:
+    from dflash_tui.compare_notes import TOL_HINT
+
+    return sum(n.message == TOL_HINT for n in app._notifications)
+
+
+async def toggle_diverge(pilot) -> None:
+    app = pilot.app
+    await pilot.press("b")
+    await wait_for(pilot, lambda: app.screen is not app.main, what="the menu")
+    await pilot.press("6", "ctrl+s")
+    await wait_for(pilot, lambda: app.screen is app.main, what="the menu to close")
+
+
+@pytest.mark.parametrize("spec, tol, hinted", [
+    ("bits=4", None, True),  # quantized, default tolerance: it would stop every round
+    ("dtype=float16", None, True),  # another float type (the fixture runs float32)
+    ("bits=4", 0.05, False),  # a tolerance of the user's own: they know the bar
+    (OFF_BY_ONE, None, False),  # same numbers, other layers: its divergence is the finding
+])
+def test_arming_diverge_against_a_quantized_or_other_dtype_reference_names_compare_tol(
+        pair, spec, tol, hinted):
+    async def scenario():
+        app = LiveApp(launch(pair, compare=spec, compare_tol=tol), show_timings=False,
+                      export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await toggle_diverge(pilot)
+            assert app.armed.diverge and tol_hints(app) == hinted
+            await toggle_diverge(pilot)  # off, and on again: said once only
+            await toggle_diverge(pilot)
+            assert app.armed.diverge and tol_hints(app) == hinted
+
+    run(scenario())
+
+
+def test_three_diverge_stops_in_a_row_name_compare_tol_once(pair):
+    async def scenario():
+        app = LiveApp(launch(pair, compare=OFF_BY_ONE, max_tokens=60), show_timings=False,
+                      export_dir=Path("out"), armed=Breakpoints(nonfinite=False, diverge=True))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n")
+            assert app.status.kind == "breakpoint" and app.record.round == 1
+            assert tol_hints(app) == 0
+            await press_and_settle(pilot, "n")
+            assert tol_hints(app) == 1
+            await press_and_settle(pilot, "n", "n")
+            assert app.record.round == 4 and tol_hints(app) == 1
+
+    run(scenario())
+
+
+def test_a_quantized_float16_reference_on_a_cpu_is_noted_once(pair):
+    from dflash_tui.compare_notes import SLOW_ON_CPU
+
+    async def scenario():
+        app = LiveApp(launch(pair, compare="bits=4,dtype=float16"), show_timings=False,
+                      export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            notes = lambda: sum(n.message == f"note: {SLOW_ON_CPU}" for n in app._notifications)  # noqa: E731
+            assert app.info.backend == "cpu" and notes() == 1
+            first = app.trace
+            await pilot.press("r")  # a restart opens the same reference: not said again
+            await wait_for(pilot, lambda: app.trace not in (None, first), what="the restarted session")
+            await wait_idle(pilot)
+            assert notes() == 1
+
+    run(scenario())

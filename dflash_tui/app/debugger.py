@@ -24,6 +24,8 @@ from textual.reactive import var
 from textual.screen import Screen
 
 from ..breakpoints import TOGGLES, Breakpoints
+from ..compare_notes import TOL_HINT, TOL_HINT_AFTER, tol_hint_applies
+from ..engine.compare_spec import DEFAULT_TOLERANCE
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
 from ..panels.compare import NO_REFERENCE, ComparePanel
 from ..panels.frame import Frame
@@ -221,6 +223,9 @@ class DebuggerApp(App[int]):
         self._last_render = 0.0
         self._drawn: Optional[Frame] = None  # the frame the panels show
         self._render_pending = False
+        # the diverge breakpoint's --compare-tol hint: said at most once (not to nag)
+        self._tol_hinted = False
+        self._diverged_stops = (-1, 0)  # (round of the last diverge stop, stops in a row)
 
     # ---- screen --------------------------------------------------------------------------
 
@@ -506,10 +511,31 @@ class DebuggerApp(App[int]):
         if armed is None:
             return
         changed = armed != self.armed
+        newly_diverge = armed.diverge and not self.armed.diverge
         self.armed = armed
         self.update_status_right()
         self.set_status("info", f"breakpoints{'' if changed else ' unchanged'}: "
                                 f"{armed.describe()}")
+        if newly_diverge and tol_hint_applies(self.info):
+            self.hint_compare_tol()
+
+    def breakpoint_stopped(self, record: RoundRecord) -> None:
+        """A run stopped at a breakpoint on `record`: diverge stops in TOL_HINT_AFTER rounds
+        in a row at the default tolerance say (once) that --compare-tol sets the bar."""
+        compare = record.compare
+        if not (self.armed.diverge and record.stage == "commit" and compare is not None
+                and compare.first_divergent is not None):
+            return
+        last, count = self._diverged_stops
+        count = count + 1 if record.round == last + 1 else 1
+        self._diverged_stops = (record.round, count)
+        if count >= TOL_HINT_AFTER and compare.tolerance == DEFAULT_TOLERANCE:
+            self.hint_compare_tol()
+
+    def hint_compare_tol(self) -> None:
+        if not self._tol_hinted:
+            self._tol_hinted = True
+            self.notify(TOL_HINT, timeout=8)
 
     def toggle_breakpoint(self, name: str) -> None:
         self.set_breakpoints(self.armed.toggled(name))

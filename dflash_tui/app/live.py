@@ -22,6 +22,7 @@ from textual.binding import Binding
 
 from ..breakpoints import Breakpoints
 from ..cli import KEEP_ROUNDS
+from ..compare_notes import slow_on_cpu
 from ..engine.records import RoundRecord
 from ..panels.footer import KeyBar
 from ..sample import PROMPTS_DIR
@@ -83,6 +84,7 @@ class LiveApp(DebuggerApp):
         self.running: Optional[str] = None  # "round" | "run": the engine steps on its own
         self._finished: Optional[str] = None
         self.failure: Optional[Failed] = None  # a fatal one: no session to step
+        self._slow_said = False  # compare_notes.slow_on_cpu, said once
         self.live: Optional[RoundRecord] = None  # the engine's latest record
         self.live_text_before = ""
         self.viewing: Optional[int] = None  # an earlier round on screen (None: the live one)
@@ -358,6 +360,10 @@ class LiveApp(DebuggerApp):
             notes = "; ".join(event.info.notes)
             self.set_status("idle", f"ready after prefill of {event.info.prompt_tokens} tokens: "
                             "s stage · n round · c run" + (f"  (note: {notes})" if notes else ""))
+        slow = slow_on_cpu(event.info)
+        if slow and not self._slow_said:  # once, not again at each restart
+            self._slow_said = True
+            self.notify(f"note: {slow}", severity="warning", timeout=8)
         self.render_now()
 
     def engine_stagestarted(self, event: StageStarted) -> None:
@@ -384,6 +390,7 @@ class LiveApp(DebuggerApp):
             self.round_label = str(record.round)
         if event.hits and not self.running:
             self.set_status("breakpoint", f"round {record.round} {record.stage}: " + "; ".join(event.hits))
+            self.breakpoint_stopped(record)
         self.request_render()
 
     def engine_idle(self, event: Idle) -> None:
@@ -393,6 +400,8 @@ class LiveApp(DebuggerApp):
         where = f"round {record.round} {record.stage}" if record is not None else "prefill"
         if event.reason == "breakpoint":
             self.set_status("breakpoint", f"{where}: {event.message}")  # ⚑: stopped
+            if record is not None:
+                self.breakpoint_stopped(record)
         elif event.reason == "finished":
             tokens = int(self.history.committed.values.sum()) + 1
             self.finished = event.message

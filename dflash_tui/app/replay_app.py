@@ -198,6 +198,7 @@ class ReplayApp(DebuggerApp):
         if found:
             self.stop_playing(f"round {self.record.round} {self.record.stage}: "
                               + "; ".join(found), "breakpoint")
+            self.breakpoint_stopped(self.record)
 
     async def on_event(self, event: events.Event) -> None:
         if (isinstance(event, events.Key) and not event.is_forwarded and self.playing

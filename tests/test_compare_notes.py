@@ -1,0 +1,64 @@
+"""The one-line notes about a --compare reference (dflash_tui/compare_notes.py): when the
+--compare-tol hint applies, and the note that a quantized float16 reference is slow on a
+CPU, as probe prints it."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from dflash_tui.cli import main
+from dflash_tui.compare_notes import SLOW_ON_CPU, slow_on_cpu, tol_hint_applies
+
+
+def info(compare, tol=0.01, dtype="float32", backend="cpu"):
+    return SimpleNamespace(compare=compare, compare_tol=tol, dtype=dtype, backend=backend)
+
+
+def quantized_dir(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"quantization": {"bits": 4, "group_size": 64}}))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("compare, tol, dtype, applies", [
+    ("bits=8", 0.01, "float32", True),
+    ("dtype=bfloat16", 0.01, "float32", True),
+    ("dtype=float32", 0.01, "float32", False),  # the drafter's own type
+    ("layer-offset=-1", 0.01, "float32", False),
+    ("residual-scale=8", 0.01, "float32", False),
+    ("bits=8", 0.05, "float32", False),  # a tolerance of the user's own
+    (None, None, "float32", False),
+])
+def test_the_tol_hint_applies_to_other_numbers_at_the_default_tolerance(compare, tol, dtype, applies):
+    assert tol_hint_applies(info(compare, tol, dtype)) == applies
+
+
+def test_a_quantized_reference_directory_counts_as_quantized(tmp_path):
+    assert tol_hint_applies(info(quantized_dir(tmp_path)))
+    assert slow_on_cpu(info(quantized_dir(tmp_path), dtype="float16")) == SLOW_ON_CPU
+    assert not tol_hint_applies(info(str(tmp_path / "gone")))  # a replay's reference, moved
+
+
+@pytest.mark.parametrize("compare, dtype, backend, slow", [
+    ("bits=4,dtype=float16", "float32", "cpu", True),
+    ("bits=4", "float16", "cpu", True),  # the reference's dtype is the drafter's
+    ("bits=4,dtype=float32", "float16", "cpu", False),
+    ("bits=4,dtype=float16", "float32", "gpu", False),
+    ("bits=4", "float32", "cpu", False),
+    ("dtype=float16", "float32", "cpu", False),
+])
+def test_slow_on_cpu_names_a_quantized_float16_reference_on_a_cpu(compare, dtype, backend, slow):
+    assert (slow_on_cpu(info(compare, dtype=dtype, backend=backend)) == SLOW_ON_CPU) == slow
+
+
+def test_probe_prints_the_slow_note(make_pair, capsys):
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    argv = ["probe", str(target_dir), "--prompt", "Hello", "--block", "3", "--rounds", "1"]
+    assert main(argv + ["--compare", "bits=4,dtype=float16"]) == 0
+    out = capsys.readouterr()
+    assert f"note: {SLOW_ON_CPU}" in out.out + out.err
+    assert main(argv + ["--compare", "bits=4"]) == 0
+    out = capsys.readouterr()
+    assert SLOW_ON_CPU not in out.out + out.err
