@@ -3,7 +3,9 @@
   per slot     P(acc >= s+1), acceptance once reached, argmax rate, mean rank and the
                median rank where the argmax missed,
                in-K recall (DFlash2), where the selector left the argmax: helped / hurt /
-               neutral (definitions: dflash_tui/aggregates.py and docs/TUI.md)
+               neutral (definitions: dflash_tui/aggregates.py and docs/TUI.md); with
+               --compare the same table for the reference, from its side of the same rounds
+               (frame.reference_history), as bench --compare --slots prints it
   per round    accepted and the lowest fp16 headroom of any buffer, as sparklines
   by position  mean accepted per round against the anchor's position
   per buffer   lowest fp16 headroom (and in which round), highest absmax, rounds with a
@@ -72,12 +74,17 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
 
     def compose(self):
         yield Static(id="agg-title")
-        yield Static(Text("per slot", style="bold"), classes="section")
+        yield Static(Text("per slot", style="bold"), id="agg-slots-title", classes="section")
         # a table, not a text grid: at 80 columns `<` `>` bring its later columns in view,
         # the slot staying put (as in every other tab's tables)
         slots = FastTable(id="agg-slots", grow_only=False, frozen=1)
         slots.add_columns(*(Text(name, justify="right") for name in SLOT_HEADER))
         yield slots
+        # --compare: the reference's slots, the same columns (hidden without a reference)
+        yield Static(id="agg-ref-title", classes="section")
+        ref_slots = FastTable(id="agg-ref-slots", grow_only=False, frozen=1)
+        ref_slots.add_columns(*(Text(name, justify="right") for name in SLOT_HEADER))
+        yield ref_slots
         yield Static(id="agg-legend", classes="section")
         yield Static(id="agg-rounds", classes="section")
         yield Static(id="agg-position", classes="section")
@@ -90,17 +97,20 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
     def show(self, frame: Frame) -> None:
         if self.off_screen():
             return
-        history = frame.history
+        history, reference = frame.history, frame.reference_history
         rows = len(history) if history is not None else 0
-        key = (id(history), rows, frame.aggregate_rounds)
+        key = (id(history), rows, frame.aggregate_rounds, id(reference),
+               len(reference) if reference is not None else 0)
         if key != self._key:
             self._key = key
             self._fill(history, rows, frame.aggregate_rounds)
+            self._fill_reference(reference, frame.info.compare if frame.info else None,
+                                 frame.aggregate_rounds)
         # the selected slot's row is the cursor: a slot key moves it and counts nothing again
-        slots = self.query_one("#agg-slots", FastTable)
-        slot = min(frame.slot, slots.row_count - 1)
-        if slot >= 0 and slots.cursor_row != slot:
-            slots.move_cursor(row=slot)
+        for slots in self.query("#agg-slots, #agg-ref-slots").results(FastTable):
+            slot = min(frame.slot, slots.row_count - 1)
+            if slot >= 0 and slots.cursor_row != slot:
+                slots.move_cursor(row=slot)
 
     def _fill(self, history, rows: int, chosen: Optional[tuple]) -> None:
         if not rows:
@@ -130,9 +140,33 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         self._update("position", render_position(aggregates.acceptance_by_position(history, span, POSITION_BINS)))
         self.query_one("#agg-buffers", FastTable).set_rows(buffer_rows(aggregates.buffer_stats(history, span)))
 
+    def _fill_reference(self, reference, spec: Optional[str], chosen: Optional[tuple]) -> None:
+        """The reference's per-slot table: slot_stats over its side of the same rounds (the
+        same span of round numbers), laid out by the drafter's slot_rows."""
+        title = self.query_one("#agg-ref-title", Static)
+        table = self.query_one("#agg-ref-slots", FastTable)
+        title.display = table.display = reference is not None
+        # with two tables, say whose the first is
+        self.query_one("#agg-slots-title", Static).update(
+            Text("per slot" if reference is None else "per slot, drafter", style="bold"))
+        if reference is None:
+            return
+        stats = []
+        if len(reference):
+            from dflash_tui import aggregates  # loaded: the drafter's table counted first
+
+            span = aggregates.every_round(reference) if chosen is None else \
+                aggregates.rounds_span(reference, *chosen)
+            stats = aggregates.slot_stats(reference, span)
+        heading = Text("per slot, reference ", style="bold")
+        heading.append(spec or "", style="bold")
+        heading.append(" (its own proposals, judged on its own prefix)", style="dim")
+        title.update(heading)
+        table.set_rows(slot_rows(stats))
+
     def on_fast_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         event.stop()
-        if event.table.id == "agg-slots":  # the slot is the app's: the other tabs follow
+        if event.table.id in ("agg-slots", "agg-ref-slots"):  # the slot is the app's: the other tabs follow
             self.post_message(RanksPanel.SlotSelected(event.cursor_row))
 
     def _update(self, section: str, text: Text) -> None:

@@ -6,10 +6,14 @@
            this round; on tall screens, both sides' accepted per round and the rounds that
            diverged, as sparklines
   slots    per proposal slot: the drafter's proposal, rank and fate beside the reference's
-           (reference cells that differ from the drafter's are marked), and the target's token
+           (reference cells that differ from the drafter's are marked), the target's token,
+           and the reference's own target where it differs (its rank is counted against
+           that); a rank ends in ↷ where the walk left the argmax (rank 0: the argmax was
+           right), so "argmax or walk?" reads off both sides alike
   drift    every buffer both sides probed, in pipeline order: the relative error with a bar
            on a log scale (1e-6 to 1; red beyond the tolerance), max |drafter - ref|; the
-           first divergent buffer is marked ▶, a buffer non-finite on one side only says which
+           first divergent buffer is marked ▶, a buffer non-finite on one side only says which;
+           under it, one dim line naming the buffers the drift could not compare (left_out)
 
 The reference runs at commit (engine/compare.py): before then a round has only the
 drafter's side. With a pinned round beside it (frame.other), the drift table adds that
@@ -36,7 +40,7 @@ from .history import sparkline
 from .ranks import DIFFERS, RanksPanel, rank_style
 from .table import FastTable
 
-SLOT_COLUMNS = ("slot", "drafter", "rank", "acc", "ref", "rank", "acc", "target")
+SLOT_COLUMNS = ("slot", "drafter", "rank", "acc", "ref", "rank", "acc", "target", "ref target")
 DRIFT_COLUMNS = ("", "stage", "L", "buffer", "rel err", "1e-6…1", "max |Δ|")
 FIRST = "▶"  # the first divergent buffer's mark (as in the summary)
 TOKEN_WIDTH = 9  # a proposal's cell: both sides and their ranks fit 44 columns (80 x 24)
@@ -48,6 +52,8 @@ NONFINITE_SIDE = {"primary": "drafter", "reference": "ref only", "both": "both"}
 SUMMARY_HEADER = ["accepted", "drafter", "ref", "Δ", "diverged"]
 SUMMARY_WIDTHS = [11, 7, 5, 6, 8]
 NO_REFERENCE = "no reference configuration in this session: run with --compare SPEC"
+LEFT = "↷"  # a rank's suffix where the selector's walk left the slot's argmax
+SAME = "="  # the reference's target is the drafter's
 
 
 class ComparePanel(DrawnWhenShown, Horizontal):
@@ -57,7 +63,11 @@ class ComparePanel(DrawnWhenShown, Horizontal):
     ComparePanel #compare-summary { width: auto; height: auto; padding: 0 1; }
     ComparePanel #compare-trend { width: auto; height: auto; padding: 0 1; margin-top: 1; }
     ComparePanel #compare-slots { width: auto; height: auto; max-height: 100%; margin-top: 1; }
-    ComparePanel > #compare-drift { width: 1fr; height: 1fr; margin-left: 2; }
+    ComparePanel > #compare-right { width: 1fr; height: 1fr; margin-left: 2; }
+    ComparePanel #compare-drift { height: 1fr; }
+    ComparePanel #compare-left-out {
+        height: 1; display: none; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     """
     # Below 210 columns (the screen's -narrow and -wide classes) the drift table goes under
     # the slots (beside them it would get ~37 columns at 160, too few for its bars), which
@@ -74,7 +84,7 @@ class ComparePanel(DrawnWhenShown, Horizontal):
     .-narrow ComparePanel #compare-slots, .-wide ComparePanel #compare-slots {
         width: 1fr; max-height: 9; margin-top: 0; overflow-x: hidden;
     }
-    .-narrow ComparePanel > #compare-drift, .-wide ComparePanel > #compare-drift {
+    .-narrow ComparePanel > #compare-right, .-wide ComparePanel > #compare-right {
         width: 1fr; margin-left: 0; margin-top: 1;
     }
     .-short ComparePanel #compare-trend { display: none; }
@@ -83,7 +93,7 @@ class ComparePanel(DrawnWhenShown, Horizontal):
     }
     .-maximized-view.-short.-narrow ComparePanel #compare-slots,
     .-maximized-view.-short.-wide ComparePanel #compare-slots { max-height: 9; }
-    .-short.-narrow ComparePanel > #compare-drift, .-short.-wide ComparePanel > #compare-drift {
+    .-short.-narrow ComparePanel > #compare-right, .-short.-wide ComparePanel > #compare-right {
         margin-top: 0;
     }
     """
@@ -99,12 +109,16 @@ class ComparePanel(DrawnWhenShown, Horizontal):
             yield Static(id="compare-summary")
             yield Static(id="compare-trend")
             slots = FastTable(id="compare-slots", grow_only=False, frozen=1,
-                              max_widths={1: TOKEN_WIDTH, 4: TOKEN_WIDTH, 7: TOKEN_WIDTH})
+                              max_widths={1: TOKEN_WIDTH, 4: TOKEN_WIDTH, 7: TOKEN_WIDTH,
+                                          8: TOKEN_WIDTH + 1})
             slots.add_columns(*SLOT_COLUMNS)
             yield slots
-        drift = FastTable(id="compare-drift", grow_only=False, frozen=4)
-        drift.add_columns(*DRIFT_COLUMNS)
-        yield drift
+        with Vertical(id="compare-right"):
+            drift = FastTable(id="compare-drift", grow_only=False, frozen=4)
+            drift.add_columns(*DRIFT_COLUMNS)
+            yield drift
+            # shown only when the round left buffers out (a reference of another shape)
+            yield Static(id="compare-left-out")
 
     def show(self, frame: Frame) -> None:
         if self.off_screen():  # (or no --compare: its tab is hidden)
@@ -138,7 +152,7 @@ class ComparePanel(DrawnWhenShown, Horizontal):
             trend = _trend(frame.history, span)
         spec, tol = _spec(frame)
         self.query_one("#compare-summary", Static).update(
-            render_summary(spec, tol, record, tally, other, frame.other_label))
+            render_summary(spec, tol, record, tally, other, frame.other_label, frame.show_timings))
         self.query_one("#compare-trend", Static).update(
             Text("") if trend is None else render_trend(*trend))
         self.query_one("#compare-slots", FastTable).set_rows(slot_rows(record))
@@ -148,6 +162,9 @@ class ComparePanel(DrawnWhenShown, Horizontal):
             drift.add_columns(*DRIFT_COLUMNS, *extra)
         drift.set_rows(drift_rows(compare, other.compare if other is not None else None,
                                   pinned=other is not None))
+        left_out = self.query_one("#compare-left-out", Static)
+        left_out.update(left_out_line(compare.left_out if compare is not None else ()))
+        left_out.display = bool(compare is not None and compare.left_out)
         self._bring_first_into_view(drift, record)
 
     def _bring_first_into_view(self, drift: FastTable, record: Optional[RoundRecord]) -> None:
@@ -194,15 +211,20 @@ def _trend(history, span) -> Optional[tuple]:
 # ---- summary -----------------------------------------------------------------------------------
 
 def render_summary(spec: Optional[str], tol: Optional[float], record: Optional[RoundRecord],
-                   tally, other: Optional[RoundRecord], other_label: str) -> Text:
+                   tally, other: Optional[RoundRecord], other_label: str,
+                   show_timings: bool = True) -> Text:
     if spec is None:
         return Text(NO_REFERENCE, style="dim")
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("reference ", style="dim")
     text.append(spec, style="bold")
+    compare = record.compare if record is not None else None
+    if compare is not None and show_timings:
+        # its own time this round, before the tolerance so a long SPEC cuts the latter; the
+        # drafter's stage times (and tok/s) leave it out
+        text.append(f" · {compare.ms:.0f} ms", style="cyan")
     if tol is not None:
         text.append(f" · tol {tol:g}", style="dim")
-    compare = record.compare if record is not None else None
     rows = []
     if compare is not None:
         parted = compare.first_divergent is not None
@@ -268,27 +290,32 @@ def slot_rows(record: Optional[RoundRecord]) -> list[list]:
         return []
     compare = record.compare
     ranks = {r.slot: r for r in record.ranks}
+    walks = {s.slot: s for s in record.selector.slots} if record.selector is not None else {}
     rows = []
     for slot in range(record.gamma):
         mine = ranks.get(slot)
+        target = mine.target if mine is not None else None
         cells = [Text(str(slot), style="dim" if mine is not None and mine.after_rejection else "")]
-        cells += _drafter_cells(record, slot, mine)
+        cells += _drafter_cells(record, slot, mine, walks.get(slot))
         cells += _reference_cells(record, compare, slot, mine) if compare is not None else \
             [Text("…", style="dim")] * 3
-        target = mine.target if mine is not None else None
         cells.append(token_text(record.text(target)) if target is not None else Text(DASH, style="dim"))
+        cells.append(_reference_target(record, compare, slot, target) if compare is not None else
+                     Text("…", style="dim"))
         rows.append(cells)
     return rows
 
 
-def _drafter_cells(record: RoundRecord, slot: int, mine: Optional[SlotRank]) -> list:
+def _drafter_cells(record: RoundRecord, slot: int, mine: Optional[SlotRank], walk) -> list:
     if record.proposals is None:
         return [Text("…", style="dim")] * 3
     dim = "dim" if mine is not None and mine.after_rejection else ""
     cells = [token_text(record.text(record.proposals[slot]), dim)]
     if mine is None:
         return cells + [Text("…", style="dim"), Text("…", style="dim")]
-    return cells + [Text(str(mine.rank), style=dim or rank_style(mine.rank), justify="right"),
+    left = None if walk is None else walk_mark(walk.off_argmax, walk.chosen, walk.argmax,
+                                               mine.target, dim)
+    return cells + [rank_cell(mine.rank, dim or rank_style(mine.rank), left),
                     _fate(mine.accepted, mine.after_rejection)]
 
 
@@ -298,13 +325,65 @@ def _reference_cells(record: RoundRecord, compare: Compare, slot: int, mine: Opt
     dim = "dim" if after else ""
     same_token = record.proposals is not None and record.proposals[slot] == proposal
     token = token_text(record.text(proposal), dim if same_token else DIFFERS)
-    rank_cell = Text(str(rank), style=dim or rank_style(rank), justify="right")
-    if mine is None or mine.rank != rank:
-        rank_cell.stylize(DIFFERS)
+    target = _at(compare.targets, slot, mine.target if mine is not None else None)
+    left = None
+    if compare.left_argmax:  # DFlash2 (and a record that has its walk)
+        left = walk_mark(compare.left_argmax[slot], proposal, compare.argmax[slot], target, dim)
+    if compare.targets and target is None:
+        # the target never saw its prefix: no token of its own to rank (the engine's number
+        # there is the rank of the drafter's target, after another prefix)
+        rank_cell_ = Text(DASH, style="dim", justify="right")
+        if left is not None:
+            rank_cell_.append_text(left)
+    else:
+        rank_cell_ = rank_cell(rank, dim or rank_style(rank), left)
+        if mine is None or mine.rank != rank:  # the number only: the walk's mark keeps its colour
+            rank_cell_.stylize(DIFFERS, 0, len(str(rank)))
     fate = _fate(accepted, after)
     if mine is None or (mine.accepted, mine.after_rejection) != (accepted, after):
         fate.stylize(DIFFERS)
-    return [token, rank_cell, fate]
+    return [token, rank_cell_, fate]
+
+
+def _reference_target(record: RoundRecord, compare: Compare, slot: int, target: Optional[int]) -> Text:
+    """The target's token after the reference's own prefix, which its rank is counted
+    against: `=` where that is the drafter's target (the prefixes agree so far), the token,
+    marked, where the reference got further than the drafter (a second verify), a dash where
+    the target never saw its prefix (or the record predates the field)."""
+    if slot >= len(compare.targets) or compare.targets[slot] is None:
+        return Text(DASH, style="dim")
+    theirs = compare.targets[slot]
+    if theirs == target:
+        return Text(SAME, style="dim")
+    return token_text(record.text(theirs), DIFFERS)
+
+
+def _at(cells: tuple, slot: int, default):
+    """A per-slot cell of the reference; `default` where the record has none (a trace
+    written before the field)."""
+    return cells[slot] if slot < len(cells) else default
+
+
+def rank_cell(rank: int, style: str, left: Optional[Text]) -> Text:
+    """The rank (0: the argmax was the target's token), then, for DFlash2, one cell for the
+    walk (`walk_mark`): a blank where it kept the argmax, so the digits line up."""
+    cell = Text(str(rank), style=style, justify="right")
+    if left is not None:
+        cell.append_text(left)
+    return cell
+
+
+def walk_mark(left: bool, pick: int, argmax: int, target: Optional[int], dim: str = "") -> Text:
+    """Where the selector's walk left the slot's argmax, ↷: green where that got the
+    target's token the argmax missed, red where it lost the one the argmax had, magenta
+    (the selector tab's colour for it) where neither was the target's (dim after a miss,
+    where the slot was judged on a wrong prefix)."""
+    if not left:
+        return Text(" ")
+    if dim or target is None:
+        return Text(LEFT, style=dim or "magenta")
+    helped, hurt = pick == target != argmax, argmax == target != pick
+    return Text(LEFT, style="bold green" if helped else "bold red" if hurt else "magenta")
 
 
 def _fate(accepted: bool, after_rejection: bool) -> Text:
@@ -382,3 +461,33 @@ def _other_cell(mine: BufferDrift, theirs: Optional[BufferDrift], tol: float) ->
     if _beyond(mine, tol) != _beyond(theirs, tol) or mine.nonfinite != theirs.nonfinite:
         cell.stylize(DIFFERS)
     return cell
+
+
+def left_out_line(left_out) -> Text:
+    """The buffers the drift could not compare (records.LeftOut: another shape on each side,
+    or on one side only), in one dim line cut to the width: how many, then which. A
+    reference with another MLP width leaves out the same buffers in every layer, so they are
+    named once per stage and shapes, with their layers ("draft L0–3 ffn_gate, ffn_up
+    (1x16x1536 vs 1x16x768)"), not once per layer."""
+    if not left_out:
+        return Text("")
+    layers: dict[tuple, list] = {}  # (stage, why, buffer) -> its layers, in pipeline order
+    for b in left_out:
+        layers.setdefault((b.stage, b.why, b.buffer), []).append(b.layer)
+    names: dict[tuple, list] = {}  # (stage, why, the same layers) -> buffers
+    for (stage, why, buffer), where in layers.items():
+        names.setdefault((stage, why, tuple(where)), []).append(buffer)
+    parts = [f"{stage}{_layers(where)} {', '.join(buffers)} ({why})"
+             for (stage, why, where), buffers in names.items()]
+    return Text(f"{len(left_out)} buffer{'s' * (len(left_out) != 1)} not compared: "
+                + "; ".join(parts), style="dim", no_wrap=True, overflow="ellipsis")
+
+
+def _layers(layers: tuple) -> str:
+    """ L3, L0–3 (a run), L0,2; nothing for buffers outside the layers."""
+    known = [layer for layer in layers if layer is not None]
+    if not known:
+        return ""
+    if len(known) > 1 and known == list(range(known[0], known[-1] + 1)):
+        return f" L{known[0]}–{known[-1]}"
+    return " L" + ",".join(map(str, known))

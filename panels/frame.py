@@ -27,6 +27,9 @@ class Frame:
     # how many of its rows lead up to the round on screen (the header and history show those).
     history: Optional["History"] = None
     upto: int = 0
+    # --compare: the same rounds from the reference's side (history.reference_side), which
+    # the aggregates tab counts with the drafter's code
+    reference_history: Optional["History"] = None
     text_before: str = ""  # committed text before the round on screen
     slot: int = 0  # the selected proposal slot (ranks and selector)
     mode: str = "live"  # "live" | "replay"

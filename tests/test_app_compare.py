@@ -21,8 +21,8 @@ from dflash_tui.breakpoints import Breakpoints, hits
 from dflash_tui.panels.ranks import DIFFERS
 from dflash_tui.panels.table import FastTable
 
-from app_helpers import SIZE, check_every_column_reachable, launch, press_and_settle, run, table_rows, \
-    wait_for, wait_idle, wait_loaded, widget_text
+from app_helpers import SIZE, check_every_column_reachable, launch, oracle_proposer, press_and_settle, run, \
+    table_rows, wait_for, wait_idle, wait_loaded, widget_text
 
 OFF_BY_ONE = "layer-offset=-1"  # diverges at the context capture in every round
 ROUNDS = 3
@@ -60,14 +60,22 @@ def rel_text(b) -> str:
 
 
 def expected_slots(record) -> list[list[str]]:
-    """Per slot: the drafter's proposal, rank and fate, then the reference's."""
+    """Per slot: the drafter's proposal, rank (↷: its walk left the argmax) and fate, then
+    the reference's (its rank against its own target: none where the target never saw its
+    prefix), the drafter's target and the reference's ("=": the same)."""
     c = record.compare
+    walks = {s.slot: s for s in record.selector.slots}  # the fixture drafters are DFlash2
     rows = []
     for r in record.ranks:
         fate = "✓" if r.accepted else "·" if r.after_rejection else "✗"
         theirs = "✓" if r.slot < c.accepted else "·" if r.slot > c.accepted else "✗"
-        rows.append([str(r.slot), record.text(r.proposal), str(r.rank), fate,
-                     record.text(c.proposals[r.slot]), str(c.ranks[r.slot]), theirs])
+        mine = "↷" if walks[r.slot].off_argmax else " "
+        own = c.targets[r.slot]
+        rank = "—" if own is None else str(c.ranks[r.slot])
+        rank += "↷" if c.left_argmax[r.slot] else " "
+        target = "—" if own is None else "=" if own == r.target else record.text(own)
+        rows.append([str(r.slot), record.text(r.proposal), f"{r.rank}{mine}", fate,
+                     record.text(c.proposals[r.slot]), rank, theirs, record.text(r.target), target])
     return rows
 
 
@@ -79,11 +87,12 @@ def visible(token: str) -> str:
 
 
 def shown_slots(app) -> list[list[str]]:
-    return [row[:7] for row in slot_rows(app)]
+    return slot_rows(app)
 
 
 def with_visible_tokens(rows):
-    return [[r[0], visible(r[1]), r[2], r[3], visible(r[4]), r[5], r[6]] for r in rows]
+    return [[r[0], visible(r[1]), r[2], r[3], visible(r[4]), r[5], r[6], visible(r[7]),
+             r[8] if r[8] in ("=", "—") else visible(r[8])] for r in rows]
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +112,7 @@ def off_by_one(pair, tmp_path_factory):
             seen["active"] = app.main.query_one("#inspector", TabbedContent).active
             seen["records"] = [app.history.record(r) for r in range(ROUNDS)]
             seen["live"] = (app.record, drift_rows(app), shown_slots(app), summary(app))
+            seen["left out shown"] = app.main.query_one("#compare-left-out").display
             app.main.query_one("#compare-slots", FastTable).focus()
             await press_and_settle(pilot, "down")  # a slot picked here is the app's slot
             seen["slot"] = (app.slot, app.main.query_one("#ranks-table", FastTable).cursor_row)
@@ -127,6 +137,7 @@ def test_the_compare_tab_shows_the_reference_beside_the_drafter(off_by_one):
     assert record is records[-1] and record.round == ROUNDS - 1
     assert [row[:5] for row in drift] == expected_drift(record.compare)
     assert drift[0][:4] == ["▶", "context", "—", "capture"]  # the off-by-one parts there
+    assert record.compare.left_out == () and not seen["left out shown"]
     assert slots == with_visible_tokens(expected_slots(record))
     assert f"reference {OFF_BY_ONE} · tol 0.01" in text
     assert "▶ context capture: rel err" in text
@@ -196,7 +207,7 @@ def test_the_trace_carries_every_rounds_compare_and_replay_shows_it(off_by_one):
             app.render_now()
             assert app.record.stage == "verify" and app.record.compare is None
             assert drift_rows(app) == [] and "round 1: the reference runs at commit" in summary(app)
-            assert [row[4:] for row in slot_rows(app)] == [["…", "…", "…", row[7]]
+            assert [row[4:] for row in slot_rows(app)] == [["…", "…", "…", row[7], "…"]
                                                             for row in slot_rows(app)]
 
     run(scenario())
@@ -222,7 +233,7 @@ def test_compare_against_itself_shows_no_drift_and_the_breakpoint_never_fires(pa
             assert "✓ every buffer within tol 0.01" in summary(app)
             table = app.main.query_one("#compare-slots", FastTable)
             for i in range(table.row_count):  # the reference's cells: nothing marked different
-                for cell in table.get_row_at(i)[4:7]:
+                for cell in table.get_row_at(i)[4:9]:
                     assert DIFFERS not in str(cell.style) and not any(DIFFERS in str(s.style) for s in cell.spans)
             assert shown_slots(app) == with_visible_tokens(expected_slots(record))
             mean_line = next(line for line in summary(app).splitlines() if line.startswith(" mean"))
@@ -513,5 +524,139 @@ def test_a_quantized_float16_reference_on_a_cpu_is_noted_once(pair):
             await wait_for(pilot, lambda: app.trace not in (None, first), what="the restarted session")
             await wait_idle(pilot)
             assert notes() == 1
+
+    run(scenario())
+
+
+# ---- the reference's own targets and walk, its time, the buffers left out ------------------------
+
+def reference_forced(monkeypatch, proposer) -> None:
+    """Every pair the app loads gets forced reference proposals (engine Reference.proposer,
+    read when a session opens)."""
+    from dflash_tui.engine import api
+
+    load_pair = api.load_pair
+
+    def forced(*args, **kwargs):
+        pair = load_pair(*args, **kwargs)
+        pair.reference.proposer = proposer
+        return pair
+
+    monkeypatch.setattr(api, "load_pair", forced)
+
+
+def test_where_the_reference_got_further_its_slots_show_its_own_targets(pair, monkeypatch):
+    """The drafter forced to get only slot 0 right, the reference slots 0-2 (both the target's
+    greedy continuation, then wrong): every round the reference gets right the slot the
+    drafter missed, its ranks count against the target's tokens after its OWN prefix (a
+    second verify), and the table shows those tokens beside the drafter's; each side's rank
+    says whether its argmax was right, its ↷ whether its walk left the argmax. Tab 4 then
+    has the reference's per-slot table beside the drafter's, counted from the same rounds."""
+    prompt = "The quick brown fox"
+    drafter = oracle_proposer(pair, prompt, 60, good=1)
+    reference_forced(monkeypatch, oracle_proposer(pair, prompt, 60, good=3))
+
+    async def scenario():
+        app = LiveApp(launch(pair, compare=str(pair[1]), max_tokens=40, proposer=drafter),
+                      show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=(200, 50)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "5", *"nnn")
+            records = [app.history.record(r) for r in range(3)]
+            assert [(r.accepted, r.compare.accepted, r.compare.reverified) for r in records] == \
+                [(1, 3, True)] * 3
+            await press_and_settle(pilot, "home")
+            for record in records:
+                assert app.record.round == record.round
+                shown = shown_slots(app)
+                assert shown == with_visible_tokens(expected_slots(record))
+                c = record.compare
+                # past the drafter's miss the reference was judged on another prefix
+                assert any(row[8] not in ("=", "—") for row in shown)
+                for row, own in zip(shown, c.targets):
+                    if row[6] == "✓":  # what it got right is the token it was judged against
+                        assert row[4] == (row[7] if row[8] == "=" else row[8]) == visible(record.text(own))
+                await press_and_settle(pilot, "right")
+            await press_and_settle(pilot, "4")
+            mine, theirs = (table_rows(app.main.query_one(f"#{name}", FastTable))
+                            for name in ("agg-slots", "agg-ref-slots"))
+            gammas = [r.gamma for r in records]
+            for rows, counts in ((mine, [r.accepted for r in records]),
+                                 (theirs, [r.compare.accepted for r in records])):
+                proposed = [sum(g > s for g in gammas) for s in range(max(gammas))]
+                accepted = [sum(a > s for a in counts) for s in range(max(gammas))]
+                assert [row[1] for row in rows] == [f"{100 * a / p:.0f}%" for a, p in zip(accepted, proposed)]
+            assert [row[1] for row in theirs][:4] == ["100%", "100%", "100%", "0%"]
+            assert f"per slot, reference {pair[1]}" in widget_text(app, app.main.query_one("#agg-ref-title"))
+            assert widget_text(app, app.main.query_one("#agg-slots-title")).strip() == "per slot, drafter"
+
+    run(scenario())
+
+
+def test_without_compare_the_aggregates_tab_has_no_reference_table(pair):
+    async def scenario():
+        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "4")
+            assert app.reference_history is None
+            assert not app.main.query_one("#agg-ref-slots").display
+            assert not app.main.query_one("#agg-ref-title").display
+
+    run(scenario())
+
+
+def test_the_summary_gives_the_references_own_time_and_tok_s_leaves_it_out(pair):
+    async def scenario():
+        app = LiveApp(launch(pair, compare=OFF_BY_ONE), show_timings=True, export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "5", "n", "n")
+            records = [app.history.record(r) for r in range(2)]
+            c = app.record.compare
+            assert c.ms > 0
+            assert f"reference {OFF_BY_ONE} · {c.ms:.0f} ms · tol" in summary(app)
+            # tokens per second: the drafter's stage times only, the reference's time left out
+            tokens = sum(len(r.committed_tokens) for r in records)
+            stages = sum(s.ms for r in records for s in r.stages) / 1000
+            assert app.history.ms.values.tolist() == [sum(s.ms for s in r.stages) for r in records]
+            header = widget_text(app, app.main.query_one("#header"))
+            assert f"tok/s {tokens / stages:.1f}" in header
+            app.show_timings = False  # frozen clocks (screenshots): no time in the summary
+            app.main.query_one("ComparePanel")._shown = None
+            await press_and_settle(pilot)
+            assert " ms" not in summary(app)
+
+    run(scenario())
+
+
+def test_the_buffers_the_drift_left_out_are_named_under_it(pair, fixture_root):
+    """A reference with another MLP width: one dim line under the drift table says how many
+    buffers could not be compared and why, the same buffers of every layer named once."""
+    from fixtures import write_drafter
+
+    config = json.loads((pair[1] / "config.json").read_text())
+    narrow = write_drafter(fixture_root / "narrow-mlp-tab", {**config, "intermediate_size": 96}, seed=2)
+    layers = config["num_hidden_layers"]
+
+    async def scenario():
+        app = LiveApp(launch(pair, compare=str(narrow)), show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "5", "n")
+            left_out = app.record.compare.left_out
+            assert len(left_out) == 3 * layers
+            shapes = {("x".join(map(str, b.primary_shape)), "x".join(map(str, b.reference_shape)))
+                      for b in left_out}
+            (mine, theirs), = shapes
+            line = app.main.query_one("#compare-left-out")
+            assert line.display
+            text = widget_text(app, line)
+            full = (f"{3 * layers} buffers not compared: draft L0–{layers - 1} ffn_gate, ffn_up, "
+                    f"ffn_act ({mine} vs {theirs})")
+            assert text.strip() == (full if len(full) <= line.region.width else
+                                    full[: line.region.width - 1] + "…")
+            await press_and_settle(pilot, "m")  # zoomed: the whole line
+            assert widget_text(app, line).strip() == full
 
     run(scenario())

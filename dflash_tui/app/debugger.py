@@ -209,6 +209,7 @@ class DebuggerApp(App[int]):
         self.prefill: Optional[PrefillRecord] = None
         self.record: Optional[RoundRecord] = None
         self.history: Optional["History"] = None  # the session's rounds, once it has one
+        self.reference_history: Optional["History"] = None  # --compare: the reference's side
         self.text_before = ""
         self.slot = 0
         self.mode = "live"
@@ -282,6 +283,7 @@ class DebuggerApp(App[int]):
         pinned = self.pinned
         return Frame(info=self.info, prefill=self.prefill, record=self.record,
                      history=self.history, upto=self.upto(), text_before=self.text_before,
+                     reference_history=self.reference_history,
                      slot=slot, mode=self.mode, round_label=self.round_label,
                      live=self.live_where(), gamma_next=self.gamma_next,
                      other=pinned, other_label=f"r{pinned.round}" if pinned is not None else "",

@@ -338,7 +338,7 @@ class LiveApp(DebuggerApp):
         self._show_progress()
 
     def engine_loaded(self, event: Loaded) -> None:
-        from ..history import History  # numpy: after the first frame
+        from ..history import History, reference_side  # numpy: after the first frame
 
         self.loading = False
         self.main.remove_class("-restarting")
@@ -350,6 +350,8 @@ class LiveApp(DebuggerApp):
         if self._next_session_dir is not None:  # a restart's session opened: its files go there
             self.session_dir, self._next_session_dir = self._next_session_dir, None
         self.history = History(self.keep_rounds, TraceRounds(self.trace, start) if self.trace else None)
+        # the reference's slots, for the aggregates tab (its records are the history's: keep 1)
+        self.reference_history = History(1, side=reference_side) if event.info.compare else None
         self.live = self.record = self.pinned = self.searching = None
         self.viewing = self.aggregate_rounds = None
         self.text_before = self.live_text_before = event.prefill.first_text
@@ -381,6 +383,8 @@ class LiveApp(DebuggerApp):
                 last = self.history.record(self.history.last_round) if len(self.history) else None
                 self.live_text_before = text_before(record, last.committed_text if last else None)
             self.history.add(record)
+            if self.reference_history is not None and record.compare is not None:
+                self.reference_history.add(record)
             self.finished = record.finish_reason
         else:
             self.live_text_before = record.committed_text

@@ -87,7 +87,7 @@ class ReplayApp(DebuggerApp):
         self.info, self.prefill = session.info, session.prefill
         self.record = record
         self.text_before = before
-        self.history = self._session_history(s)
+        self.history, self.reference_history = self._session_history(s)
         self._upto = r + (1 if record.complete else 0)
         self.gamma_next = None
         last = session.rounds[-1].round
@@ -101,14 +101,19 @@ class ReplayApp(DebuggerApp):
         self.render_now()
 
     def _session_history(self, s: int):
-        from ..history import History  # numpy: after the first frame
+        """The session's history, and its reference's (--compare; else None)."""
+        from ..history import History, reference_side  # numpy: after the first frame
 
         if s not in self._histories:
             rounds = self.recording.sessions[s].rounds
             history = History(keep=len(rounds))  # replay holds them all already
+            compared = [r for r in rounds if r.compare is not None]
+            reference = History(keep=1, side=reference_side) if compared else None
             for record in rounds:
                 history.add(record)
-            self._histories[s] = history
+            for record in compared:
+                reference.add(record)
+            self._histories[s] = (history, reference)
         return self._histories[s]
 
     def upto(self) -> int:
