@@ -164,8 +164,7 @@ class Divergent:
 
     @property
     def where(self) -> str:
-        layer = "" if self.layer is None else f" layer {self.layer}"
-        return f"{self.stage}{layer} {self.buffer}"
+        return _where(self.stage, self.layer, self.buffer)
 
     @property
     def why(self) -> str:
@@ -221,14 +220,18 @@ class LeftOut:
 
     @property
     def where(self) -> str:
-        layer = "" if self.layer is None else f" layer {self.layer}"
-        return f"{self.stage}{layer} {self.buffer}"
+        return _where(self.stage, self.layer, self.buffer)
 
     @property
     def why(self) -> str:
         if self.primary_shape is None or self.reference_shape is None:
             return "reference only" if self.primary_shape is None else "drafter only"
         return f"{_shape(self.primary_shape)} vs {_shape(self.reference_shape)}"
+
+
+def _where(stage: str, layer: Optional[int], buffer: str) -> str:
+    """A buffer as the drift's lines name it: `draft layer 0 ffn_act`."""
+    return f"{stage}{'' if layer is None else f' layer {layer}'} {buffer}"
 
 
 def _shape(shape: tuple[int, ...]) -> str:

@@ -379,6 +379,22 @@ def test_an_output_that_is_a_prompt_file_is_refused_before_loading(make_pair, pr
     assert victim.read_bytes() == before
 
 
+def _stepped_by_hand(loaded, prompts_dir, blocks, proposers) -> dict[tuple[str, int], list]:
+    """Each workload's (and "all"'s) records per block, every prompt's session stepped here
+    with the proposers the bench was given."""
+    pooled: dict[tuple[str, int], list] = {}
+    for workload in load_workloads(prompts_dir):
+        for prompt in workload.prompts:
+            for block in blocks:
+                session = loaded.open(prompt.text, options=SessionOptions(
+                    gamma=block, max_tokens=MAX_TOKENS, probes=False, proposer=proposers[prompt.id]))
+                records = list(session.run())
+                session.close()
+                for key in ((workload.name, block), ("all", block)):
+                    pooled.setdefault(key, []).extend(records)
+    return pooled
+
+
 def test_slots_tabulate_every_slot_as_the_records_say(pair, prompts_dir, tmp_path, capsys):
     """--slots: per workload and block, each slot's counts are those of the records of the
     same sessions stepped by hand (ranks on), computed here without dflash_tui's aggregates;
@@ -395,16 +411,7 @@ def test_slots_tabulate_every_slot_as_the_records_say(pair, prompts_dir, tmp_pat
                          proposer_for=lambda p, ids, ref: proposers[p.id]).run()
     got = {(w, b): slots for w, b, slots in stats_of(result)}
 
-    pooled: dict[tuple[str, int], list] = {}
-    for workload in load_workloads(prompts_dir):
-        for prompt in workload.prompts:
-            for block in blocks:
-                session = loaded.open(prompt.text, options=SessionOptions(
-                    gamma=block, max_tokens=MAX_TOKENS, probes=False, proposer=proposers[prompt.id]))
-                records = list(session.run())
-                session.close()
-                for key in ((workload.name, block), ("all", block)):
-                    pooled.setdefault(key, []).extend(records)
+    pooled = _stepped_by_hand(loaded, prompts_dir, blocks, proposers)
     assert set(got) == set(pooled)
     for key, records in pooled.items():
         assert len(got[key]) == key[1]
@@ -528,16 +535,7 @@ def test_slots_with_compare_tabulate_the_references_slots_too(make_pair, prompts
                          proposer_for=lambda p, ids, ref: proposers[p.id]).run()
     got = {(w, b): slots for w, b, slots in stats_of(result, reference=True)}
 
-    pooled: dict[tuple[str, int], list] = {}
-    for workload in load_workloads(prompts_dir):
-        for prompt in workload.prompts:
-            for block in blocks:
-                session = loaded.open(prompt.text, options=SessionOptions(
-                    gamma=block, max_tokens=MAX_TOKENS, probes=False, proposer=proposers[prompt.id]))
-                records = list(session.run())
-                session.close()
-                for key in ((workload.name, block), ("all", block)):
-                    pooled.setdefault(key, []).extend(records)
+    pooled = _stepped_by_hand(loaded, prompts_dir, blocks, proposers)
     assert set(got) == set(pooled)
     deeper = 0
     for key, records in pooled.items():
