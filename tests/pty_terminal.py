@@ -35,7 +35,8 @@ class Terminal:
         self.ends: list[int] = []  # output length after each read ...
         self.times: list[float] = []  # ... and when that read returned
         self.changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         while True:
@@ -116,4 +117,7 @@ class Terminal:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        # the child's last bytes (the terminal's restore) may still sit in the pty: read them
+        # up to the end before closing our side, which would throw them away
+        self.reader.join(timeout=5)
         os.close(self.master)
