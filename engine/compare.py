@@ -179,7 +179,7 @@ class Comparison:
         """Session.set_gamma: the reference drafts the primary's block, so its drafter's limits
         (a sliding window, its positions) hold too."""
         try:
-            self.shadow._check_gamma(gamma)
+            self.shadow.check_gamma(gamma)
         except ParameterError as error:
             raise self._named(error) from None
 

@@ -252,7 +252,7 @@ class Session:
         if not prompt_ids:
             raise ParameterError("prompt_ids", list(prompt_ids),
                                  "expected at least one token (the prompt is empty)")
-        self.gamma = self._check_gamma(config.block_size - 1 if options.gamma is None else options.gamma)
+        self.gamma = self.check_gamma(config.block_size - 1 if options.gamma is None else options.gamma)
         self.keep_raw = options.keep_raw
         self.prompt_ids = list(prompt_ids)
         self.eos_ids = set(getattr(target.tokenizer, "eos_token_ids", ()) or ())
@@ -313,7 +313,9 @@ class Session:
             raise ParameterError("attention", attention, f"expected one of {', '.join(ATTENTION_KINDS)}")
         return attention
 
-    def _check_gamma(self, gamma: int) -> int:
+    def check_gamma(self, gamma: int) -> int:
+        """The block size gamma checked against the target and the drafter (at open, at every
+        set_gamma, and by a comparison for its reference); returned as given."""
         if gamma < 1:
             raise ParameterError("gamma", gamma, "expected at least 1 proposal per round")
         # a block the target could never verify in one forward (or, with no context declared,
@@ -344,7 +346,7 @@ class Session:
 
     def set_gamma(self, gamma: int) -> int:
         """Takes effect from the next round's context stage."""
-        gamma = self._check_gamma(gamma)
+        gamma = self.check_gamma(gamma)
         if self.compare:  # the reference drafts the same block: its drafter's limits hold too
             self.compare.check_gamma(gamma)
         self.gamma = gamma
