@@ -12,7 +12,6 @@ SPEC and the session's info are enough).
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 from .engine.compare_spec import DEFAULT_TOLERANCE, CompareSpec, parse_spec
@@ -35,16 +34,10 @@ def _spec(info: Optional[SessionInfo]) -> Optional[CompareSpec]:
         return None
 
 
-def _quantized(spec: CompareSpec) -> bool:
-    if spec.bits is not None:
-        return True
-    if spec.draft_dir is None:
-        return False
-    try:
-        config = json.loads((spec.draft_dir / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and "quantization" in config
+def _quantized(info: SessionInfo, spec: CompareSpec) -> bool:
+    """The reference's drafter computes with packed weights: the engine says so
+    (compare_quantization); a replay of a trace older than that field has only `bits=`."""
+    return info.compare_quantization is not None or spec.bits is not None
 
 
 def tol_hint_applies(info: Optional[SessionInfo]) -> bool:
@@ -52,7 +45,7 @@ def tol_hint_applies(info: Optional[SessionInfo]) -> bool:
     spec = _spec(info)
     if spec is None or info.compare_tol != DEFAULT_TOLERANCE:
         return False
-    return _quantized(spec) or (spec.dtype is not None and spec.dtype != info.dtype)
+    return _quantized(info, spec) or (spec.dtype is not None and spec.dtype != info.dtype)
 
 
 def slow_on_cpu(info: Optional[SessionInfo]) -> Optional[str]:
@@ -61,4 +54,4 @@ def slow_on_cpu(info: Optional[SessionInfo]) -> Optional[str]:
     spec = _spec(info)
     if spec is None or info.backend != "cpu" or (spec.dtype or info.dtype) != "float16":
         return None
-    return SLOW_ON_CPU if _quantized(spec) else None
+    return SLOW_ON_CPU if _quantized(info, spec) else None

@@ -27,7 +27,7 @@ def session_json(info: SessionInfo) -> dict:
     out = encode(info)
     # Written only when set: a one-process, one-configuration file is what it was before
     # ranks and the compare lab.
-    for key in ("distributed", "compare", "compare_tol"):
+    for key in ("distributed", "compare", "compare_tol", "compare_quantization"):
         if out[key] is None:
             del out[key]
     return out

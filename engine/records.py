@@ -380,6 +380,7 @@ class SessionInfo:
     drafter_quantization: Optional[str] = None  # e.g. "q4/g64"; None for a float drafter
     compare: Optional[str] = None  # --compare SPEC: a reference configuration runs beside the drafter
     compare_tol: Optional[float] = None  # its --compare-tol
+    compare_quantization: Optional[str] = None  # the reference drafter's, as drafter_quantization
     distributed: Optional[DistributedInfo] = None  # None: one process holds the whole target
 
 

@@ -300,8 +300,9 @@ class Session:
         # --compare: the reference configuration run beside this one (engine/compare.py),
         # called at the stage seams below.
         self.compare = pair.reference.open(self) if pair.reference is not None else None
-        if self.compare and self.compare.notes:  # shown wherever the drafter's notes are
-            self.info = replace(self.info, notes=self.info.notes + self.compare.notes)
+        if self.compare:  # its notes are shown wherever the drafter's are
+            self.info = replace(self.info, notes=self.info.notes + self.compare.notes,
+                                compare_quantization=self.compare.shadow.info.drafter_quantization)
 
     # ---- setup ---------------------------------------------------------------------------
 

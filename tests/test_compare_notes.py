@@ -4,7 +4,6 @@ CPU, as probe prints it."""
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import pytest
@@ -13,13 +12,9 @@ from dflash_tui.cli import main
 from dflash_tui.compare_notes import SLOW_ON_CPU, slow_on_cpu, tol_hint_applies
 
 
-def info(compare, tol=0.01, dtype="float32", backend="cpu"):
-    return SimpleNamespace(compare=compare, compare_tol=tol, dtype=dtype, backend=backend)
-
-
-def quantized_dir(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"quantization": {"bits": 4, "group_size": 64}}))
-    return str(tmp_path)
+def info(compare, tol=0.01, dtype="float32", backend="cpu", quantization=None):
+    return SimpleNamespace(compare=compare, compare_tol=tol, dtype=dtype, backend=backend,
+                           compare_quantization=quantization)
 
 
 @pytest.mark.parametrize("compare, tol, dtype, applies", [
@@ -35,10 +30,11 @@ def test_the_tol_hint_applies_to_other_numbers_at_the_default_tolerance(compare,
     assert tol_hint_applies(info(compare, tol, dtype)) == applies
 
 
-def test_a_quantized_reference_directory_counts_as_quantized(tmp_path):
-    assert tol_hint_applies(info(quantized_dir(tmp_path)))
-    assert slow_on_cpu(info(quantized_dir(tmp_path), dtype="float16")) == SLOW_ON_CPU
-    assert not tol_hint_applies(info(str(tmp_path / "gone")))  # a replay's reference, moved
+def test_a_reference_the_engine_loaded_quantized_counts_as_quantized(tmp_path):
+    # a drafter directory quantized on disk: no `bits=` in the SPEC, the engine says so
+    assert tol_hint_applies(info(str(tmp_path), quantization="q4/g64"))
+    assert slow_on_cpu(info(str(tmp_path), dtype="float16", quantization="q4/g64")) == SLOW_ON_CPU
+    assert not tol_hint_applies(info(str(tmp_path)))  # a float drafter in the same dtype
 
 
 @pytest.mark.parametrize("compare, dtype, backend, slow", [

@@ -21,6 +21,7 @@ from conftest import DRAFTERS, TARGETS
 from fixtures import drafter_tensors, write_drafter
 from greedy import greedy_tokens, load_reference
 
+from dflash_tui.compare_notes import tol_hint_applies
 from dflash_tui.engine import SessionOptions, load_pair
 from dflash_tui.engine.compare import greedy_prefix, known_accepted
 from dflash_tui.engine.errors import InputError
@@ -58,6 +59,7 @@ def test_compare_against_itself_is_zero_everywhere(make_pair, target_kind, draft
     plain_session, plain = _rounds(load_pair(target_dir, draft_dir))
     session, records = _rounds(load_pair(target_dir, draft_dir, compare=str(draft_dir)))
     assert session.generated == plain_session.generated  # the decode is unchanged
+    assert session.info.compare_quantization is None  # a float reference
     for record in records:
         c = record.compare
         assert c.spec == str(draft_dir) and c.first_divergent is None and not c.reverified
@@ -228,7 +230,8 @@ def test_a_quantized_reference_loads_and_compares(make_pair, tmp_path):
     pair = load_pair(target_dir, draft_dir, compare="bits=8")
     linears = [m for _, m in pair.reference.drafter.named_modules() if isinstance(m, nn.QuantizedLinear)]
     assert linears and all(m.bits == 8 and m.group_size == 64 for m in linears)
-    _, records = _rounds(pair)
+    session, records = _rounds(pair)
+    assert session.info.compare_quantization.startswith("q8/g64")
     for record in records:
         assert len(record.compare.proposals) == record.gamma
         assert {(b.stage, b.layer, b.buffer) for b in record.compare.buffers} == _drafter_buffers(record)
@@ -242,8 +245,10 @@ def test_a_quantized_reference_loads_and_compares(make_pair, tmp_path):
     with pytest.raises(InputError, match=r"^--compare bits=4: .*already quantized \(q8/g64"):
         load_pair(target_dir, tmp_path / "q8", compare="bits=4")
     # and a quantized copy on disk is a SPEC like any drafter directory
-    _, records = _rounds(load_pair(target_dir, draft_dir, compare=str(tmp_path / "q8")))
+    session, records = _rounds(load_pair(target_dir, draft_dir, compare=str(tmp_path / "q8")))
     assert all(r.compare.buffers for r in records)
+    # the engine says it is quantized, so the notes need not read its config again
+    assert session.info.compare_quantization.startswith("q8/g64") and tol_hint_applies(session.info)
 
 
 def test_a_reference_for_another_target_is_refused_by_name(make_pair, tmp_path):
