@@ -3,7 +3,7 @@ rounds it runs? (A benchmark that reports numbers, not a test.)
 
     python benchmarks/bench_memory.py [--rounds 5000] [--block 4] [--keep-rounds 100]
                                       [--every 500] [--json F] [MODEL --draft DRAFT_DIR | --sample]
-                                      [--restarts N] [--no-freeze]
+                                      [--restarts N] [--no-freeze] [--compare SPEC]
 
 Runs the real live app (engine thread, history, trace, panels drawing frames, headless)
 with `c` running round after round, by default on the tiny fixture pair of tests/fixtures.py
@@ -22,6 +22,10 @@ prompt), and samples every `--every` rounds:
 and reports the growth per 1,000 rounds of each, and of rss - mlx: what the rest of the
 process (the app above all) adds beyond the model's memory. The ceiling stated in
 docs/TUI.md comes from this.
+
+--compare SPEC: the session runs a reference configuration beside the drafter (the app's
+--compare): a second drafter, its records in every round and a second History for tab 4,
+all counted in `app`.
 
 --restarts N: instead, restart the session N times (`r`), running --every rounds after each,
 and sample after each restart: what a restart leaves behind. The app freezes what is alive
@@ -75,8 +79,11 @@ def deep_size(obj, seen: set | None = None) -> int:
 
 
 def app_bytes(app) -> int:
-    history = app.history
-    return history.nbytes + deep_size(history.kept()) + deep_size(history.token_text)
+    held = 0
+    for history in (app.history, app.reference_history):  # the second only under --compare
+        if history is not None:
+            held += history.nbytes + deep_size(history.kept()) + deep_size(history.token_text)
+    return held
 
 
 async def measure(args, model: Path, draft: Path, prompt: str, out: Path) -> list[dict]:
@@ -88,7 +95,7 @@ async def measure(args, model: Path, draft: Path, prompt: str, out: Path) -> lis
     per_target, per_drafter = kv_bytes_per_position(model, draft)
     # a prompt given is raw text to continue; the sample's own goes through its chat template
     launch = Launch(model=model, draft=draft, prompt=prompt, chat=False if args.prompt else None,
-                    gamma=args.block, freeze_loaded=not args.no_freeze,
+                    gamma=args.block, freeze_loaded=not args.no_freeze, compare=args.compare,
                     max_tokens=args.rounds * (args.block + 1) + 16)
     app = LiveApp(launch, export_dir=out, keep_rounds=args.keep_rounds, show_timings=False)
     samples = []
@@ -178,6 +185,8 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=4, help="proposals per round")
     parser.add_argument("--keep-rounds", type=int, default=100, help="the app's --keep-rounds")
     parser.add_argument("--json", help="write the samples and the summary here")
+    parser.add_argument("--compare", metavar="SPEC", help="run a reference configuration beside "
+                        "the drafter, as the app's --compare (e.g. bits=4)")
     parser.add_argument("--restarts", type=int, default=0,
                         help="restart the session N times instead, --every rounds each")
     parser.add_argument("--no-freeze", action="store_true",
@@ -207,7 +216,7 @@ def main() -> int:
     per, scale = ("per_restart_mb", 1 / 1000) if args.restarts else ("per_1000_rounds_mb", 1)
     summary = {
         "rounds": last["rounds"], "keep_rounds": args.keep_rounds, "block": args.block,
-        "frozen": not args.no_freeze,
+        "frozen": not args.no_freeze, "compare": args.compare,
         per: {key: round(scale * slope(samples, key), 2) for key in (
             "rss_mb", "kv_mb", "mlx_active_mb", "mlx_cache_mb", "app_mb",
             "rss_beyond_mlx_mb", "trace_mb")},
