@@ -170,7 +170,8 @@ class ComparePanel(DrawnWhenShown, Horizontal):
     def _bring_first_into_view(self, drift: FastTable, record: Optional[RoundRecord]) -> None:
         """The first divergent buffer is often far down the drift table (at 80 x 24 it shows
         six of some seventy rows): a round drawn for the first time (live, or moved to) puts
-        the cursor on its row, which scrolls it into view. Only once per round and
+        the cursor on its row, which scrolls it into view mid-table, so that the buffers it
+        led to show below it. Only once per round and
         divergence: redrawing the same round (a new round counted while an older one is
         shown, a pin) leaves the table where the user may have scrolled it."""
         compare = record.compare if record is not None else None
@@ -183,7 +184,7 @@ class ComparePanel(DrawnWhenShown, Horizontal):
             where = (first.stage, first.layer, first.buffer)
             row = next((i for i, b in enumerate(compare.buffers) if _key(b) == where), None)
             if row is not None:
-                drift.move_cursor(row=row)
+                drift.move_cursor(row=row, centre=True)  # with the rows after it
 
 
 def _spec(frame: Frame) -> tuple[Optional[str], Optional[float]]:

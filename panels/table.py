@@ -87,6 +87,9 @@ class FastTable(ScrollView, can_focus=True):
         self._header: Optional[Strip] = None
         self.cursor_row = 0
         self._scroll_pending = False  # the cursor moved while the table had no size
+        # move_cursor(centre=True)'s row: out of view, it comes in mid-view, also after a
+        # resize (a table first laid out taller, then shrunk, would leave it at the edge)
+        self._centre_row: Optional[int] = None
 
     # ---- DataTable-like API --------------------------------------------------------------
 
@@ -160,15 +163,18 @@ class FastTable(ScrollView, can_focus=True):
         self.cursor_row = min(self.cursor_row, max(len(self._rows) - 1, 0))
         self.refresh()
 
-    def move_cursor(self, *, row: int, animate: bool = False, scroll: bool = True) -> bool:
+    def move_cursor(self, *, row: int, animate: bool = False, scroll: bool = True,
+                    centre: bool = False) -> bool:
         """Put the cursor on `row` (clamped); True when it moved. Posts nothing: this is how
-        the app shows a selection it already knows about."""
+        the app shows a selection it already knows about. `centre`: a row out of view comes
+        in mid-view, with the rows after it, rather than at the view's edge."""
         if not self._rows:
             return False
         row = max(0, min(row, len(self._rows) - 1))
         changed = row != self.cursor_row
         self.cursor_row = row
         if scroll:
+            self._centre_row = row if centre else None
             self._scroll_pending = True
             self._scroll_to_cursor()  # a hidden table has no size yet: scrolled once painted
         self.refresh()
@@ -246,7 +252,10 @@ class FastTable(ScrollView, can_focus=True):
         self._scroll_pending = False
         visible = max(height - 1, 1)  # rows under the header
         top = int(self.scroll_offset.y)
-        if self.cursor_row < top:
+        if self._centre_row == self.cursor_row and not top <= self.cursor_row < top + visible:
+            # immediate: a later call in the same refresh reads the offset this one set
+            self.scroll_to(y=max(self.cursor_row - visible // 2, 0), animate=False, immediate=True)
+        elif self.cursor_row < top:
             self.scroll_to(y=self.cursor_row, animate=False)
         elif self.cursor_row >= top + visible:
             self.scroll_to(y=self.cursor_row - visible + 1, animate=False)
