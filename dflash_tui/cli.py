@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import flag_ranges
-from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, parse_spec
+from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, named_as_reference, parse_spec
 from .engine.draft_config import read_drafter_config
 from .engine.utf8 import check_utf8
 from .engine.errors import GroupError, InputError, ParameterError
@@ -51,7 +51,9 @@ def user_message(error: InputError) -> str:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own errors: one line, exit 2
-        raise InputError(f"{self.prog}: {message}")
+        # The message alone: main's `dflash-tui: error:` is the prefix (the parser's prog,
+        # `dflash-tui probe`, before it made two).
+        raise InputError(message)
 
 
 def _prompt_text(args) -> Optional[str]:
@@ -85,8 +87,21 @@ def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> 
                         "sharded across them; rank 0 prints and writes (docs/DISTRIBUTED.md)")
 
 
+class _OneSpec(argparse.Action):
+    """--compare given at most once: argparse keeps the last of a repeated flag, so a second
+    --compare silently replaced the first (a key repeated inside one SPEC is refused too)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest)
+        if before is not None:
+            raise InputError(f"--compare {values!r}: given twice (after --compare {before!r}); "
+                             "a run has one reference configuration (overrides combine in one "
+                             "SPEC: bits=4,dtype=float16)")
+        setattr(namespace, self.dest, values)
+
+
 def add_compare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--compare", metavar="SPEC",
+    p.add_argument("--compare", metavar="SPEC", action=_OneSpec,
                    help="run a reference configuration beside the drafter every round: another "
                         "drafter directory, or overrides dtype=T, bits=B[,group=G], "
                         "layer-offset=K, residual-scale=S (docs/COMPARE.md)")
@@ -102,7 +117,8 @@ def check_compare(args) -> None:
         return
     args.compare = parse_spec(args.compare)
     if args.compare.draft_dir is not None:
-        check_drafter_path(args.compare.draft_dir)
+        with named_as_reference(args.compare):
+            check_drafter_path(args.compare.draft_dir)
     if args.compare_tol is None:  # its range is flag_ranges'
         args.compare_tol = DEFAULT_TOLERANCE
     check_greedy(args.temperature)
@@ -181,7 +197,8 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     add_model_args(p)
     p.add_argument("--prompts", metavar="DIR", help="one sub-folder per workload (default: sample_prompts/)")
     p.add_argument("--blocks", default="2,4,7,8", metavar="LIST",
-                   help="proposals per round, comma-separated (default: %(default)s)")
+                   help="proposals per round, comma-separated; each measured once, in ascending "
+                        "order (default: %(default)s)")
     p.add_argument("--max-tokens", type=int, default=600, metavar="N",
                    help="tokens generated per prompt (default: %(default)s)")
     p.add_argument("--temperature", type=float, default=0.0, metavar="T",

@@ -45,9 +45,9 @@ import mlx.core as mx
 import numpy as np
 
 from .checkpoint import load_drafter
-from .compare_spec import CompareSpec, check_greedy
+from .compare_spec import CompareSpec, check_greedy, named_as_reference
 from .drafter import DraftModel
-from .errors import InputError, ParameterError
+from .errors import ParameterError
 from .drift import Drift, Key
 from .probes import pipeline_key
 from .quantize import quantize_drafter
@@ -82,18 +82,16 @@ def load_reference(spec: CompareSpec, primary: DraftModel, primary_dir: Path, dt
                    tolerance: float) -> Reference:
     """The drafter SPEC names: another directory in the pair's dtype, or the primary's
     checkpoint loaded again with the overrides applied."""
-    where = f"--compare {spec.text}"
     if spec.draft_dir is not None:
-        drafter = load_drafter(spec.draft_dir, DTYPES[dtype])
+        with named_as_reference(spec):
+            drafter = load_drafter(spec.draft_dir, DTYPES[dtype])
         return Reference(spec, drafter, spec.draft_dir, tolerance)
     if not spec.copies_primary:  # a layer offset reads other rows through the same modules
         return Reference(spec, primary, primary_dir, tolerance)
     drafter = load_drafter(primary_dir, DTYPES[spec.dtype or dtype])
     if spec.bits is not None:
-        try:
+        with named_as_reference(spec):
             quantize_drafter(drafter, spec.bits, spec.group_size, where=str(primary_dir))
-        except InputError as error:
-            raise InputError(f"{where}: {error}") from None
     if spec.residual_scale != 1.0:
         drafter.scale_residual(spec.residual_scale)
     mx.eval(drafter.parameters())

@@ -15,12 +15,13 @@ e.g. `dtype=float16,residual-scale=8`.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from .draft_config import QUANT_BITS, QUANT_GROUP_SIZES
-from .errors import ParameterError
+from .errors import InputError, ParameterError
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 KEYS = ("dtype", "bits", "group", "layer-offset", "residual-scale")
@@ -91,6 +92,17 @@ def parse_spec(text: str) -> CompareSpec:
         layer_offset=_integer(values, "layer-offset", text),
         residual_scale=_scale(values, text),
     )
+
+
+@contextmanager
+def named_as_reference(spec: CompareSpec):
+    """An InputError raised inside, named as the reference's: `--compare DIR: DIR/config.json:
+    missing ...`. The drafter checks and loader are --draft's too, whose folder gets the very
+    same line otherwise."""
+    try:
+        yield
+    except InputError as error:
+        raise InputError(f"--compare {spec.text}: {error}") from None
 
 
 def check_greedy(temperature: float) -> None:

@@ -64,11 +64,22 @@ def test_sample_prompts_are_real():
 
 
 def test_parse_blocks():
+    # a set of blocks: measured in ascending order, a repeat folded (docs/BENCH.md)
     assert parse_blocks("8,2,4,4") == (2, 4, 8)
     assert parse_blocks(" 7 ") == (7,)
-    for bad in ("", ",", "2;4", "-1", "1.5"):
+    for bad in ("", " ", "2;4", "-1", "1.5"):
         with pytest.raises(InputError, match="--blocks"):
             parse_blocks(bad)
+
+
+@pytest.mark.parametrize("text", ["4,,7", ",4", "4,", ",", "4, ,7"])
+def test_an_empty_block_item_is_refused_in_one_line(capsys, text):
+    """A slip (a doubled or trailing comma) is named, not skipped: `4,,7` used to run 4 and 7."""
+    from one_line import refusal
+
+    refusal(capsys, ["bench", "/no/model/needed", "--blocks", text],
+            f"--blocks {text!r}: an empty item; expected a proposal count of at least 1 on "
+            "each side of every comma")
 
 
 def test_interrupted_run_reports_what_finished(make_pair, tmp_path, capsys, monkeypatch):

@@ -42,6 +42,17 @@ def test_a_bad_spec_is_refused_before_anything_loads(capsys, spec, needle):
         _refused(capsys, [*command, "/no/model/needed", "--compare", spec], needle)
 
 
+def test_a_repeated_compare_is_refused_not_replaced(capsys):
+    """argparse keeps a repeated flag's last value: `--compare bits=4 --compare bits=8` used
+    to run bits=8 alone, while a key repeated inside one SPEC is refused."""
+    for command in (["probe"], ["bench"], []):  # [] : the TUI, refused before it opens
+        _refused(capsys, [*command, "/m", "--compare", "bits=4", "--compare", "bits=8"],
+                 "--compare 'bits=8': given twice (after --compare 'bits=4'); a run has one "
+                 "reference configuration")
+        _refused(capsys, [*command, "/m", "--compare=bits=4", "--compare", "bits=4"],
+                 "--compare 'bits=4': given twice (after --compare 'bits=4')")
+
+
 def test_compare_flags_that_cannot_work_are_refused(capsys):
     _refused(capsys, ["probe", "/m", "--compare-tol", "0.1"], "--compare-tol: given without --compare")
     _refused(capsys, ["/m", "--compare-tol", "0.1"], "--compare-tol: given without --compare")
@@ -59,10 +70,19 @@ def test_compare_flags_that_cannot_work_are_refused(capsys):
 def test_a_spec_that_is_not_a_drafter_or_not_for_this_target_is_refused(make_pair, tmp_path, capsys):
     from fixtures import write_sample_shaped_drafter
 
-    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
-    (tmp_path / "empty").mkdir()
-    _refused(capsys, ["probe", str(target_dir), "--compare", str(tmp_path / "empty")],
-             f"{tmp_path / 'empty' / 'config.json'}: missing")
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for command in (["probe"], ["bench"], []):  # [] : the TUI, refused before it opens
+        # named as the reference, not as a --draft folder would be
+        _refused(capsys, [*command, str(target_dir), "--compare", str(empty)],
+                 f"error: --compare {empty}: {empty / 'config.json'}: missing")
+    # a config.json alone passes the check before loading; the loader names it too
+    weightless = tmp_path / "weightless"
+    weightless.mkdir()
+    (weightless / "config.json").write_text((draft_dir / "config.json").read_text())
+    _refused(capsys, ["probe", str(target_dir), "--compare", str(weightless)],
+             f"error: --compare {weightless}: {weightless}: no *.safetensors weights found")
     other = write_sample_shaped_drafter(tmp_path / "other")
     _refused(capsys, ["probe", str(target_dir), "--compare", str(other)],
              f"--compare {other}: drafter hidden_size 576 does not match the target's hidden size 64")
@@ -189,3 +209,65 @@ def test_export_carries_the_references_slots_and_time(make_pair, fixture_root, t
                                                 r.compare.left_argmax, r.compare.in_candidates)]
     # and the stage times are the drafter's own: the reference is not in the commit's
     assert all(r.timings_ms["commit"] < r.compare.ms for r in records)
+
+
+def test_bench_compare_json_carries_the_drift_the_text_states(nan_pair, tmp_path, capsys):
+    """The JSON's `compare` counts what the divergence line says (rounds compared, rounds
+    diverged, by first divergent buffer), over every round and per cell, and carries no
+    lossless-check fields (`checked`, `diverged`: the drafter's decode, top-level) that
+    read as drift."""
+    import re
+
+    target_dir, nan_dir = nan_pair
+    out = tmp_path / "bench.json"
+    assert main(["bench", str(target_dir), "--blocks", "2,3", "--limit", "1", "--max-tokens",
+                 "8", "--compare", str(nan_dir), "--json", str(out)]) == 0
+    stdout = " ".join(capsys.readouterr().out.split())  # rich wraps the line
+    said = re.search(r"diverge beyond the tolerance in (\d+) of (\d+) rounds; first at: "
+                     r"draft layer 1 ffn_out \((\d+)\)", stdout)
+    assert said, stdout
+    diverged, compared, first = map(int, said.groups())
+    data = json.loads(out.read_text())
+    compare = data["compare"]
+    assert (compare["rounds_compared"], compare["rounds_diverged"]) == (compared, diverged)
+    assert compare["first_divergent"] == {"draft layer 1 ffn_out": first}
+    # the NaN layer diverges in every round the drafter ran
+    assert diverged == compared == sum(c["rounds"] for c in data["cells"] if c["workload"] != "all")
+    for cell in compare["cells"]:
+        assert "checked" not in cell and "diverged" not in cell and "speed" not in cell
+        assert cell["rounds_compared"] == cell["rounds"] > 0
+        assert cell["rounds_diverged"] == cell["rounds"]
+        assert cell["first_divergent"] == {"draft layer 1 ffn_out": cell["rounds"]}
+    # the lossless check stays where it belongs: the drafter's cells
+    assert all(c["checked"] == c["prompts"] and c["diverged"] == 0 for c in data["cells"])
+
+
+def test_the_divergence_line_counts_every_diverged_round():
+    """Past the four commonest first divergent buffers, the rest are counted, so the line's
+    numbers add up to the rounds it says diverged."""
+    from pathlib import Path
+
+    from dflash_tui.bench.compare import divergence_line
+    from dflash_tui.bench.prompts import Prompt, Workload
+    from dflash_tui.bench.runner import BenchResult, Settings
+    from dflash_tui.bench.stats import RoundStat, SpecRun
+
+    def line(firsts) -> str:
+        """The line for one prompt's rounds, each first diverging at `firsts[i]` (None: no
+        divergence)."""
+        prompt = Prompt("prose", "01", "text", Path("01.txt"))
+        rounds = tuple(RoundStat(gamma=2, accepted=1, committed=2, stage_ms=(0.0,) * 5,
+                                 compare_accepted=1, compare_divergent=f) for f in firsts)
+        run = SpecRun(prompt, 2, (1,) * 40, rounds, 0.0, 0.0, "length", checked=True)
+        return divergence_line(BenchResult(
+            Settings(blocks=(2,), max_tokens=64), (Workload("prose", (prompt,)),),
+            compare="bits=4", compare_tol=0.01, spec_runs=[run])).plain
+
+    named = (["context ctx_combined"] * 5 + ["draft layer 0 ffn_gate"] * 4
+             + ["draft layer 0 conv_p2"] * 3 + ["context layer 3 ctx_v"] * 2)
+    assert line(named + ["draft logits"] * 2 + ["draft layer 1 ffn_out"] + [None] * 3) == (
+        "the configurations diverge beyond the tolerance in 17 of 20 rounds; first at: "
+        "context ctx_combined (5), draft layer 0 ffn_gate (4), draft layer 0 conv_p2 (3), "
+        "context layer 3 ctx_v (2) and 3 more in 2 other buffers")
+    assert line(named + ["draft logits"]).endswith("ctx_v (2) and 1 more in 1 other buffer")
+    assert line(named).endswith("context layer 3 ctx_v (2)")  # four buffers: nothing more

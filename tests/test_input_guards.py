@@ -60,9 +60,28 @@ def test_a_compare_folder_gets_the_drafter_checks_before_the_target_loads(
     monkeypatch.setattr("dflash_tui.engine.api.load_target",
                         lambda *a, **k: pytest.fail("the target loaded first"))
     refusal(capsys, [*command, target, "--compare", target],
-            f"{target / 'config.json'}: looks like a target model")
+            f"error: --compare {target}: {target / 'config.json'}: looks like a target model")
     broken = tmp_path / "broken-drafter"
     broken.mkdir()
     (broken / "config.json").write_text("{")
     refusal(capsys, [*command, target, "--compare", broken],
-            f"{broken / 'config.json'}: not valid JSON")
+            f"error: --compare {broken}: {broken / 'config.json'}: not valid JSON")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--compare-tol", "abc"], "argument --compare-tol: invalid float value: 'abc'"),
+    (["--block", "abc"], "argument --block: invalid int value: 'abc'"),
+    (["probe", "--rounds", "abc"], "argument --rounds: invalid int value: 'abc'"),
+    (["bench", "--max-tokens", "1.5"], "argument --max-tokens: invalid int value: '1.5'"),
+    (["bench-diff", "a.json", "b.json", "--resamples", "x"],
+     "argument --resamples: invalid int value: 'x'"),
+    (["quantize", "d", "--out", "o", "--bits", "x"], "argument --bits: invalid int value: 'x'"),
+    (["replay", "t", "--nope"], "unrecognized arguments: --nope"),
+    (["export", "s", "--out", "o", "--session", "q"], "argument --session: invalid int value: 'q'"),
+    (["distill", "--out", "o", "--nope"], "unrecognized arguments: --nope"),
+])
+def test_argparse_errors_have_one_prefix(capsys, argv, needle):
+    """argparse's own refusals, for every command's parser: `dflash-tui: error:` once, then
+    the flag and what was wrong (the parser's own prog, `dflash-tui probe:`, no more)."""
+    line = refusal(capsys, argv, needle)
+    assert line == f"dflash-tui: error: {needle}"

@@ -31,9 +31,15 @@ EXIT_DIVERGED = 1
 
 
 def parse_blocks(text: str) -> tuple[int, ...]:
-    """'2,4,7,8' -> (2, 4, 7, 8): ascending, each once."""
+    """'2,4,7,8' -> (2, 4, 7, 8): a set of blocks, measured in ascending order, so a repeat
+    is folded ('4,2,4' runs 2 and 4, as the start line says). An empty item ('4,,7', '4,')
+    is refused, as `--compare ,` and `quantize --keep ,` are: it is a slip, not a block."""
+    parts = [part.strip() for part in text.split(",")]
+    if text.strip() and not all(parts):
+        raise InputError(f"--blocks {text!r}: an empty item; expected a proposal count of at "
+                         "least 1 on each side of every comma, e.g. 2,4,7,8")
     try:
-        blocks = [int(part) for part in text.split(",") if part.strip()]
+        blocks = [int(part) for part in parts]
     except ValueError:
         blocks = []
     if not blocks or any(b < 1 for b in blocks):

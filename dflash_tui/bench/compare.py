@@ -54,15 +54,39 @@ def left_out(result: BenchResult) -> list:
     return once_each(b for r in _rounds(result) for b in r.compare_left_out)
 
 
+def first_divergent(rounds) -> Counter:
+    """How many rounds first diverged beyond the tolerance at each buffer; a round within
+    it in every buffer counts at none."""
+    return Counter(r.compare_divergent for r in rounds if r.compare_divergent)
+
+
+SHOWN_BUFFERS = 4  # the divergence line names the commonest; the rest are counted
+
+
 def divergence_line(result: BenchResult) -> Text:
     rounds = _rounds(result)
-    where = Counter(r.compare_divergent for r in rounds if r.compare_divergent)
+    where = first_divergent(rounds)
     diverged = sum(where.values())
     line = (f"the configurations diverge beyond the tolerance in {diverged} of {len(rounds)} "
             "rounds")
     if where:
-        line += "; first at: " + ", ".join(f"{w} ({n})" for w, n in where.most_common(4))
+        ranked = where.most_common()
+        shown, rest = ranked[:SHOWN_BUFFERS], ranked[SHOWN_BUFFERS:]
+        line += "; first at: " + ", ".join(f"{w} ({n})" for w, n in shown)
+        if rest:  # every diverged round is accounted for: the named ones add up with these
+            more = sum(n for _, n in rest)
+            line += (f" and {more} more in {len(rest)} other "
+                     f"buffer{'s' * (len(rest) != 1)}")
     return Text(line)
+
+
+def drift_json(rounds) -> dict:
+    """What the divergence line says, for a set of rounds: how many had the reference beside
+    them, how many diverged beyond the tolerance, and by their first divergent buffer (most
+    rounds first)."""
+    where = first_divergent(rounds)
+    return {"rounds_compared": len(rounds), "rounds_diverged": sum(where.values()),
+            "first_divergent": dict(where.most_common())}
 
 
 def render(result: BenchResult) -> Group:
@@ -98,12 +122,18 @@ def to_json(result: BenchResult) -> dict:
     from .slots import to_json as slots_json
 
     cells = []
-    for c in reference_result(result).cells():
+    for c, (_, _, runs) in zip(reference_result(result).cells(), result.cell_runs()):
         cell = cell_json(c)
-        cell.pop("speed")  # the decode's timings are the drafter's
+        # The decode's timings and its lossless check (`checked`, `diverged`: prompts
+        # compared with the target's own decode) are the drafter's, in the top-level cells;
+        # here, the drift instead.
+        for key in ("speed", "checked", "diverged"):
+            cell.pop(key)
+        cell.update(drift_json([r for run in runs for r in run.rounds]))
         cells.append(cell)
-    out = {"spec": result.compare, "tolerance": result.compare_tol, "cells": cells,
-           "left_out": [encode(b) for b in left_out(result)]}
+    out = {"spec": result.compare, "tolerance": result.compare_tol,
+           **drift_json(_rounds(result)),  # the divergence line's numbers, over every round
+           "cells": cells, "left_out": [encode(b) for b in left_out(result)]}
     if result.slots is not None:  # --slots: the reference's per-slot table too
         out["slots"] = slots_json(stats_of(result, reference=True))
     return out

@@ -91,8 +91,10 @@ class BenchResult:
             done[run.prompt.id] = done.get(run.prompt.id, 0) + 1
         return {pid for pid, n in done.items() if n == len(self.settings.blocks)}
 
-    def cells(self) -> list[Cell]:
-        """One per workload and block, then the pooled `all` row per block."""
+    def cell_runs(self) -> list[tuple[str, int, list[SpecRun]]]:
+        """(workload, block, its finished runs): one per workload and block, then the
+        pooled `all` per block; what each cell (and the reference's, bench/compare.py)
+        counts."""
         ids = self.finished_prompt_ids()
         runs = [r for r in self.spec_runs if r.prompt.id in ids]
         out = []
@@ -100,8 +102,12 @@ class BenchResult:
         for name in names + ([ALL] if len(names) > 1 else []):
             for block in self.settings.blocks:
                 chosen = [r for r in runs if r.block == block and name in (ALL, r.prompt.workload)]
-                out.append(cell(name, block, chosen, self.target_runs))
+                out.append((name, block, chosen))
         return out
+
+    def cells(self) -> list[Cell]:
+        """One per workload and block, then the pooled `all` row per block."""
+        return [cell(name, block, runs, self.target_runs) for name, block, runs in self.cell_runs()]
 
     @property
     def divergent(self) -> list[SpecRun]:
