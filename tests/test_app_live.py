@@ -487,7 +487,10 @@ def test_quit_mid_stage_returns_at_once(pair):
 
     try:
         app, seconds = run(scenario())
-        assert seconds < 1.0, f"quit took {seconds:.2f} s"
+        # The stage is held for 30 s: a quit that waited for it would take that long and
+        # find the engine done. The bar is far from both a loaded CI machine's second and
+        # the hold, so it tells the two apart without timing the machine.
+        assert seconds < 10, f"quit took {seconds:.2f} s"
         assert app.return_code == 0
         assert app.engine.is_alive()  # still inside the stage: nobody waited for it
     finally:

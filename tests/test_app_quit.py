@@ -1,5 +1,5 @@
 """Quitting a real process while its engine thread is inside a stage: the process leaves
-within a second, exit code 0, no traceback, terminal restored.
+at once (not after the stage: it never ends), exit code 0, no traceback, terminal restored.
 
 The app runs in a child process on a pseudo-terminal (the real Linux driver, not the
 headless test driver). The engine's forced-proposal hook holds the select stage open, as an
@@ -36,7 +36,7 @@ CHILD = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pty test")
-def test_quit_while_a_stage_runs_leaves_within_a_second(make_pair, tmp_path):
+def test_quit_while_a_stage_runs_leaves_at_once(make_pair, tmp_path):
     target, draft = make_pair("llama", "DFlash2DraftModel")
     marker = tmp_path / "inside"
     script = tmp_path / "child.py"
@@ -52,7 +52,10 @@ def test_quit_while_a_stage_runs_leaves_within_a_second(make_pair, tmp_path):
     output = term.text()
     print(f"quit to exit: {seconds * 1000:.0f} ms")
     assert code == 0, output[-2000:]
-    assert seconds < 1.0, f"quit took {seconds:.2f} s"
+    # The stage never ends: a quit that waited for it would never leave (quit's 10 s wait
+    # raises). The bar tells that apart from a loaded machine's slow exit (interpreter
+    # teardown), without timing the machine; the time itself is printed above.
+    assert seconds < 5, f"quit took {seconds:.2f} s"
     assert "Traceback" not in output and "Error" not in output
     assert RESTORED in output  # the alternate screen was left: terminal restored
 
