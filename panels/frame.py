@@ -35,7 +35,8 @@ class Frame:
     mode: str = "live"  # "live" | "replay"
     round_label: str = ""  # e.g. "3" live, "3/12" in replay
     live: str = ""  # live, looking at an earlier round: where the session is ("round 12 verify")
-    gamma_next: Optional[int] = None  # gamma for the next round when it differs
+    # gamma for the next round; None with an earlier round on screen (it ran at its own)
+    gamma_next: Optional[int] = None
     # A second round shown beside the one on screen, differences marked (a pinned round).
     other: Optional[RoundRecord] = None
     other_label: str = ""  # its short name in column headers, e.g. "r3"

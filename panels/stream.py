@@ -54,6 +54,12 @@ class TokenStream(VerticalScroll):
     def compose(self):
         yield Static(id="stream-text")
 
+    def on_resize(self) -> None:
+        # The text wraps anew: its line count no longer says whether its height changed, and
+        # the end (the round on screen) goes out of view where a taller panel had it all.
+        self._lines = self._scrolled_at = -1
+        self.call_after_refresh(self.scroll_end, animate=False)
+
     def show(self, frame: Frame) -> None:
         record = frame.record
         key = (frame.info, record, frame.text_before, frame.prefill)

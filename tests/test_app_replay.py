@@ -114,6 +114,11 @@ def test_exported_snapshot_replays_the_same_round(live_session, which, tmp_path)
             await pilot.pause()
             assert app.record.round == 2
             assert panel_view(app) == views["panels"]
+            # the rounds it holds, as `g` asks for them (not rounds 0 and 1, never recorded)
+            assert "round 2 of 2–2 · commit" in app.status.message
+            await pilot.press("g")
+            await wait_for(pilot, lambda: app.main.asking, what="the question line")
+            assert app.main.query_one("#ask-input").placeholder == "2–2"
 
     run(scenario())
 

@@ -437,6 +437,11 @@ def test_gamma_beyond_the_trained_block_is_marked(pair):
             assert "γ 15→16 >15 trained" in widget_text(app, app.main.query_one("#header"))
             await press_and_settle(pilot, "n")
             assert "γ 16 >15 trained" in widget_text(app, app.main.query_one("#header"))
+            # an earlier round shows the γ it ran at: the change to 16 is no longer pending
+            await type_answer(pilot, "g", "0")
+            assert app.record.round == 0 and app.record.gamma == 15
+            header = widget_text(app, app.main.query_one("#header"))
+            assert "γ 15 " in header and "→" not in header and "trained" not in header
 
     run(scenario())
 

@@ -162,3 +162,36 @@ def test_a_terminal_below_80x24_is_told_once_each_time_it_gets_so(pair):
             assert "79×30" in warnings(app)[-1]
 
     run(scenario())
+
+
+def test_a_resize_lays_the_left_column_out_at_once(pair):
+    """Grown and shrunk back to 80×24, the left column is as it was at 80×24 (the state panel
+    compact, the tokens panel its height and scrolled to its end), without waiting for the
+    round on screen to change."""
+    async def scenario():
+        app = live_app(pair, prompt="The quick brown fox jumps over the lazy dog. " * 6)
+        async with app.run_test(size=SMALL) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n")
+            left = [app.main.query_one(f"#{name}") for name in ("stream", "state", "history")]
+            state = left[1]
+
+            def shown() -> list:
+                return [(widget.region, widget_text(app, widget)) for widget in left]
+
+            at_80x24 = shown()
+            assert left[0].max_scroll_y > 0  # the tokens overflow their panel at 80×24
+
+            def tall() -> bool:  # the state panel's derived rows are shown
+                return "anchor pos" in widget_text(app, state)
+
+            assert not tall()
+            await pilot.resize_terminal(200, 50)
+            await wait_for(pilot, tall, what="the tall layout")
+            await pilot.resize_terminal(*SMALL)
+            await wait_for(pilot, lambda: app.main.query_one("#header").region.width == SMALL[0],
+                           what="the 80×24 layout")
+            await pilot.pause()
+            assert shown() == at_80x24
+
+    run(scenario())

@@ -252,9 +252,6 @@ class DebuggerApp(App[int]):
         self.render_now()
         self.check_size()
 
-    def on_resize(self) -> None:
-        self.render_now()  # compact panels follow the terminal's height
-
     def check_size(self) -> None:
         """Say once, on becoming too small, why panels are cut (below MIN_SIZE nothing is
         laid out to fit). The main screen calls this on its resize (the app's own comes
@@ -281,11 +278,14 @@ class DebuggerApp(App[int]):
         if self.record is not None and self.record.gamma:
             slot = min(slot, self.record.gamma - 1)
         pinned = self.pinned
+        live = self.live_where()
         return Frame(info=self.info, prefill=self.prefill, record=self.record,
                      history=self.history, upto=self.upto(), text_before=self.text_before,
                      reference_history=self.reference_history,
                      slot=slot, mode=self.mode, round_label=self.round_label,
-                     live=self.live_where(), gamma_next=self.gamma_next,
+                     # An earlier round ran at its own γ: the γ set now is for the next round,
+                     # not a change pending for that one.
+                     live=live, gamma_next=None if live else self.gamma_next,
                      other=pinned, other_label=f"r{pinned.round}" if pinned is not None else "",
                      aggregate_rounds=self.aggregate_rounds, show_timings=self.show_timings)
 

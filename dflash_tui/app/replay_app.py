@@ -90,13 +90,14 @@ class ReplayApp(DebuggerApp):
         self.history, self.reference_history = self._session_history(s)
         self._upto = r + (1 if record.complete else 0)
         self.gamma_next = None
-        last = session.rounds[-1].round
+        # the rounds the recording holds (a snapshot alone holds its round only), as g asks
+        first, last = self.round_bounds()
         self.round_label = f"{record.round}/{last}"
         sessions = len(self.recording.sessions)
         where = f"session {s + 1}/{sessions} · " if sessions > 1 else ""
         if not self.playing:
             self.set_status("paused", f"replay {short_path(str(self.recording.path))} · {where}"
-                            f"round {record.round} of 0–{last} · {record.stage} "
+                            f"round {record.round} of {first}–{last} · {record.stage} "
                             f"({self.stage + 1}/{len(full.stages)} stages)")
         self.render_now()
 

@@ -143,6 +143,9 @@ class MainScreen(Screen):
     def on_resize(self) -> None:
         self.call_after_refresh(self.fit_tab_titles)
         self.app.check_size()
+        # Compact panels follow the terminal's height: drawn again here, where the new size
+        # is known (the app's own resize handler runs before Textual records the size).
+        self.app.render_now()
 
     def fit_tab_titles(self) -> None:
         """Full titles where they fit the inspector's width, the short ones where not."""
