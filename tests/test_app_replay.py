@@ -123,6 +123,30 @@ def test_exported_snapshot_replays_the_same_round(live_session, which, tmp_path)
     run(scenario())
 
 
+def test_going_to_a_round_the_recording_lacks_says_so(live_session, tmp_path):
+    """A trace whose round 1 is torn holds rounds 0 and 2: `g 1` is inside the bounds that
+    `g` offers, but there is no round 1 to show, and the user is told which there are."""
+    trace, _, _ = live_session
+    header, first, second, third = trace.read_bytes().splitlines(keepends=True)
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(header + first + second[: len(second) // 2] + b"\n" + third)
+
+    async def scenario():
+        app = ReplayApp(load(torn), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            shown = app.record.round
+            await pilot.press("g")
+            await wait_for(pilot, lambda: app.main.asking, what="the question line")
+            await pilot.press("1", "enter")
+            await pilot.pause()
+            assert app.record.round == shown  # nothing moved
+            assert any("round 1 is not in this recording (it holds rounds 0, 2)" in n.message
+                       for n in app._notifications)
+
+    run(scenario())
+
+
 def test_a_session_directory_replays_its_whole_trace(live_session):
     _, session, _ = live_session
     recording = load(session)  # the trace beside the exports, not the one exported round

@@ -136,6 +136,11 @@ class ReplayApp(DebuggerApp):
         for index, (session, r) in enumerate(self.positions):
             if session == s and self.recording.sessions[s].rounds[r].round == number:
                 return self._move(index, 10**6)
+        # inside the bounds but not recorded: a folder of snapshots of some rounds only
+        held = ", ".join(str(r.round) for r in self._session().rounds[:12])
+        more = ", …" if len(self._session().rounds) > 12 else ""
+        self.notify(f"round {number} is not in this recording (it holds rounds {held}{more})",
+                    severity="warning")
         return False
 
     def _move(self, index: int, stage: int) -> bool:
