@@ -249,6 +249,9 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
                    help="a trace, a snapshot, or a directory of them (a session directory or probe --out)")
     p.add_argument("--export-dir", metavar="DIR", default="dflash-snapshots",
                    help="where x writes snapshots, in a directory per replay (default: ./%(default)s)")
+    p.add_argument("--compare-tol", type=float, default=None, metavar="TOL",
+                   help="a session run with --compare: judge its divergence again at this "
+                        "tolerance, from the recorded relative errors (default: the recording's)")
     parsers["replay"] = p
 
     p = _Parser(prog="dflash-tui export", description="Flat tables of a recorded session: "
@@ -299,7 +302,7 @@ def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
     if command == "distill":
         _trainer_cli().add_arguments(parsers["distill"])
     args = parsers[command].parse_args(rest)
-    if command in ("tui", "probe", "bench"):
+    if command in ("tui", "probe", "bench", "replay"):
         flag_ranges.check(args)
     if getattr(args, "draft", None):
         check_drafter_path(args.draft)

@@ -52,7 +52,7 @@ from .drift import Drift, Key
 from .probes import pipeline_key
 from .quantize import quantize_drafter
 from .ranks import rank_arrays
-from .records import Compare, Divergent, LeftOut
+from .records import Compare, LeftOut, first_divergent
 from .session import Session, check_pair
 from .target import DTYPES
 
@@ -235,15 +235,13 @@ class Comparison:
         self.session._remember_text(r, [*proposals, *(t for t in targets if t is not None), *argmax])
         buffers = q.drift.rows()
         tol = self.reference.tolerance
-        first = next((b for b in buffers if b.rel_err is None or b.rel_err > tol), None)
         self._primary.clear()
         self._reference.clear()
         self._queued = None
         return Compare(
             spec=self.reference.spec.text, proposals=tuple(proposals), accepted=accepted,
             ranks=tuple(ranks), buffers=buffers, tolerance=tol,
-            first_divergent=None if first is None else
-            Divergent(first.stage, first.layer, first.buffer, first.rel_err, first.nonfinite),
+            first_divergent=first_divergent(buffers, tol),
             reverified=unknown is not None, targets=tuple(targets), argmax=argmax,
             left_argmax=left, in_candidates=in_k, left_out=q.left_out,
             ms=(self.seconds - self._round_start + time.perf_counter() - t0) * 1000,

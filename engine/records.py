@@ -229,6 +229,17 @@ class LeftOut:
         return f"{_shape(self.primary_shape)} vs {_shape(self.reference_shape)}"
 
 
+def first_divergent(buffers: tuple[BufferDrift, ...], tolerance: float) -> Optional[Divergent]:
+    """The first of `buffers` (in pipeline order) beyond `tolerance`, or with no number
+    (non-finite on one side only, a difference from an all-zero reference). The engine
+    judges each round with it, and replay --compare-tol judges a recording again: from the
+    same recorded relative errors, the same answer as a live run at that tolerance."""
+    first = next((b for b in buffers if b.rel_err is None or b.rel_err > tolerance), None)
+    if first is None:
+        return None
+    return Divergent(first.stage, first.layer, first.buffer, first.rel_err, first.nonfinite)
+
+
 def _where(stage: str, layer: Optional[int], buffer: str) -> str:
     """A buffer as the drift's lines name it: `draft layer 0 ffn_act`."""
     return f"{stage}{'' if layer is None else f' layer {layer}'} {buffer}"

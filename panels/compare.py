@@ -1,10 +1,11 @@
 """Compare (--compare SPEC): the reference configuration beside the drafter, round by round.
 
-  summary  the SPEC and the tolerance; accepted this round and the running mean per round
-           up to it, drafter against reference (and the difference), whether this round
-           diverged and in how many rounds so far; where the two configurations first part
-           this round; on tall screens, both sides' accepted per round and the rounds that
-           diverged, as sparklines
+  summary  the SPEC, the reference's time and the tolerance (fitted to the width: the time
+           goes first, then the SPEC is cut, never a number); accepted this round and the
+           running mean per round up to it, drafter against reference (and the difference),
+           whether this round diverged and in how many rounds so far; where the two
+           configurations first part this round; where there is room, both sides' accepted
+           per round and the rounds that diverged, as sparklines
   slots    per proposal slot: the drafter's proposal, rank and fate beside the reference's
            (reference cells that differ from the drafter's are marked), the target's token,
            and the reference's own target where it differs (its rank is counted against
@@ -52,6 +53,16 @@ NONFINITE_SIDE = {"primary": "drafter", "reference": "ref only", "both": "both"}
 SUMMARY_HEADER = ["accepted", "drafter", "ref", "Δ", "diverged"]
 SUMMARY_WIDTHS = [11, 7, 5, 6, 8]
 NO_REFERENCE = "no reference configuration in this session: run with --compare SPEC"
+REFERENCE = "reference "  # the summary's first words, before the SPEC
+SUMMARY_PAD = 2  # the summary's padding, left and right
+# Stacked (drift under the slots), in lines of the panel: the summary (usually), the slots
+# table's header and 4 slots, and the drift table's first lines (its header and 9 rows)
+# come first; lines past those go to the sparklines (TREND_LINES: three and a blank line
+# above), then to 4 more slots, then to the drift table again (stacked_lines).
+SUMMARY_LINES = 5
+SLOTS_LINES, MORE_SLOTS = 5, 4
+DRIFT_FIRST = 10
+TREND_LINES = 4
 LEFT = "↷"  # a rank's suffix where the selector's walk left the slot's argmax
 SAME = "="  # the reference's target is the drafter's
 
@@ -71,31 +82,29 @@ class ComparePanel(DrawnWhenShown, Horizontal):
     """
     # Below 210 columns (the screen's -narrow and -wide classes) the drift table goes under
     # the slots (beside them it would get ~37 columns at 160, too few for its bars), which
-    # show up to 8 slots (4 on short screens unless zoomed; the cursor's slot scrolls into
-    # view); their columns past the view come in with `<` `>`, with no scrollbar (its line
-    # shows a slot instead); on short screens the per-round sparklines give their lines to
-    # the tables. The classes are on an ancestor, so this is app CSS, not scoped to the
-    # widget.
+    # show 4 to 8 slots (the cursor's slot scrolls into view), as many as the panel's height
+    # gives them (stacked_lines: the sparklines and those slots take lines one at a time, so
+    # a taller terminal never shows fewer drift rows; the -short class did it at once, at 30
+    # rows, for 9 lines); their columns past the view come in with `<` `>`, with no
+    # scrollbar (its line shows a slot instead). Side by side (-widest), short screens leave
+    # out the sparklines. The classes are on an ancestor, so this is app CSS, not scoped to
+    # the widget.
     NARROW_CSS = """
     .-narrow ComparePanel, .-wide ComparePanel { layout: vertical; }
     .-narrow ComparePanel > #compare-left, .-wide ComparePanel > #compare-left {
         width: 1fr; height: auto;
     }
+    .-narrow ComparePanel #compare-summary, .-wide ComparePanel #compare-summary {
+        width: 1fr; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     .-narrow ComparePanel #compare-slots, .-wide ComparePanel #compare-slots {
-        width: 1fr; max-height: 9; margin-top: 0; overflow-x: hidden;
+        width: 1fr; max-height: 5; margin-top: 0; overflow-x: hidden;
     }
     .-narrow ComparePanel > #compare-right, .-wide ComparePanel > #compare-right {
-        width: 1fr; margin-left: 0; margin-top: 1;
+        width: 1fr; margin-left: 0;
     }
-    .-short ComparePanel #compare-trend { display: none; }
-    .-short.-narrow ComparePanel #compare-slots, .-short.-wide ComparePanel #compare-slots {
-        max-height: 5;
-    }
-    .-maximized-view.-short.-narrow ComparePanel #compare-slots,
-    .-maximized-view.-short.-wide ComparePanel #compare-slots { max-height: 9; }
-    .-short.-narrow ComparePanel > #compare-right, .-short.-wide ComparePanel > #compare-right {
-        margin-top: 0;
-    }
+    .-narrow ComparePanel #compare-trend, .-wide ComparePanel #compare-trend { display: none; }
+    .-short.-widest ComparePanel #compare-trend { display: none; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -103,6 +112,7 @@ class ComparePanel(DrawnWhenShown, Horizontal):
         self._shown: Optional[tuple] = None  # (info, record, other, history) on screen
         self._counts: Optional[tuple] = None  # (history rows, rows up to the round on screen)
         self._brought: Optional[tuple] = None  # (round, first divergent) last brought into view
+        self._summary: Optional[tuple] = None  # render_summary's arguments on screen
 
     def compose(self):
         with Vertical(id="compare-left"):
@@ -133,6 +143,28 @@ class ComparePanel(DrawnWhenShown, Horizontal):
         if slots.row_count and slots.cursor_row != frame.slot:
             slots.move_cursor(row=frame.slot, animate=False)
 
+    def on_resize(self) -> None:
+        self._share_lines()
+        if self._summary is not None:  # its first line is fitted to the width
+            self._draw_summary()
+
+    def _share_lines(self) -> None:
+        """Stacked, the lines the sparklines and the slots get from the panel's height
+        (stacked_lines); side by side, what the CSS says."""
+        trend = self.query_one("#compare-trend", Static)
+        slots = self.query_one("#compare-slots", FastTable)
+        if self.screen.has_class("-widest"):
+            for rule in ("display", "max_height", "margin"):
+                trend.styles.clear_rule(rule)
+            slots.styles.clear_rule("max_height")
+            return
+        slot_lines, trend_lines = stacked_lines(self.size.height)
+        slots.styles.max_height = slot_lines
+        trend.display = trend_lines > 0
+        # a blank line above the three sparklines once all fit; fewer: the first of them
+        trend.styles.margin = (1 if trend_lines == TREND_LINES else 0, 0, 0, 0)
+        trend.styles.max_height = min(trend_lines, TREND_LINES - 1)
+
     def on_fast_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         event.stop()
         if event.table.id == "compare-slots":  # the slot is the app's: ranks and selector follow
@@ -151,8 +183,8 @@ class ComparePanel(DrawnWhenShown, Horizontal):
             tally = aggregates.compare_tally(frame.history, span)
             trend = _trend(frame.history, span)
         spec, tol = _spec(frame)
-        self.query_one("#compare-summary", Static).update(
-            render_summary(spec, tol, record, tally, other, frame.other_label, frame.show_timings))
+        self._summary = (spec, tol, record, tally, other, frame.other_label, frame.show_timings)
+        self._draw_summary()
         self.query_one("#compare-trend", Static).update(
             Text("") if trend is None else render_trend(*trend))
         self.query_one("#compare-slots", FastTable).set_rows(slot_rows(record))
@@ -166,6 +198,11 @@ class ComparePanel(DrawnWhenShown, Horizontal):
         left_out.update(left_out_line(compare.left_out if compare is not None else ()))
         left_out.display = bool(compare is not None and compare.left_out)
         self._bring_first_into_view(drift, record)
+
+    def _draw_summary(self) -> None:
+        width = self.content_size.width - SUMMARY_PAD
+        self.query_one("#compare-summary", Static).update(
+            render_summary(*self._summary, width=width if width > 0 else None))
 
     def _bring_first_into_view(self, drift: FastTable, record: Optional[RoundRecord]) -> None:
         """The first divergent buffer is often far down the drift table (at 80 x 24 it shows
@@ -209,23 +246,27 @@ def _trend(history, span) -> Optional[tuple]:
             pick(history.compare_diverged))
 
 
+def stacked_lines(height: int) -> tuple[int, int]:
+    """(the slots table's lines at most, the sparklines' lines) in a stacked panel `height`
+    lines high. Past the summary, 4 slots and the drift table's first DRIFT_FIRST lines,
+    each line goes to one thing: the sparklines (the first of them first), then 4 more
+    slots, then the drift table. The drift table never loses a line to a taller panel."""
+    spare = max(height - SUMMARY_LINES - SLOTS_LINES - DRIFT_FIRST, 0)
+    trend = min(spare, TREND_LINES)
+    return SLOTS_LINES + min(spare - trend, MORE_SLOTS), trend
+
+
 # ---- summary -----------------------------------------------------------------------------------
 
 def render_summary(spec: Optional[str], tol: Optional[float], record: Optional[RoundRecord],
                    tally, other: Optional[RoundRecord], other_label: str,
-                   show_timings: bool = True) -> Text:
+                   show_timings: bool = True, width: Optional[int] = None) -> Text:
     if spec is None:
         return Text(NO_REFERENCE, style="dim")
-    text = Text(no_wrap=True, overflow="ellipsis")
-    text.append("reference ", style="dim")
-    text.append(spec, style="bold")
     compare = record.compare if record is not None else None
-    if compare is not None and show_timings:
-        # its own time this round, before the tolerance so a long SPEC cuts the latter; the
-        # drafter's stage times (and tok/s) leave it out
-        text.append(f" · {compare.ms:.0f} ms", style="cyan")
-    if tol is not None:
-        text.append(f" · tol {tol:g}", style="dim")
+    # the reference's own time this round (the drafter's stage times, and tok/s, leave it out)
+    ms = compare.ms if compare is not None and show_timings else None
+    text = summary_head(spec, ms, tol, width)
     rows = []
     if compare is not None:
         parted = compare.first_divergent is not None
@@ -251,6 +292,32 @@ def render_summary(spec: Optional[str], tol: Optional[float], record: Optional[R
         c = other.compare
         text.append(f"\n{other_label}: accepted {other.accepted} · ref {c.accepted} · ")
         text.append_text(divergence_line(c, short=True))
+    return text
+
+
+def summary_head(spec: str, ms: Optional[float], tol: Optional[float],
+                 width: Optional[int]) -> Text:
+    """`reference SPEC · 242 ms · tol 0.01` in `width` cells (None: whole). Where it does
+    not fit, the time is left out first, then the SPEC is cut to end in …: the tolerance,
+    which the user acts on, stays (unless not one character of the SPEC would), and no
+    number is ever cut."""
+    items = [] if ms is None else [(f" · {ms:.0f} ms", "cyan")]
+    if tol is not None:
+        items.append((f" · tol {tol:g}", "dim"))
+    shown = Text(spec, style="bold")
+    if width is not None:
+        room = lambda: width - len(REFERENCE) - sum(len(item) for item, _ in items)  # noqa: E731
+        if ms is not None and shown.cell_len > room():
+            items.pop(0)
+        if items and room() < 2:  # "x…" at the least
+            items.clear()
+        if shown.cell_len > room():
+            shown.truncate(max(room(), 1), overflow="ellipsis")
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(REFERENCE, style="dim")
+    text.append_text(shown)
+    for item, style in items:
+        text.append(item, style=style)
     return text
 
 

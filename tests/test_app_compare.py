@@ -516,6 +516,78 @@ def test_three_diverge_stops_in_a_row_name_compare_tol_once(pair):
     run(scenario())
 
 
+def record_trace(pair, trace: Path, spec, tol=None, rounds: int = 4) -> list:
+    """A session's rounds, written to `trace` as the app's trace writes them."""
+    from dflash_tui.engine import SessionOptions, load_pair
+    from dflash_tui.snapshot import TraceWriter
+
+    session = load_pair(*pair, compare=spec, compare_tol=tol).open(
+        "The quick brown fox", options=SessionOptions(gamma=4))
+    writer = TraceWriter(trace, session.info, session.prefill_record)
+    records = list(session.run(rounds))
+    for record in records:
+        writer.write(record)
+    writer.close()
+    session.close()
+    return records
+
+
+def test_replay_compare_tol_judges_a_recording_as_a_live_run_at_that_tolerance(pair, tmp_path):
+    """The --compare-tol hint says "try --compare-tol 0.05", and replay takes it: each
+    round's divergence found again from the recorded relative errors is what the engine
+    found live at that tolerance."""
+    from dflash_tui.app.replay import at_tolerance
+
+    trace = tmp_path / "trace.jsonl"
+    recorded = record_trace(pair, trace, FAR)  # the default 0.01: every round diverges early
+    live = record_trace(pair, tmp_path / "live.jsonl", FAR, FAR_TOL)
+    _, args = cli.parse(["replay", str(trace), "--compare-tol", str(FAR_TOL)])
+    session, = at_tolerance(load(trace), args.compare_tol).sessions
+    assert session.info.compare_tol == FAR_TOL
+    judged = [r.compare for r in session.rounds]
+    assert [(c.tolerance, c.first_divergent) for c in judged] == \
+        [(c.tolerance, c.first_divergent) for c in (r.compare for r in live)]
+    # the new tolerance moved where they part (else this would prove nothing)
+    assert all(a.first_divergent != b.compare.first_divergent for a, b in zip(judged, recorded))
+    assert all(a.buffers == b.compare.buffers for a, b in zip(judged, recorded))
+
+
+def test_replay_compare_tol_lets_a_play_pass_the_rounds_that_diverge(pair, tmp_path):
+    """Armed "diverge", a recording judged at the default tolerance stops every round; at a
+    tolerance above every recorded relative error, `c` plays to the end."""
+    from dflash_tui.app.replay import at_tolerance
+
+    trace = tmp_path / "trace.jsonl"
+    records = record_trace(pair, trace, FAR)
+    above = 10.0
+    assert max(b.rel_err for r in records for b in r.compare.buffers) < above
+
+    async def play(recording):
+        app = ReplayApp(recording, show_timings=False, export_dir=Path("unused"),
+                        armed=Breakpoints(nonfinite=False, diverge=True))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            await pilot.press("5", "c")
+            await wait_for(pilot, lambda: not app.playing, what="the play to stop")
+            await pilot.pause()
+            return app.status.kind, app.record.round, summary(app)
+
+    kind, round_, _ = run(play(load(trace)))
+    assert (kind, round_) == ("breakpoint", 1)  # the next round: replay opens on round 0, whole
+    kind, round_, text = run(play(at_tolerance(load(trace), above)))
+    assert (kind, round_) == ("finished", records[-1].round)
+    assert f"tol {above:g}" in text and f"✓ every buffer within tol {above:g}" in text
+
+
+def test_replay_compare_tol_refuses_a_recording_without_a_reference_and_bad_values(pair, tmp_path, capsys):
+    trace = tmp_path / "trace.jsonl"
+    record_trace(pair, trace, None, rounds=1)
+    assert cli.main(["replay", str(trace), "--compare-tol", "0.05"]) == 2
+    assert "--compare-tol: " in capsys.readouterr().err
+    assert cli.main(["replay", str(trace), "--compare-tol", "nan"]) == 2
+    assert "--compare-tol nan: expected" in capsys.readouterr().err
+
+
 def test_a_quantized_float16_reference_on_a_cpu_is_noted_once(pair):
     from dflash_tui.compare_notes import SLOW_ON_CPU
 
@@ -616,7 +688,8 @@ def test_without_compare_the_aggregates_tab_has_no_reference_table(pair):
 def test_the_summary_gives_the_references_own_time_and_tok_s_leaves_it_out(pair):
     async def scenario():
         app = LiveApp(launch(pair, compare=OFF_BY_ONE), show_timings=True, export_dir=Path("out"))
-        async with app.run_test(size=(80, 24)) as pilot:
+        # (at 80 columns the line leaves out the time: one cell too many with the tolerance)
+        async with app.run_test(size=(100, 24)) as pilot:
             await wait_loaded(pilot)
             await press_and_settle(pilot, "5", "n", "n")
             records = [app.history.record(r) for r in range(2)]
@@ -633,6 +706,78 @@ def test_the_summary_gives_the_references_own_time_and_tok_s_leaves_it_out(pair)
             app.main.query_one("ComparePanel")._shown = None
             await press_and_settle(pilot)
             assert " ms" not in summary(app)
+
+    run(scenario())
+
+
+LONG_SPEC = "dtype=float16,residual-scale=8"
+
+
+def test_at_80_columns_the_summary_keeps_the_tolerance_and_cuts_no_number(pair):
+    """A SPEC too long for the line: the time goes, the SPEC ends in …, `tol 0.01` stays
+    whole (it was cut to `tol 0.0`, or lost with the time); a wider terminal fits it again."""
+    def first_line(app) -> str:
+        return summary(app).splitlines()[0].strip()
+
+    async def scenario():
+        app = LiveApp(launch(pair, compare=LONG_SPEC), show_timings=True, export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "5", "n")
+            line = first_line(app)
+            assert line.startswith("reference dtype=float16,") and line.endswith("… · tol 0.01")
+            assert " ms" not in line
+            await pilot.resize_terminal(120, 24)
+            await wait_for(pilot, lambda: first_line(app).endswith(" ms · tol 0.01"), what="the whole line")
+            assert first_line(app) == f"reference {LONG_SPEC} · {app.record.compare.ms:.0f} ms · tol 0.01"
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("spec", [LONG_SPEC, "dtype=bfloat16"])
+def test_the_summarys_first_line_drops_whole_items_at_any_width(spec):
+    from rich.cells import cell_len
+
+    from dflash_tui.panels.compare import summary_head
+
+    whole = f"reference {spec} · 242 ms · tol 0.01"
+    for width in range(len("reference x… · tol 0.01"), len(whole) + 3):
+        line = summary_head(spec, 242.0, 0.01, width).plain
+        head, *items = line.split(" · ")
+        assert cell_len(line) <= width, line
+        assert items in (["242 ms", "tol 0.01"], ["tol 0.01"]), line  # whole, the tolerance kept
+        assert head == f"reference {spec}" or head.endswith("…") and "ms" not in line, line
+        assert (line == whole) == (width >= len(whole)), line
+    assert summary_head(spec, 242.0, 0.01, None).plain == whole
+
+
+def test_a_taller_terminal_never_shows_fewer_drift_rows(pair):
+    """Drift under the slots (80 columns), the sparklines and the slots past 4 take the
+    lines a taller terminal adds one at a time, once the drift table has ten: no height
+    shows fewer drift rows than a shorter one (at 30 rows the sparklines and 8 slots came
+    in at once, and the drift table showed 4 rows against 7 at 24)."""
+    async def scenario():
+        app = LiveApp(launch(pair, compare=FAR, gamma=15), show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "5", "n", "n")
+            drift = app.main.query_one("#compare-drift", FastTable)
+            slots = app.main.query_one("#compare-slots", FastTable)
+            trend = app.main.query_one("#compare-trend")
+            shown = {}  # height -> (drift rows, slot rows, sparkline lines) on screen
+            for height in range(24, 42):
+                await pilot.resize_terminal(80, height)
+                await wait_for(pilot, lambda: app.main.size.height == height, what="the new size")
+                await pilot.pause()
+                shown[height] = (drift.scrollable_content_region.height - 1,
+                                 slots.region.height - 1, trend.region.height)
+            drift_rows = [rows for rows, _, _ in shown.values()]
+            assert drift_rows == sorted(drift_rows), shown
+            assert shown[24][1:] == (4, 0)
+            assert shown[30][0] > shown[24][0] and shown[30][2] == 3  # sparklines from 30 rows
+            assert shown[41][1:] == (8, 3)  # and 8 slots on a tall one
+            await press_and_settle(pilot, "m")  # zoomed, the panel is taller still
+            assert drift.scrollable_content_region.height - 1 >= shown[41][0]
 
     run(scenario())
 

@@ -101,11 +101,13 @@ def _terminal(launch: Launch, app):
 
 
 def run_replay(args) -> int:
-    from .replay import load
+    from .replay import at_tolerance, load
     from .replay_app import ReplayApp
 
     export_dir = output_dir("--export-dir", args.export_dir)
     recording = load(Path(args.trace))
+    if args.compare_tol is not None:
+        recording = at_tolerance(recording, args.compare_tol)
     app = ReplayApp(recording, export_dir=export_dir)
     code = app.run()
     return code if code is not None else 0

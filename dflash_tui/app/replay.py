@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
 from ..engine.errors import InputError
-from ..engine.records import STAGE_ORDER, PrefillRecord, RoundRecord, SessionInfo
+from ..engine.records import STAGE_ORDER, PrefillRecord, RoundRecord, SessionInfo, first_divergent
 from ..snapshot import (
     SNAPSHOT_SCHEMA, TRACE_SCHEMA, prefill_from_json, round_from_json, session_from_json,
 )
@@ -62,6 +62,33 @@ def load(path: Path, say=None) -> Loaded:
     return Loaded(Path(path).expanduser(), tuple(
         Recording(header.info, header.prefill, tuple(rounds)) for header, rounds in sessions if rounds
     ), damage.skipped, notes)
+
+
+def at_tolerance(loaded: Loaded, tolerance: float) -> Loaded:
+    """The recording judged again at another --compare-tol (replay --compare-tol): each
+    round's first divergent buffer found anew from its recorded relative errors, by the
+    engine's own rule (records.first_divergent), and the tolerance the panels, the
+    breakpoint and the --compare-tol hint read set to it. Exact: a trace keeps every
+    compared buffer's relative error as the engine computed it (JSON floats round-trip)."""
+    if not any(r.compare is not None for s in loaded.sessions for r in s.rounds):
+        raise InputError(f"--compare-tol: {loaded.path} has no round with a reference "
+                         "configuration (a session run with --compare)")
+
+    def judged(record: RoundRecord) -> RoundRecord:
+        c = record.compare
+        if c is None:
+            return record
+        return replace(record, compare=replace(
+            c, tolerance=tolerance, first_divergent=first_divergent(c.buffers, tolerance)))
+
+    sessions = []
+    for s in loaded.sessions:
+        info, prefill = s.info, s.prefill
+        if info is not None and info.compare is not None:
+            info = replace(info, compare_tol=tolerance)
+            prefill = prefill if prefill is None else replace(prefill, info=info)
+        sessions.append(Recording(info, prefill, tuple(judged(r) for r in s.rounds)))
+    return replace(loaded, sessions=tuple(sessions))
 
 
 def no_round(path: Path, skipped: int, headers: bool) -> InputError:
