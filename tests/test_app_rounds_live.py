@@ -191,6 +191,40 @@ def test_search_finds_a_token_and_n_walks_the_hits(pair):
     run(scenario())
 
 
+def test_a_search_made_while_the_session_runs_finds_the_rounds_completed_since(pair):
+    """`/` at round 2, then the run goes on: n and N walk the later rounds' hits too (they
+    used to walk only what the search had found when it was typed)."""
+    async def decode(rounds: int) -> list:
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, *["n"] * rounds)
+            return records_of(app)
+
+    records = run(decode(6))  # greedy: the same rounds again below
+    found = [{*r.committed_tokens, *r.proposals} for r in records]  # places a search looks
+    token = next(t for t in sorted(found[0] | found[1]) if any(t in f for f in found[3:]))
+
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n")
+            await type_answer(pilot, "slash", f"#{token}")
+            early = len(app.searching.hits)
+            await press_and_settle(pilot, "c")  # run on, the search still on
+            await wait_for(pilot, lambda: len(app.history) >= 6, what="six rounds")
+            await press_and_settle(pilot, "c")
+            await wait_for(pilot, lambda: app.running is None, what="the run to pause")
+            for _ in range(early + 1):
+                await press_and_settle(pilot, "n")
+            assert len(app.searching.hits) > early
+            assert any(h.round >= 3 for h in app.searching.hits)
+            assert f"/{len(app.searching.hits)}" in app.status.right
+
+    run(scenario())
+
+
 def test_a_search_starts_at_the_round_on_screen_names_the_bonus_and_escape_gives_the_status_back(pair):
     """Every round accepts all γ proposals: each commits a bonus after its last slot."""
     proposer = oracle_proposer(pair, "The quick brown fox", 60, good=4)

@@ -93,6 +93,7 @@ class Searching:
     index: int = 0
     shown: str = ""  # the status message the last hit set
     before: Optional[tuple[str, str]] = None  # the status it replaced: back when the search ends
+    rows: int = 0  # the history's rounds when `hits` were found (a live session goes on)
 
 
 class _EarlyStatus:
@@ -612,7 +613,8 @@ class DebuggerApp(App[int]):
             return
         # a new search starts at the round's first slot; n / N go on from the hit shown
         old = self.searching if self._showing_find() else Searching("", [])
-        self.searching = Searching(query, hits, shown=old.shown, before=old.before)
+        self.searching = Searching(query, hits, shown=old.shown, before=old.before,
+                                   rows=len(self.history))
         self._show_hit(first(hits, self.current_round() or 0))
 
     def action_search_step(self, direction: int) -> None:
@@ -621,11 +623,30 @@ class DebuggerApp(App[int]):
         s = self.searching
         if s is None:
             return
+        self._search_rounds_since()
         hit = s.hits[s.index]
         slot = min(self.slot, self.record.gamma - 1) if self.record is not None else self.slot
         on_screen = self.current_round() == hit.round and slot == hit.shown_slot
         here = (self.current_round() or 0, self.slot)
         self._show_hit(step(s.hits, here, forward=direction > 0, at=s.index if on_screen else None))
+
+    def _search_rounds_since(self) -> None:
+        """A search made while the session runs finds in the rounds completed since, too: n
+        and N search again when the history has grown (a match in the committed text may
+        also start in an older round, so the hits are found anew, not appended), keeping the
+        hit on screen as the one they step from."""
+        s = self.searching
+        if self.history is None or len(self.history) == s.rows:
+            return
+        from ..search import search
+
+        hits = search(self.history, s.query)
+        if not hits:
+            return
+        now = (s.hits[s.index].round, s.hits[s.index].slot)
+        s.index = next((i for i, h in enumerate(hits) if (h.round, h.slot) == now),
+                       min(s.index, len(hits) - 1))
+        s.hits, s.rows = hits, len(self.history)
 
     def _show_hit(self, index: int) -> None:
         s = self.searching
