@@ -108,7 +108,7 @@ class HeaderPanel(Static):
             field("tok/s", DASH if rate is None else f"{rate:.1f}")
         else:
             field("tok/s", "·", style="dim")
-        field("tokens", str(generated + (1 if frame.prefill or generated else 0)))
+        field("tokens", str(_tokens(frame, generated)))
         if record is not None and record.stage is not None:
             field("stage", record.stage, style="bold magenta")
         timed = record if record is not None and record.comm is not None else None
@@ -153,6 +153,16 @@ class HeaderPanel(Static):
         if _capped_by_max_tokens(frame):  # fewer than the γ set: the tokens left
             text.append(" capped", style="dim")
         text.append("  ")
+
+
+def _tokens(frame: Frame, generated: int) -> int:
+    """Tokens generated up to the round on screen. From its position where there is one: a
+    recording of some rounds only (a folder of snapshots) lacks the others' commits, which
+    the history's sum would leave out; else the history's commits and the prefill's token."""
+    record, info = frame.record, frame.info
+    if record is not None and info is not None:
+        return record.position + 1 - info.prompt_tokens + len(record.committed_tokens)
+    return generated + (1 if frame.prefill or generated else 0)
 
 
 def _capped_by_max_tokens(frame: Frame) -> bool:
