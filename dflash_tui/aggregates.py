@@ -54,10 +54,12 @@ def every_round(history: History, upto: Optional[int] = None) -> Span:
     return Span(0, len(history) if upto is None else min(upto, len(history)))
 
 
-def rounds_span(history: History, first: int, last: int) -> Span:
-    """The rows of rounds first..last (inclusive, by round number)."""
+def rounds_span(history: History, first: Optional[int], last: Optional[int]) -> Span:
+    """The rows of rounds first..last (inclusive, by round number; None: that end open)."""
     rounds = history.round.values
-    return Span(int(np.searchsorted(rounds, first, "left")), int(np.searchsorted(rounds, last, "right")))
+    start = 0 if first is None else int(np.searchsorted(rounds, first, "left"))
+    stop = len(rounds) if last is None else int(np.searchsorted(rounds, last, "right"))
+    return Span(start, stop)
 
 
 # ---- the run's headline numbers -------------------------------------------------------------

@@ -71,6 +71,7 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         super().__init__(**kwargs)
         self._key: Optional[tuple] = None
         self._sizes: dict[str, tuple[int, int]] = {}  # section -> (lines, width) on screen
+        self._title: Optional[tuple] = None  # render_title's arguments on screen
 
     def compose(self):
         yield Static(id="agg-title")
@@ -114,6 +115,7 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
 
     def _fill(self, history, rows: int, chosen: Optional[tuple]) -> None:
         if not rows:
+            self._title = None
             self._update("title", Text("no completed round yet", style="dim"))
             for name in ("legend", "rounds", "position"):
                 self._update(name, Text(""))
@@ -128,8 +130,8 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             span = aggregates.rounds_span(history, *chosen)
         rounds = history.round.values
         first_last = (int(rounds[span.start]), int(rounds[span.stop - 1])) if len(span) else None
-        self._update("title", render_title(first_last, len(span), rows, chosen,
-                                           aggregates.mean_accepted(history, span)))
+        self._title = (first_last, len(span), rows, chosen, aggregates.mean_accepted(history, span))
+        self._draw_title()
         stats = aggregates.slot_stats(history, span)
         self.query_one("#agg-slots", FastTable).set_rows(slot_rows(stats))
         self._update("legend", slot_legend() if stats else Text(""))
@@ -139,6 +141,15 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             aggregates.min_headroom_per_round(history, span)[-PLOT_WIDTH:].tolist()))
         self._update("position", render_position(aggregates.acceptance_by_position(history, span, POSITION_BINS)))
         self.query_one("#agg-buffers", FastTable).set_rows(buffer_rows(aggregates.buffer_stats(history, span)))
+
+    def _draw_title(self) -> None:
+        # its width: the panel's, less the title's padding (0 until laid out: no limit)
+        width = self.scrollable_content_region.width - 2
+        self._update("title", render_title(*self._title, width=width if width > 0 else None))
+
+    def on_resize(self) -> None:
+        if self._title is not None:  # fitted to the width
+            self._draw_title()
 
     def _fill_reference(self, reference, spec: Optional[str], chosen: Optional[tuple]) -> None:
         """The reference's per-slot table: slot_stats over its side of the same rounds (the
@@ -178,18 +189,39 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         self._sizes[section] = size
 
 
-def render_title(first_last, count: int, total: int, chosen, mean: Optional[float]) -> Text:
-    text = Text(no_wrap=True)
+def range_text(chosen: tuple, dash: str = "–") -> str:
+    """A chosen range as the user wrote it: an open end (None) stays open ("5000–", "–9")."""
+    return dash.join("" if end is None else str(end) for end in chosen)
+
+
+def render_title(first_last, count: int, total: int, chosen, mean: Optional[float],
+                 width: Optional[int] = None) -> Text:
+    """The span, the `a` hint and the mean accepted, fitted to `width` (None: no limit): the
+    hint is shortened, then left out, then "all rounds" ("N of N" says it too), then "mean
+    accepted" says "mean", then the counts go; a number is whole or not there (wider than
+    the shortest form, the panel scrolls sideways)."""
     if first_last is None:
-        text.append(f"no completed round in {chosen[0]}–{chosen[1]}", style="bold yellow")
+        span = (f"no completed round in {range_text(chosen)}", "bold yellow")
+        counts = None
     else:
-        text.append(f"rounds {first_last[0]}–{first_last[1]}", style="bold")
-        text.append(f" ({count} of {total})", style="dim")
-    if chosen is None:
-        text.append("  all rounds", style="cyan")
-    text.append(" (a: pick a range)" if chosen is None else "  (a: another range; empty: all)", style="dim")
-    if mean is not None:
-        text.append(f"  mean accepted {mean:.2f}", style="bold")
+        span = (f"rounds {first_last[0]}–{first_last[1]}", "bold")
+        counts = (f" ({count} of {total})", "dim")
+    every = ("  all rounds", "cyan") if chosen is None else None
+    hints = ([" (a: pick a range)", " (a: range)"] if chosen is None else
+             ["  (a: another range; empty: all)", "  (a: range; empty: all)", "  (a: range)"])
+    means = [""] if mean is None else [f"  mean accepted {mean:.2f}", f"  mean {mean:.2f}"]
+    choices = [(counts, every, (hint, "dim"), (means[0], "bold")) for hint in hints] + [
+        (counts, every, None, (means[0], "bold")),
+        (counts, None, None, (means[0], "bold")),
+        (counts, None, None, (means[-1], "bold")),
+        (None, None, None, (means[-1], "bold"))]
+    for parts in choices:
+        parts = [span, *(part for part in parts if part is not None)]
+        if width is None or sum(len(words) for words, _ in parts) <= width:
+            break
+    text = Text(no_wrap=True)
+    for words, style in parts:
+        text.append(words, style=style)
     return text
 
 

@@ -40,7 +40,8 @@ class Frame:
     # A second round shown beside the one on screen, differences marked (a pinned round).
     other: Optional[RoundRecord] = None
     other_label: str = ""  # its short name in column headers, e.g. "r3"
-    aggregate_rounds: Optional[tuple[int, int]] = None  # first and last round (None: all)
+    # first and last round (None: all; an end None: open, as in `a 5-`)
+    aggregate_rounds: Optional[tuple[Optional[int], Optional[int]]] = None
     show_timings: bool = True  # False freezes clocks (deterministic screenshots)
 
     @property

@@ -151,7 +151,10 @@ def render_history(accepted, gamma, by_slot: list[tuple[int, int]], slot: int, w
     out.append_text(slot_ruler(len(shown), slot, column))
     if slot < len(by_slot):
         a, n = by_slot[slot]
-        selected = f" s{slot} {percent(a, n)} ({a}/{n})"
-        if LABEL + len(shown) * column + len(selected) <= width:  # whole, or not at all
-            out.append(selected, style="bold")
+        # whole, or not at all: the counts go first, then the percentage
+        used = LABEL + len(shown) * column
+        for selected in (f" s{slot} {percent(a, n)} ({a}/{n})", f" s{slot} {percent(a, n)}"):
+            if used + len(selected) <= width:
+                out.append(selected, style="bold")
+                break
     return out

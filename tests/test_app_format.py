@@ -57,6 +57,28 @@ def test_every_slot_of_the_round_has_a_bar_in_the_80_column_layout():
     assert wide[-1] == " " * LABEL + slot_ruler(15, selected=0).plain + " s0 100% (15/15)"
 
 
+def test_the_selected_slot_keeps_its_percentage_when_the_counts_grow():
+    """At 80 columns (32 characters inside the border), γ 3: four-digit counts leave no
+    room for them, and the percentage stays."""
+    by_slot = [(920, 1221), (600, 1221), (300, 1221)]
+    lines = render_history([3, 5], [3, 3], by_slot, slot=0, width=32).plain.split("\n")
+    assert lines[-1] == " " * LABEL + slot_ruler(3, selected=0).plain + " s0 75%"
+    few = render_history([3], [3], [(92, 122), (60, 122), (3, 122)], slot=0, width=32)
+    assert few.plain.split("\n")[-1].endswith(" s0 75% (92/122)")  # room for the counts
+
+
+def test_the_aggregates_title_gives_up_its_hint_before_a_number():
+    from dflash_tui.panels.aggregates import render_title
+
+    full = render_title((0, 1234), 1235, 1235, None, 1.16).plain
+    assert full == "rounds 0–1234 (1235 of 1235)  all rounds (a: pick a range)  mean accepted 1.16"
+    for width in range(24, len(full) + 1):  # 24: the shortest form, "rounds 0–1234  mean 1.16"
+        for chosen in (None, (100, None), (None, 1234)):
+            text = render_title((0, 1234), 1235, 1235, chosen, 1.16, width=width).plain
+            assert len(text) <= width and text.endswith(" 1.16"), (width, text)
+    assert render_title(None, 0, 9, (5000, None), None).plain.startswith("no completed round in 5000–  ")
+
+
 def test_status_parts_are_whole_or_short_never_cut():
     parts = [("breaks: non-finite, accepted=0", "⚑ non-finite, accepted=0"),
              ("files → dflash-snapshots/20250301-142233/", "→ …/20250301-142233/")]

@@ -290,6 +290,54 @@ def test_a_reversed_aggregates_range_is_refused(pair):
     run(scenario())
 
 
+def test_an_open_ended_aggregates_range_reads_as_written(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n")
+            await type_answer(pilot, "a", "5000-")
+            title = widget_text(app, app.main.query_one("#agg-title"))
+            assert "no completed round in 5000–  " in title and "1000000000000" not in title
+            await type_answer(pilot, "a", "1-")
+            assert "rounds 1–2 (2 of 3)" in widget_text(app, app.main.query_one("#agg-title"))
+            # asked again, the question holds the range as it was written
+            await pilot.press("a")
+            await wait_for(pilot, lambda: app.main.asking, what="the question line")
+            assert app.main.query_one("#ask-input").value == "1-"
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not app.main.asking, what="the question closed")
+            await type_answer(pilot, "a", "-1")
+            assert "rounds 0–1 (2 of 3)" in widget_text(app, app.main.query_one("#agg-title"))
+            await pilot.press("a")
+            await wait_for(pilot, lambda: app.main.asking, what="the question line")
+            assert app.main.query_one("#ask-input").value == "-1"
+
+    run(scenario())
+
+
+def test_the_aggregates_title_keeps_the_mean_whole_at_80_columns(pair):
+    async def scenario():
+        app = live_app(pair, proposer=varied(pair))
+        async with app.run_test(size=(80, 30)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n", "n")
+            records = records_of(app)
+            for chosen in ("", "1-3"):
+                await type_answer(pilot, "a", chosen)
+                first, last = (1, 3) if chosen else (0, 3)
+                mean = statistics.mean(r.accepted for r in records if first <= r.round <= last)
+                for zoomed in (False, True):
+                    title = widget_text(app, app.main.query_one("#agg-title")).strip()
+                    assert title.startswith(f"rounds {first}–{last} ")
+                    # the hint gave way (or shortened), never the number
+                    assert title.endswith(f" {mean:.2f}"), title
+                    assert ("(a:" in title) == zoomed, title  # zoomed, there is room for it
+                    await press_and_settle(pilot, "m")
+
+    run(scenario())
+
+
 def test_a_pinned_round_shows_beside_another_with_differences_marked(pair):
     proposer = varied(pair)
 

@@ -27,6 +27,7 @@ from ..breakpoints import TOGGLES, Breakpoints
 from ..compare_notes import TOL_HINT, TOL_HINT_AFTER, tol_hint_applies
 from ..engine.compare_spec import DEFAULT_TOLERANCE
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
+from ..panels.aggregates import range_text
 from ..panels.compare import NO_REFERENCE, ComparePanel
 from ..panels.frame import Frame
 from ..panels.help import HelpScreen
@@ -217,7 +218,7 @@ class DebuggerApp(App[int]):
         self.round_label = ""
         self.gamma_next: Optional[int] = None
         self.pinned: Optional[RoundRecord] = None
-        self.aggregate_rounds: Optional[tuple[int, int]] = None
+        self.aggregate_rounds: Optional[tuple[Optional[int], Optional[int]]] = None
         self._panels: list = []
         self._status = _EarlyStatus()
         self.status_log = StatusLog()  # every message, whole (L shows them)
@@ -698,7 +699,7 @@ class DebuggerApp(App[int]):
     @needs_screen
     def action_aggregate_range(self) -> None:
         self.main.show_tab(3)
-        value = "" if self.aggregate_rounds is None else "{}-{}".format(*self.aggregate_rounds)
+        value = "" if self.aggregate_rounds is None else range_text(self.aggregate_rounds, "-")
         self.main.ask("aggregate rounds:", self._set_aggregate_range, value=value,
                       placeholder="A-B, A- (from A on), -B (up to B); empty: every round")
 
@@ -715,7 +716,8 @@ class DebuggerApp(App[int]):
                         f"(meant {last}-{first}?)", severity="warning")
             return
         else:
-            self.aggregate_rounds = (int(first) if first else 0, int(last) if last else 10**12)
+            # an open end stays open (None), and so reads back as the user wrote it
+            self.aggregate_rounds = (int(first) if first else None, int(last) if last else None)
         self.render_now()
 
     # ---- export ---------------------------------------------------------------------------
