@@ -29,7 +29,7 @@ class BaselineRun:
     tokens: tuple[int, ...]  # generated tokens; the first comes from the prefill logits
     prefill_s: float
     decode_s: float  # every token after the first, one forward each
-    finish_reason: str  # "eos" | "length"
+    finish_reason: str  # "eos" | "length" | "context"
 
     @property
     def decode_tokens(self) -> int:
@@ -104,12 +104,16 @@ def target_decode(target: Target, prompt_ids: Sequence[int], max_tokens: int, *,
     tokens = [pick(_prefill(target, prompt_ids))]
     t1 = time.perf_counter()
     on_token(1)
-    while tokens[-1] not in stop and len(tokens) < max_tokens:
+    # the next forward runs at position len(prompt_ids) + len(tokens) - 1: inside the
+    # context the target declares (a Session stops there too, as "context")
+    limit = target.context_length
+    room = lambda: limit is None or len(prompt_ids) + len(tokens) <= limit  # noqa: E731
+    while tokens[-1] not in stop and len(tokens) < max_tokens and room():
         logits, _ = target.forward(mx.array([[tokens[-1]]]))
         tokens.append(pick(logits[0, -1]))
         on_token(1)
     t2 = time.perf_counter()
-    reason = "eos" if tokens[-1] in stop else "length"
+    reason = "eos" if tokens[-1] in stop else "length" if len(tokens) >= max_tokens else "context"
     return BaselineRun(tuple(tokens), t1 - t0, t2 - t1, reason)
 
 

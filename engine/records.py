@@ -325,7 +325,7 @@ class RoundRecord:
     committed_tokens: tuple[int, ...] = ()  # what this round appended
     rollback: Rollback = Rollback()
     committed_text: str = ""
-    finish_reason: Optional[str] = None  # "eos" | "length" once the session is done
+    finish_reason: Optional[str] = None  # "eos" | "length" | "context" once the session is done
     token_text: dict[int, str] = field(default_factory=dict)
     raw: Optional[dict[str, Any]] = None  # name -> numpy array, when raw buffers are kept
     comm: Optional[CommTiming] = None  # distributed runs: the round's communication

@@ -65,7 +65,7 @@ ATTENTION_KINDS = ("mlx", "padded", "kernel")  # SessionOptions.attention
 
 
 class SessionFinished(Exception):
-    """Stepping a session that already hit EOS or its token budget."""
+    """Stepping a session that already hit EOS, its token budget or the target's context."""
 
 
 @dataclass(frozen=True)
@@ -350,6 +350,14 @@ class Session:
         gamma = self.check_gamma(gamma)
         if self.compare:  # the reference drafts the same block: its drafter's limits hold too
             self.compare.check_gamma(gamma)
+        limit = self.target.context_length
+        if (self.prefill_record is not None and self.finish_reason is None
+                and limit is not None and len(self.tokens) + gamma > limit):
+            # the commit's check passed the block of the γ it had; a wider one would run past
+            raise ParameterError(
+                "gamma", gamma,
+                f"the next block (positions {len(self.tokens) - 1} to {len(self.tokens) - 1 + gamma}) "
+                f"runs past the target's context of {limit} positions")
         self.gamma = gamma
         return self.gamma
 
@@ -431,6 +439,30 @@ class Session:
             self.finish_reason = "eos"
         elif len(self.generated) >= self.options.max_tokens:
             self.finish_reason = "length"
+        elif not self._block_fits():
+            self.finish_reason = "context"
+
+    def _next_gamma(self) -> int:
+        """The next round's proposals: gamma, cut to what is left of the token budget."""
+        return min(self.gamma, self.options.max_tokens - len(self.generated))
+
+    def _block_fits(self) -> bool:
+        """Whether the next round's block (anchor + proposals, at positions len(tokens)-1 on)
+        stays inside the context the target declares (the limit check_prompt holds a prompt
+        to): past it are positions the target never saw in training. A block that no longer
+        fits ends the session ("context") even where a smaller one would. A target that
+        declares no context is not bounded here."""
+        limit = self.target.context_length
+        return limit is None or len(self.tokens) + self._next_gamma() <= limit
+
+    @property
+    def finish_message(self) -> Optional[str]:
+        """The finish reason as shown to a person: "eos", "length", or "context: ..." naming
+        the limit; None while the session goes on."""
+        if self.finish_reason == "context":
+            return (f"context: reached the target's context ({self.target.context_length} "
+                    f"positions)")
+        return self.finish_reason
 
     def _wait(self, arrays: list) -> None:
         """Block until the device has computed `arrays`: the one place a round waits for the
@@ -447,7 +479,7 @@ class Session:
             raise RuntimeError("Session.step_stage() before prefill(): call prefill() first "
                                "(Pair.open does unless prefill=False)")
         if self.finish_reason is not None:
-            raise SessionFinished(self.finish_reason)
+            raise SessionFinished(self.finish_message)
 
     def step_stage(self) -> RoundRecord:
         """Run the next stage and wait for it; return the round's record as far as it has run."""
@@ -570,10 +602,9 @@ class Session:
         return self._record
 
     def _begin_round(self) -> RoundScratch:
-        budget = self.options.max_tokens - len(self.generated)
         return RoundScratch(
             index=self.rounds_done, position=len(self.tokens) - 1, anchor=self.tokens[-1],
-            gamma=min(self.gamma, budget), state_before=self.state(),
+            gamma=self._next_gamma(), state_before=self.state(),
             text_before=self._text, token_text=self.token_text([self.tokens[-1]]),
         )
 

@@ -261,7 +261,7 @@ class EngineThread(threading.Thread):
         session = self.session
         if session.finished is not None:
             self._running = None
-            self.emit(Idle("finished", session.finished))
+            self.emit(Idle("finished", session.finish_message))
             return
         stage = session.next_stage.value
         round_index = session.rounds_done
@@ -283,7 +283,7 @@ class EngineThread(threading.Thread):
         self.emit(StageDone(record, found))
         if session.finished is not None:
             self._running = None
-            self.emit(Idle("finished", session.finished))
+            self.emit(Idle("finished", session.finish_message))
         elif found and not single:
             self._running = None
             self.emit(Idle("breakpoint", "; ".join(found)))
@@ -336,7 +336,7 @@ class EngineThread(threading.Thread):
         path = self._open_trace(trace, new.info, prefill)
         self.emit(Loaded(new.info, prefill, new.gamma, new.finished, path))
         if new.finished is not None:
-            self.emit(Idle("finished", new.finished))
+            self.emit(Idle("finished", new.finish_message))
 
     def _open_trace(self, path: Optional[TraceTarget], info: SessionInfo,
                     prefill: PrefillRecord) -> Optional[Path]:
