@@ -350,14 +350,14 @@ class Session:
         gamma = self.check_gamma(gamma)
         if self.compare:  # the reference drafts the same block: its drafter's limits hold too
             self.compare.check_gamma(gamma)
-        limit = self.target.context_length
         if (self.prefill_record is not None and self.finish_reason is None
-                and limit is not None and len(self.tokens) + gamma > limit):
+                and not self._block_fits(gamma)):
             # the commit's check passed the block of the γ it had; a wider one would run past
+            last = len(self.tokens) - 1 + self._next_gamma(gamma)
             raise ParameterError(
                 "gamma", gamma,
-                f"the next block (positions {len(self.tokens) - 1} to {len(self.tokens) - 1 + gamma}) "
-                f"runs past the target's context of {limit} positions")
+                f"the next block (positions {len(self.tokens) - 1} to {last}) runs past the "
+                f"target's context of {self.target.context_length} positions")
         self.gamma = gamma
         return self.gamma
 
@@ -442,18 +442,20 @@ class Session:
         elif not self._block_fits():
             self.finish_reason = "context"
 
-    def _next_gamma(self) -> int:
-        """The next round's proposals: gamma, cut to what is left of the token budget."""
-        return min(self.gamma, self.options.max_tokens - len(self.generated))
+    def _next_gamma(self, gamma: Optional[int] = None) -> int:
+        """The next round's proposals: gamma (the session's), cut to what is left of the
+        token budget."""
+        return min(self.gamma if gamma is None else gamma,
+                   self.options.max_tokens - len(self.generated))
 
-    def _block_fits(self) -> bool:
+    def _block_fits(self, gamma: Optional[int] = None) -> bool:
         """Whether the next round's block (anchor + proposals, at positions len(tokens)-1 on)
         stays inside the context the target declares (the limit check_prompt holds a prompt
         to): past it are positions the target never saw in training. A block that no longer
         fits ends the session ("context") even where a smaller one would. A target that
         declares no context is not bounded here."""
         limit = self.target.context_length
-        return limit is None or len(self.tokens) + self._next_gamma() <= limit
+        return limit is None or len(self.tokens) + self._next_gamma(gamma) <= limit
 
     @property
     def finish_message(self) -> Optional[str]:
