@@ -15,7 +15,7 @@ Definitions (docs/TUI.md repeats them for users):
                 rank 0 means the drafter's argmax was the target's token
   in K          DFlash2: the target's token was among the selector's K candidates (recall)
   left argmax   the selector's walk picked something other than the slot's argmax; on a
-                reached slot that was
+                reached slot that was (walk_effect.helped_hurt)
                   helped   the pick was the target's token and the argmax was not
                   hurt     the argmax was the target's token and the pick was not
                   neutral  neither was
@@ -29,6 +29,7 @@ from typing import Optional
 import numpy as np
 
 from .history import ACCEPTED, IN_K, IN_K_KNOWN, JUDGED, LEFT_ARGMAX, PROPOSED, History
+from .walk_effect import helped_hurt
 
 # A miss where the target's own top token had less than this probability is the target's
 # doubt more than the drafter's error (docs/DISTILL.md, "Is it the target or the drafter?").
@@ -184,8 +185,8 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
         left = (f & LEFT_ARGMAX) > 0
         judged_left = left & reached
         truth = target[:, s] if s < target.shape[1] else np.full(len(f), -1)
-        helped = judged_left & (pick[:, s] == truth) & (argmax[:, s] != truth)
-        hurt = judged_left & (argmax[:, s] == truth) & (pick[:, s] != truth)
+        helped, hurt = helped_hurt(pick[:, s], argmax[:, s], truth)
+        helped, hurt = helped & judged_left, hurt & judged_left
         out.append(SlotStats(
             slot=s,
             proposed=int(((f & PROPOSED) > 0).sum()),

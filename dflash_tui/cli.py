@@ -26,6 +26,7 @@ from .engine.compare_spec import DEFAULT_TOLERANCE, check_greedy, named_as_refer
 from .engine.draft_config import read_drafter_config
 from .engine.utf8 import check_utf8
 from .engine.errors import GroupError, InputError, ParameterError
+from .engine.paths import named_as_draft
 from .prompt_file import read_prompt_file
 
 KEEP_ROUNDS = 100  # the TUI's full records in memory: ~27 MB on the sample's shapes
@@ -37,6 +38,7 @@ FLAGS = {
     "max_tokens": "--max-tokens", "layer_offset": "--layer-offset", "distributed": "--distributed",
     "compare": "--compare", "compare_tol": "--compare-tol",
 }
+AS_TYPED = {"draft"}  # a folder: `--draft DIR: ...`, as `--compare DIR: ...` reads
 
 
 def user_message(error: InputError) -> str:
@@ -45,7 +47,10 @@ def user_message(error: InputError) -> str:
     if isinstance(error, ParameterError) and error.name in FLAGS:
         flag, value = FLAGS[error.name], error.value
         scalar = isinstance(value, (int, float, str)) and not isinstance(value, bool)
-        return f"{flag} {value!r}: {error.problem}" if scalar else f"{flag}: {error.problem}"
+        if not scalar:
+            return f"{flag}: {error.problem}"
+        shown = value if error.name in AS_TYPED else repr(value)
+        return f"{flag} {shown}: {error.problem}"
     return str(error)
 
 
@@ -74,7 +79,8 @@ def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> 
         p.add_argument("model", metavar="MODEL_DIR", nargs="?",
                        help="mlx-lm model directory or .gguf file (default: the bundled sample)")
     p.add_argument("--draft", metavar="DRAFT_DIR",
-                   help="drafter directory (default: MODEL_DIR/draft, or the sample drafter)")
+                   help="drafter directory (default: MODEL_DIR/draft; with no MODEL_DIR, the "
+                        "bundled sample's drafter)")
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
                    help="the dtype the target and the drafter compute in (default: %(default)s)")
     p.add_argument("--layer-offset", type=int, default=0, metavar="K",
@@ -106,7 +112,16 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
                         "drafter directory, or overrides dtype=T, bits=B[,group=G], "
                         "layer-offset=K, residual-scale=S (docs/COMPARE.md)")
     p.add_argument("--compare-tol", type=float, default=None, metavar="TOL",
-                   help=f"relative error beyond which a buffer diverges (default {DEFAULT_TOLERANCE})")
+                   help="with --compare: the relative error beyond which a buffer of the two "
+                        f"configurations diverges (default {DEFAULT_TOLERANCE})")
+
+
+def add_recorded_tol_arg(p: argparse.ArgumentParser, what: str = "") -> None:
+    """replay's and export's --compare-tol: a recording judged again, not a run's own."""
+    p.add_argument("--compare-tol", type=float, default=None, metavar="TOL",
+                   help=f"a session run with --compare: judge its divergence{what} again at "
+                        "this tolerance, from the recorded relative errors (default: the "
+                        "recording's)")
 
 
 def check_compare(args) -> None:
@@ -162,7 +177,8 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     add_prompt_args(p)
     add_decode_args(p)
     p.add_argument("--max-tokens", type=int, default=512, metavar="N",
-                   help="stop the session after N generated tokens (default: %(default)s)")
+                   help="the token budget: the session finishes after N generated tokens "
+                        "(default: %(default)s)")
     p.add_argument("--export-dir", metavar="DIR",
                    help="one directory per session in here, with its trace and what x exports "
                         "(default: ./dflash-snapshots)")
@@ -249,9 +265,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
                    help="a trace, a snapshot, or a directory of them (a session directory or probe --out)")
     p.add_argument("--export-dir", metavar="DIR", default="dflash-snapshots",
                    help="where x writes snapshots, in a directory per replay (default: ./%(default)s)")
-    p.add_argument("--compare-tol", type=float, default=None, metavar="TOL",
-                   help="a session run with --compare: judge its divergence again at this "
-                        "tolerance, from the recorded relative errors (default: the recording's)")
+    add_recorded_tol_arg(p)
     parsers["replay"] = p
 
     p = _Parser(prog="dflash-tui export", description="Flat tables of a recorded session: "
@@ -265,6 +279,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
                    help="which session of a trace that holds several (1-based; default: the last)")
     p.add_argument("--force", action="store_true",
                    help="replace rounds / slots / buffers files already in --out (and nothing else)")
+    add_recorded_tol_arg(p, " (its compare_first_divergent column)")
     parsers["export"] = p
     return parsers
 
@@ -302,10 +317,11 @@ def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
     if command == "distill":
         _trainer_cli().add_arguments(parsers["distill"])
     args = parsers[command].parse_args(rest)
-    if command in ("tui", "probe", "bench", "replay"):
+    if command in ("tui", "probe", "bench", "replay", "export"):
         flag_ranges.check(args)
     if getattr(args, "draft", None):
-        check_drafter_path(args.draft)
+        with named_as_draft(args.draft):
+            check_drafter_path(args.draft)
     if hasattr(args, "prompt"):
         args.prompt_text = _prompt_text(args)
     if hasattr(args, "compare"):

@@ -1,7 +1,7 @@
-"""`dflash-tui export SOURCE --out DIR [--format csv|parquet] [--session N]`: the flat tables
-of a trace, a snapshot or a directory of them (tables.py), written as rounds / slots /
-buffers .csv or .parquet. Rounds are read and written one at a time: a trace of any length
-fits. Each file is written beside its final name and renamed into place when complete.
+"""`dflash-tui export SOURCE --out DIR [--format csv|parquet] [--session N] [--compare-tol TOL]`:
+the flat tables of a trace, a snapshot or a directory of them (tables.py), written as rounds /
+slots / buffers .csv or .parquet. Rounds are read and written one at a time: a trace of any
+length fits. Each file is written beside its final name and renamed into place when complete.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from .engine.errors import InputError
@@ -40,6 +41,11 @@ def run(args) -> int:
 
     damage = Damage()  # the lines skipped, said once every round is read
     count, compared, records = session_records(source, args.session, damage)
+    if args.compare_tol is not None:  # refused before --out is made
+        if not compared:
+            raise InputError(f"--compare-tol: the exported session of {source} has no round "
+                             "with a reference configuration (a session run with --compare)")
+        records = _judged_at(records, args.compare_tol)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -67,6 +73,14 @@ def run(args) -> int:
     for note in damage.notes(source, plain=True):
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _judged_at(records, tolerance: float):
+    """--compare-tol: each round's first divergent buffer found anew at `tolerance` from
+    its recorded relative errors (as replay --compare-tol judges them), one at a time."""
+    for record in records:
+        c = record.compare
+        yield record if c is None else replace(record, compare=c.judged_at(tolerance))
 
 
 class CsvTables:

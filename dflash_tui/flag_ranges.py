@@ -1,5 +1,5 @@
-"""The range of every numeric flag the TUI, `probe`, `bench` and `replay` share, checked in
-one place.
+"""The range of every numeric flag the TUI, `probe`, `bench`, `replay` and `export` share,
+checked in one place.
 
 argparse only knows a flag's type: `--temperature nan`, `--max-tokens 0` or `--rounds -3`
 parse fine and used to fail late (a NumPy traceback), run zero rounds, or be read as "use

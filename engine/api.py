@@ -16,7 +16,7 @@ from .compare import Reference, load_reference
 from .compare_spec import DEFAULT_TOLERANCE, CompareSpec, check_tolerance, parse_spec
 from .drafter import DraftModel
 from .errors import InputError, ParameterError
-from .paths import check_target_path, resolve_drafter_dir
+from .paths import check_target_path, named_as_draft, resolve_drafter_dir
 from .session import Session, SessionOptions
 from .target import DTYPES, Target, encode_prompt, load_target
 
@@ -97,7 +97,8 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
                              fuse=fuse)
         mesh.adopt(target)
     progress(f"loading drafter {draft_dir}")
-    drafter = load_drafter(draft_dir, DTYPES[dtype])
+    with named_as_draft(draft):
+        drafter = load_drafter(draft_dir, DTYPES[dtype])
     reference = None
     if compare is not None:
         progress(f"loading the reference configuration ({compare.text})")

@@ -97,8 +97,8 @@ def parse_spec(text: str) -> CompareSpec:
 @contextmanager
 def named_as_reference(spec: CompareSpec):
     """An InputError raised inside, named as the reference's: `--compare DIR: DIR/config.json:
-    missing ...`. The drafter checks and loader are --draft's too, whose folder gets the very
-    same line otherwise."""
+    missing ...`. The drafter checks and loader are --draft's too, whose folder's line
+    starts `--draft DIR:` (paths.named_as_draft)."""
     try:
         yield
     except InputError as error:

@@ -6,6 +6,7 @@ loaders call the same functions, so a path is refused with the same line everywh
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -36,6 +37,24 @@ def check_drafter_dir(path: Path) -> None:
         raise InputError(f"{path}: no such drafter directory (expected {DRAFTER_KIND})")
     if not path.is_dir():
         raise InputError(f"{path}: a file, not a drafter directory (expected {DRAFTER_KIND})")
+
+
+@contextmanager
+def named_as_draft(draft: Optional[str | Path]):
+    """An InputError raised inside about the drafter folder the caller gave as `draft`,
+    re-raised as that parameter's (`draft='DIR': DIR/config.json: ...`, which the CLI says as
+    `--draft DIR: ...`), so a user with two drafter folders on the line (--draft, --compare)
+    knows which one it was. The default drafter (draft=None: MODEL_DIR/draft) is left as is."""
+    try:
+        yield
+    except ParameterError:  # names its own parameter already
+        raise
+    except InputError as error:
+        if draft is None:
+            raise
+        # `--draft DIR: no such drafter directory`, not `--draft DIR: DIR: no such ...`
+        problem = str(error).removeprefix(f"{Path(draft).expanduser()}: ")
+        raise ParameterError("draft", str(draft), problem) from None
 
 
 def resolve_drafter_dir(model: Path, draft: Optional[str | Path]) -> Path:

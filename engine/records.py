@@ -7,7 +7,7 @@ imports no MLX, so replay can rebuild records from a trace with no model at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional
 
 
@@ -207,6 +207,13 @@ class Compare:
     # for it, a second verify): kept out of the primary's stage times
     ms: float = 0.0
 
+    def judged_at(self, tolerance: float) -> "Compare":
+        """The round judged again at another tolerance (replay and export --compare-tol):
+        its first divergent buffer found anew from the recorded relative errors, so the
+        same as a live run at that tolerance found."""
+        return replace(self, tolerance=tolerance,
+                       first_divergent=first_divergent(self.buffers, tolerance))
+
 
 @dataclass(frozen=True)
 class LeftOut:
@@ -232,8 +239,9 @@ class LeftOut:
 def first_divergent(buffers: tuple[BufferDrift, ...], tolerance: float) -> Optional[Divergent]:
     """The first of `buffers` (in pipeline order) beyond `tolerance`, or with no number
     (non-finite on one side only, a difference from an all-zero reference). The engine
-    judges each round with it, and replay --compare-tol judges a recording again: from the
-    same recorded relative errors, the same answer as a live run at that tolerance."""
+    judges each round with it, and replay and export --compare-tol judge a recording again
+    (Compare.judged_at): from the same recorded relative errors, the same answer as a live
+    run at that tolerance."""
     first = next((b for b in buffers if b.rel_err is None or b.rel_err > tolerance), None)
     if first is None:
         return None

@@ -459,12 +459,15 @@ class Session:
 
     @property
     def finish_message(self) -> Optional[str]:
-        """The finish reason as shown to a person: "eos", "length", or "context: ..." naming
-        the limit; None while the session goes on."""
-        if self.finish_reason == "context":
-            return (f"context: reached the target's context ({self.target.context_length} "
-                    f"positions)")
-        return self.finish_reason
+        """Why the session finished, said to a person after "finished: " or "stopped: " (the
+        reason itself, `finish_reason`, is the record's): the limit reached is named with
+        its number. None while the session goes on."""
+        return {
+            None: None,
+            "eos": "the target emitted end-of-sequence",
+            "length": f"reached the token budget ({self.options.max_tokens} tokens)",
+            "context": f"reached the target's context ({self.target.context_length} positions)",
+        }.get(self.finish_reason, self.finish_reason)
 
     def _wait(self, arrays: list) -> None:
         """Block until the device has computed `arrays`: the one place a round waits for the

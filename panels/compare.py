@@ -33,6 +33,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from dflash_tui.engine.records import BufferDrift, Compare, RoundRecord, SlotRank
+from dflash_tui.walk_effect import helped_hurt
 
 from .aggregates import DrawnWhenShown, bar
 from .format import DASH, grid, sci, token_text
@@ -450,7 +451,7 @@ def walk_mark(left: bool, pick: int, argmax: int, target: Optional[int], dim: st
         return Text(" ")
     if dim or target is None:
         return Text(LEFT, style=dim or "magenta")
-    helped, hurt = pick == target != argmax, argmax == target != pick
+    helped, hurt = helped_hurt(pick, argmax, target)
     return Text(LEFT, style="bold green" if helped else "bold red" if hurt else "magenta")
 
 

@@ -23,6 +23,7 @@ from dflash_tui.panels.table import FastTable
 
 from app_helpers import SIZE, check_every_column_reachable, launch, oracle_proposer, press_and_settle, run, \
     table_rows, wait_for, wait_idle, wait_loaded, widget_text
+from one_line import refusal
 
 OFF_BY_ONE = "layer-offset=-1"  # diverges at the context capture in every round
 ROUNDS = 3
@@ -588,6 +589,39 @@ def test_replay_compare_tol_refuses_a_recording_without_a_reference_and_bad_valu
     assert "--compare-tol nan: expected" in capsys.readouterr().err
 
 
+def test_export_compare_tol_judges_the_column_as_a_live_run_at_that_tolerance(pair, tmp_path):
+    """export --compare-tol, as replay's: compare_first_divergent found again from the
+    recorded relative errors is what a live run at that tolerance wrote."""
+    trace = tmp_path / "trace.jsonl"
+    recorded = record_trace(pair, trace, FAR)  # the default 0.01: every round diverges early
+    live = record_trace(pair, tmp_path / "live.jsonl", FAR, FAR_TOL)
+
+    def column(*flags: str) -> list[str]:
+        out = tmp_path / f"tables{len(list(tmp_path.iterdir()))}"
+        assert cli.main(["export", str(trace), "--out", str(out), *flags]) == 0
+        return [r["compare_first_divergent"] for r in read_csv(out / "rounds.csv")]
+
+    assert column() == [r.compare.first_divergent.where for r in recorded]
+    judged = column("--compare-tol", str(FAR_TOL))
+    assert judged == [r.compare.first_divergent.where for r in live]
+    assert all(a != b.compare.first_divergent.where for a, b in zip(judged, recorded))
+    assert column("--compare-tol", "10") == [""] * len(recorded)  # within it everywhere
+
+
+def test_export_compare_tol_refuses_a_recording_without_a_reference_and_bad_values(
+        pair, tmp_path, capsys):
+    trace = tmp_path / "trace.jsonl"
+    record_trace(pair, trace, None, rounds=1)
+    out = tmp_path / "tables"
+    refusal(capsys, ["export", trace, "--out", out, "--compare-tol", "0.05"],
+            f"error: --compare-tol: the exported session of {trace} has no round with a "
+            "reference configuration")
+    assert not out.exists()  # refused before the tables' folder was made
+    for bad in ("nan", "-1"):
+        refusal(capsys, ["export", trace, "--out", out, "--compare-tol", bad],
+                f"error: --compare-tol {float(bad)}: expected a relative error of 0 or more")
+
+
 def test_a_quantized_float16_reference_on_a_cpu_is_noted_once(pair):
     from dflash_tui.compare_notes import SLOW_ON_CPU
 
@@ -812,3 +846,20 @@ def test_the_buffers_the_drift_left_out_are_named_under_it(pair, fixture_root):
             assert widget_text(app, line).strip() == full
 
     run(scenario())
+
+
+def test_the_walk_mark_and_the_help_hurt_counts_share_one_rule():
+    """The ↷'s colour (green: the walk helped, red: it hurt) and the aggregates' help / hurt
+    counts (slot_stats, over arrays) judge a walk that left the argmax by one rule: for
+    every pattern of pick, argmax and target they agree."""
+    import numpy as np
+
+    from dflash_tui.panels.compare import walk_mark
+    from dflash_tui.walk_effect import helped_hurt
+
+    cases = [(p, a, t) for p in range(3) for a in range(3) for t in range(3) if p != a]
+    helped, hurt = helped_hurt(*(np.array(column) for column in zip(*cases)))
+    colours = [str(walk_mark(True, p, a, t).style) for p, a, t in cases]
+    assert colours == ["bold green" if h else "bold red" if x else "magenta"
+                       for h, x in zip(helped, hurt)]
+    assert helped.any() and hurt.any() and not (helped & hurt).any()

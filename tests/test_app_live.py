@@ -4,6 +4,7 @@ checked by what the panels show."""
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -158,7 +159,8 @@ def test_round_then_run_to_the_token_budget(pair):
             await pilot.pause()
             generated = int(app.history.committed.values.sum()) + 1
             assert generated == 12 and app.finished == "length"
-            assert app.status.kind == "finished" and "finished (length)" in app.status.message
+            assert app.status.kind == "finished"
+            assert app.status.message.startswith("finished: reached the token budget (12 tokens) · ")
             assert f"over {len(app.history)} rounds" in widget_text(app, app.main.query_one("#history"))
             header = widget_text(app, app.main.query_one("#header"))
             assert "tokens 12" in header
@@ -172,7 +174,8 @@ def test_round_then_run_to_the_token_budget(pair):
             await pilot.pause()
             assert app.gamma_next == gamma and "γ " + str(gamma) + "→" not in widget_text(
                 app, app.main.query_one("#header"))
-            assert app._notifications and "has finished" in list(app._notifications)[-1].message
+            assert app._notifications and list(app._notifications)[-1].message.startswith(
+                "the session has finished: reached the token budget (12 tokens); r restarts")
             keys = widget_text(app, app.main.query_one("#keys"))
             assert keys.split()[:4] == ["p", "prompt", "r", "restart"]  # what goes on, first
 
@@ -462,6 +465,27 @@ def test_a_checkpoint_refused_while_loading_is_shown_and_exits_2(pair, tmp_path)
 
     app = run(scenario())
     assert app.return_code == 2
+
+
+def test_a_draft_folder_the_loader_refuses_is_named_as_draft(pair, tmp_path):
+    """The app loads the drafter on its engine thread: its refusal, shown on the status
+    line, starts with the option that named the folder (as one from --compare does)."""
+    target, draft = pair
+    broken = tmp_path / "torn-weights"
+    shutil.copytree(draft, broken)
+    (broken / "model.safetensors").write_bytes(b"")
+
+    async def scenario():
+        app = LiveApp(launch((target, broken)), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.failure is not None, what="the refusal")
+            assert app.failure.message.startswith(f"--draft {broken}: {broken / 'model.safetensors'}: ")
+            assert not app.failure.detail  # a refusal, no traceback
+            assert app.status.message.startswith(f"cannot open the session: --draft {broken}: ")
+            await pilot.press("q")
+        return app
+
+    assert run(scenario()).return_code == 2
 
 
 def test_quit_mid_stage_returns_at_once(pair):

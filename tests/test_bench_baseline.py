@@ -76,6 +76,7 @@ def test_target_decode_stops_at_eos_where_a_session_does(llama):
         list(session.run())
         session.close()
         assert session.generated == list(run.tokens) and session.finished == "eos"
+        assert session.finish_message == "the target emitted end-of-sequence"  # "finished: ..."
         # And through the bench, with proposals running past EOS (the oracle pads there).
         workload = Workload("prose", (Prompt("prose", "fox", PROMPT, target_dir),))
         result = BenchRunner(pair, [workload], Settings(blocks=(2, 4), max_tokens=30, oracle=True)).run()

@@ -38,7 +38,7 @@ def test_a_decode_ends_at_the_target_context(breakable_pair, gamma):
     assert len(session.tokens) + gamma > LIMIT
     assert records[-1].state_before.committed + gamma <= LIMIT
     assert len(session.tokens) <= LIMIT + 1  # the last token is the target's from position LIMIT-1
-    assert session.finish_message == f"context: reached the target's context ({LIMIT} positions)"
+    assert session.finish_message == f"reached the target's context ({LIMIT} positions)"
     with pytest.raises(SessionFinished, match=f"{LIMIT} positions"):
         session.step_stage()
     session.close()
@@ -63,5 +63,5 @@ def test_probe_says_it_stopped_at_the_context(breakable_pair, tmp_path, capsys):
                  "--max-tokens", "200", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 0, err
-    assert f"stopped: context: reached the target's context ({LIMIT} positions)" in err
+    assert f"probe: stopped: reached the target's context ({LIMIT} positions)\n" in err
     assert json.loads((out / "summary.json").read_text())["finish_reason"] == "context"

@@ -3,6 +3,8 @@ drafter are each named for what they are, in one line, before any model loads.""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from one_line import refusal
@@ -51,6 +53,34 @@ def test_a_target_folder_given_as_the_drafter_says_so(make_pair, capsys, command
     refusal(capsys, [*command, target, "--draft", target],
             f"{target / 'config.json'}: looks like a target model (model_type = 'llama'",
             "not a DFlash drafter")
+
+
+@pytest.mark.parametrize("command", [[], ["probe"], ["bench"]])
+def test_a_draft_folder_refused_by_the_check_starts_with_draft(make_pair, tmp_path, capsys, command):
+    """Two drafter folders can be on one command line (--draft and --compare DIR): each
+    refusal says which option gave it, as --compare's always did (the path is not repeated)."""
+    target, _ = make_pair("llama", "DFlash2DraftModel")
+    missing = tmp_path / "no-drafter"
+    line = refusal(capsys, [*command, target, "--draft", missing],
+                   f"error: --draft {missing}: no such drafter directory")
+    assert line.count(str(missing)) == 1
+    broken = tmp_path / "broken-drafter"
+    broken.mkdir()
+    (broken / "config.json").write_text("{")
+    refusal(capsys, [*command, target, "--draft", broken],
+            f"error: --draft {broken}: {broken / 'config.json'}: not valid JSON")
+
+
+@pytest.mark.parametrize("command", [["probe"], ["bench", "--max-tokens", "2", "--limit", "1"]])
+def test_a_draft_folder_refused_by_the_loader_starts_with_draft(make_pair, tmp_path, capsys, command):
+    """The weights are read after the target loads (the check before reads config.json
+    only): the loader's refusal names --draft too."""
+    target, draft = make_pair("llama", "DFlash2DraftModel")
+    broken = tmp_path / "torn-weights"
+    shutil.copytree(draft, broken)
+    (broken / "model.safetensors").write_bytes(b"")
+    refusal(capsys, [command[0], target, "--draft", broken, *command[1:]],
+            f"error: --draft {broken}: {broken / 'model.safetensors'}: unreadable safetensors")
 
 
 @pytest.mark.parametrize("command", [[], ["probe"], ["bench"]])

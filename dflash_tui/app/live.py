@@ -83,6 +83,7 @@ class LiveApp(DebuggerApp):
         self.loading = True
         self.running: Optional[str] = None  # "round" | "run": the engine steps on its own
         self._finished: Optional[str] = None
+        self.finish_message = ""  # the engine's words for it (Session.finish_message)
         self.failure: Optional[Failed] = None  # a fatal one: no session to step
         self._slow_said = False  # compare_notes.slow_on_cpu, said once
         self.live: Optional[RoundRecord] = None  # the engine's latest record
@@ -145,7 +146,8 @@ class LiveApp(DebuggerApp):
 
     @property
     def finished(self) -> Optional[str]:
-        """Why the session on screen finished (eos, length), None while it goes on."""
+        """Why the session on screen finished (its finish_reason: eos, length, context),
+        None while it goes on."""
         return self._finished
 
     @finished.setter
@@ -156,6 +158,8 @@ class LiveApp(DebuggerApp):
             for keys in self.main.query("#keys").results(KeyBar):
                 keys.lead(("session",) if reason else ("step",))
         self._finished = reason
+        if reason is None:
+            self.finish_message = ""
 
     def _usable(self) -> bool:
         if self.failure is not None:
@@ -165,7 +169,8 @@ class LiveApp(DebuggerApp):
 
     def _finished_says_so(self) -> bool:
         if self.finished is not None and not self.loading:
-            self.notify(f"the session has finished ({self.finished}): r restarts, p takes a new prompt")
+            self.notify(f"the session has finished: {self.finish_message or self.finished}; "
+                        "r restarts, p takes a new prompt")
             return True
         return False
 
@@ -408,9 +413,10 @@ class LiveApp(DebuggerApp):
                 self.breakpoint_stopped(record)
         elif event.reason == "finished":
             tokens = int(self.history.committed.values.sum()) + 1
-            self.finished = event.message
-            self.set_status("finished", f"finished ({event.message}) after {tokens} tokens · "
-                            "r restarts · p new prompt")
+            self.finish_message = event.message  # the reason came with the record, or Loaded
+            count = "" if self.finished == "length" else f" · {tokens} tokens"  # said already
+            self.set_status("finished", f"finished: {event.message}{count} · r restarts · "
+                            "p new prompt")
         elif event.reason == "round" and record is not None:
             self.set_status("paused", f"round {record.round} done: accepted {record.accepted}/"
                             f"{record.gamma}, +{len(record.committed_tokens)} "

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator, Optional, Union
 
 from ..engine.errors import InputError
-from ..engine.records import STAGE_ORDER, PrefillRecord, RoundRecord, SessionInfo, first_divergent
+from ..engine.records import STAGE_ORDER, PrefillRecord, RoundRecord, SessionInfo
 from ..snapshot import (
     SNAPSHOT_SCHEMA, TRACE_SCHEMA, prefill_from_json, round_from_json, session_from_json,
 )
@@ -67,7 +67,7 @@ def load(path: Path, say=None) -> Loaded:
 def at_tolerance(loaded: Loaded, tolerance: float) -> Loaded:
     """The recording judged again at another --compare-tol (replay --compare-tol): each
     round's first divergent buffer found anew from its recorded relative errors, by the
-    engine's own rule (records.first_divergent), and the tolerance the panels, the
+    engine's own rule (records.Compare.judged_at), and the tolerance the panels, the
     breakpoint and the --compare-tol hint read set to it. Exact: a trace keeps every
     compared buffer's relative error as the engine computed it (JSON floats round-trip)."""
     if not any(r.compare is not None for s in loaded.sessions for r in s.rounds):
@@ -76,10 +76,7 @@ def at_tolerance(loaded: Loaded, tolerance: float) -> Loaded:
 
     def judged(record: RoundRecord) -> RoundRecord:
         c = record.compare
-        if c is None:
-            return record
-        return replace(record, compare=replace(
-            c, tolerance=tolerance, first_divergent=first_divergent(c.buffers, tolerance)))
+        return record if c is None else replace(record, compare=c.judged_at(tolerance))
 
     sessions = []
     for s in loaded.sessions:
