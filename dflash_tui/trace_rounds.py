@@ -23,8 +23,8 @@ from .snapshot import SNAPSHOT_SCHEMA, TRACE_SCHEMA, round_from_json
 
 # Round lines start with their schema and round number (snapshot.round_json's key order);
 # a line that does not is parsed whole.
-_ROUND_PREFIX = re.compile(rb'\{"schema": "' + re.escape(SNAPSHOT_SCHEMA.encode())
-                           + rb'", "round": (\d+)[,}]')
+ROUND_PREFIX = re.compile(rb'\{"schema": "' + re.escape(SNAPSHOT_SCHEMA.encode())
+                          + rb'", "round": (\d+)[,}]')
 _HEADER = b'"' + TRACE_SCHEMA.encode() + b'"'
 
 
@@ -73,7 +73,7 @@ class TraceRounds:
 
 
 def _round_number(line: bytes) -> Optional[int]:
-    match = _ROUND_PREFIX.match(line)
+    match = ROUND_PREFIX.match(line)
     if match:
         return int(match.group(1))
     try:

@@ -27,7 +27,7 @@ from textual.widgets import Static, TabPane
 
 from dflash_tui import slot_text
 
-from .format import DASH, column, rounds_count
+from .format import DASH, column, reading_text, rounds_count
 from .frame import Frame
 from .history import BARS, sparkline
 from .probes import LOW_HEADROOM_BITS, headroom_cell
@@ -101,10 +101,10 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         history, reference = frame.history, frame.reference_history
         rows = len(history) if history is not None else 0
         key = (id(history), rows, frame.aggregate_rounds, id(reference),
-               len(reference) if reference is not None else 0)
+               len(reference) if reference is not None else 0, frame.reading)
         if key != self._key:
             self._key = key
-            self._fill(history, rows, frame.aggregate_rounds)
+            self._fill(history, rows, frame.aggregate_rounds, frame.reading)
             self._fill_reference(reference, frame.info.compare if frame.info else None,
                                  frame.aggregate_rounds)
         # the selected slot's row is the cursor: a slot key moves it and counts nothing again
@@ -113,10 +113,12 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             if slot >= 0 and slots.cursor_row != slot:
                 slots.move_cursor(row=slot)
 
-    def _fill(self, history, rows: int, chosen: Optional[tuple]) -> None:
+    def _fill(self, history, rows: int, chosen: Optional[tuple],
+              reading: Optional[tuple[int, int]] = None) -> None:
         if not rows:
             self._title = None
-            self._update("title", Text("no completed round yet", style="dim"))
+            self._update("title", Text(reading_text(reading) if reading else "no completed round yet",
+                                       style="dim"))
             for name in ("legend", "rounds", "position"):
                 self._update(name, Text(""))
             self.query_one("#agg-slots", FastTable).set_rows([])
@@ -130,7 +132,8 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             span = aggregates.rounds_span(history, *chosen)
         rounds = history.round.values
         first_last = (int(rounds[span.start]), int(rounds[span.stop - 1])) if len(span) else None
-        self._title = (first_last, len(span), rows, chosen, aggregates.mean_accepted(history, span))
+        self._title = (first_last, len(span), rows, chosen, aggregates.mean_accepted(history, span),
+                       reading)
         self._draw_title()
         stats = aggregates.slot_stats(history, span)
         self.query_one("#agg-slots", FastTable).set_rows(slot_rows(stats))
@@ -195,11 +198,12 @@ def range_text(chosen: tuple, dash: str = "–") -> str:
 
 
 def render_title(first_last, count: int, total: int, chosen, mean: Optional[float],
-                 width: Optional[int] = None) -> Text:
+                 reading: Optional[tuple[int, int]] = None, width: Optional[int] = None) -> Text:
     """The span, the `a` hint and the mean accepted, fitted to `width` (None: no limit): the
     hint is shortened, then left out, then "all rounds" ("N of N" says it too), then "mean
     accepted" says "mean", then the counts go; a number is whole or not there (wider than
-    the shortest form, the panel scrolls sideways)."""
+    the shortest form, the panel scrolls sideways). While replay still reads its trace
+    (`reading`), how far it has read stands where "all rounds" and the hint do."""
     if first_last is None:
         span = (f"no completed round in {range_text(chosen)}", "bold yellow")
         counts = None
@@ -215,6 +219,12 @@ def render_title(first_last, count: int, total: int, chosen, mean: Optional[floa
         (counts, None, None, (means[0], "bold")),
         (counts, None, None, (means[-1], "bold")),
         (None, None, None, (means[-1], "bold"))]
+    if reading is not None:  # how far it has read: kept longest, shortened before it goes
+        done, total = reading
+        notes = [("  " + reading_text(reading), "yellow"),
+                 (f"  reading {100 * done // max(total, 1)}%…", "yellow")]
+        choices = [(counts, note, None, (m, "bold")) for note in notes for m in means] + [
+            (None, notes[-1], None, (means[-1], "bold")), (None, None, None, (means[-1], "bold"))]
     for parts in choices:
         parts = [span, *(part for part in parts if part is not None)]
         if width is None or sum(len(words) for words, _ in parts) <= width:

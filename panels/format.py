@@ -157,3 +157,9 @@ def _line(row, widths, justify, gap, style: str = "") -> Text:
 def rounds_count(n: int) -> str:
     """`1 round`, `3 rounds`."""
     return f"{n} round" if n == 1 else f"{n} rounds"
+
+
+def reading_text(reading: tuple[int, int]) -> str:
+    """Replay still reading its trace for the history (what is counted is what it has read)."""
+    done, total = reading
+    return f"reading {done:,} of {total:,} round{'s' * (total != 1)}…"

@@ -42,6 +42,9 @@ class Frame:
     other_label: str = ""  # its short name in column headers, e.g. "r3"
     # first and last round (None: all; an end None: open, as in `a 5-`)
     aggregate_rounds: Optional[tuple[Optional[int], Optional[int]]] = None
+    # replay: (rounds read, rounds in all) while it still reads a trace for the history's
+    # summaries (the history holds the rounds read so far); None once it has read them all
+    reading: Optional[tuple[int, int]] = None
     show_timings: bool = True  # False freezes clocks (deterministic screenshots)
 
     @property

@@ -13,7 +13,7 @@ from typing import Optional
 from rich.text import Text
 from textual.widgets import Static
 
-from .format import percent, rounds_count
+from .format import percent, reading_text, rounds_count
 from .frame import Frame
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -48,15 +48,18 @@ class HistoryPanel(Static):
         bar_rows = max(self.content_size.height - 2, 1)
         slots = frame.slots or frame.gamma or 0
         data = (id(frame.history), len(frame.history or ()), frame.upto, slots)
-        key = data + (frame.slot, width, bar_rows)
+        key = data + (frame.slot, width, bar_rows, frame.reading)
         if key == self._key:
             return
         if self._key is None or key[:4] != self._key[:4]:
             self._data = self._numbers(frame, slots)  # a slot key alone redraws, counts nothing
         self._key, self._frame = key, frame
         mean, accepted, gamma, by_slot = self._data
-        self.border_subtitle = (f"mean {mean:.2f} over {rounds_count(len(accepted))}" if accepted
-                                else "no rounds yet")
+        if frame.reading is not None:  # the history is still filling: how far, not a mean
+            self.border_subtitle = reading_text(frame.reading)
+        else:
+            self.border_subtitle = (f"mean {mean:.2f} over {rounds_count(len(accepted))}"
+                                    if accepted else "no rounds yet")
         self.update(render_history(accepted, gamma, by_slot, frame.slot, width, bar_rows),
                     layout=False)  # fixed height
 

@@ -289,7 +289,12 @@ class DebuggerApp(App[int]):
                      # not a change pending for that one.
                      live=live, gamma_next=None if live else self.gamma_next,
                      other=pinned, other_label=f"r{pinned.round}" if pinned is not None else "",
-                     aggregate_rounds=self.aggregate_rounds, show_timings=self.show_timings)
+                     aggregate_rounds=self.aggregate_rounds, reading=self.reading(),
+                     show_timings=self.show_timings)
+
+    def reading(self) -> Optional[tuple[int, int]]:
+        """Replay: (rounds read, rounds in all) while its history is still being filled."""
+        return None
 
     def request_render(self) -> None:
         """Draw soon: now if the last frame is old enough, else once the interval is up."""

@@ -101,11 +101,11 @@ def _terminal(launch: Launch, app):
 
 
 def run_replay(args) -> int:
-    from .replay import at_tolerance, load
+    from .replay import at_tolerance, open_recording
     from .replay_app import ReplayApp
 
     export_dir = output_dir("--export-dir", args.export_dir)
-    recording = load(Path(args.trace))
+    recording = open_recording(Path(args.trace))  # indexed: rounds are read as shown
     if args.compare_tol is not None:
         recording = at_tolerance(recording, args.compare_tol)
     app = ReplayApp(recording, export_dir=export_dir)

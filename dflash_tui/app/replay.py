@@ -5,23 +5,28 @@ directory the app wrote (its trace).
 Pure Python over dflash_tui.snapshot: replay never imports MLX. A trace may hold several
 sessions (one header line each: an explicit --trace FILE gets a new one on every restart);
 they are kept apart so round numbers and text never mix.
+
+A trace is not held in memory: `open_recording` indexes it (one pass over its bytes finds
+each session's header and where each round's line starts, parsing no round) and a round is
+read when it is asked for (recorded_rounds.py); replay reads every round once more, off
+its UI thread, for the history's summary columns. Snapshots are small and read whole.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import sys
+from array import array
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
 from ..engine.errors import InputError
-from ..engine.records import STAGE_ORDER, PrefillRecord, RoundRecord, SessionInfo
-from ..snapshot import (
-    SNAPSHOT_SCHEMA, TRACE_SCHEMA, prefill_from_json, round_from_json, session_from_json,
-)
+from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
+from ..snapshot import SNAPSHOT_SCHEMA, TRACE_SCHEMA, round_from_json, session_from_json
+from .recorded_rounds import Rounds, RoundsInMemory, RoundsInTrace, read_all
 from .session_dir import TRACE_NAME
+from .trace_lines import Header, RoundLine, Skipped, json_or_none, newer_schema, parse_round, trace_lines
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,7 @@ class Recording:
     """One session as recorded."""
     info: Optional[SessionInfo]
     prefill: Optional[PrefillRecord]
-    rounds: tuple[RoundRecord, ...]
+    rounds: Rounds
 
 
 @dataclass(frozen=True)
@@ -39,13 +44,64 @@ class Loaded:
     skipped: int = 0  # unreadable lines (a torn last line after a crash, or damage)
     notes: tuple[str, ...] = ()  # `note:` lines printed when it was loaded (a newer schema)
 
+    def unreadable(self) -> int:
+        """The lines skipped: those the index told apart, and the round lines found damaged
+        since, when read."""
+        return self.skipped + sum(len(s.rounds.damaged) for s in self.sessions)
+
+
+def open_recording(path: Path, say=None) -> Loaded:
+    """Every session of a recording, a trace's rounds read when asked for (a trace none of
+    whose rounds reads is refused: its rounds are read up to the first that does). `say`
+    gets each note (default: printed on stderr as `note: ...`, before the app opens)."""
+    path = Path(path).expanduser()
+    source = _source(path)
+    if not isinstance(source, Path):
+        return _held(path, source, say)
+    sessions: list[tuple[Header, tuple[array, array, array]]] = []
+    damage, headers, last = Damage(), False, None  # last: the round number before
+    for entry in trace_lines(source):
+        if isinstance(entry, Header):
+            sessions.append((entry, (array("q"), array("q"), array("q"))))
+            headers, last = True, None
+        elif isinstance(entry, Skipped):
+            damage.add(entry)
+        else:
+            # a round whose number does not follow the one before starts a new session, so
+            # a damaged header never merges two sessions
+            if not sessions or last is not None and entry.number <= last:
+                sessions.append((Header(None, None), (array("q"), array("q"), array("q"))))
+            offsets, numbers, lines = sessions[-1][1]
+            offsets.append(entry.offset)
+            numbers.append(entry.number)
+            lines.append(entry.line)
+            last = entry.number
+    loaded = Loaded(path, tuple(Recording(header.info, header.prefill, RoundsInTrace(source, *index))
+                                for header, index in sessions if index[0]), damage.skipped)
+    if not any(s.rounds.first() is not None for s in loaded.sessions):
+        raise no_round(path, loaded.unreadable(), headers)
+    return _noted(loaded, damage, say)
+
 
 def load(path: Path, say=None) -> Loaded:
-    """Every session of a recording, whole (replay holds what it plays). `say` gets each
-    note (default: printed on stderr as `note: ...`, before the app opens)."""
+    """A recording with every round read and checked once: the damaged ones left out and
+    counted, as replay shows it once it has read a trace through. Rounds are read again
+    when asked for: memory stays flat however long the trace."""
+    loaded = open_recording(path, say)
+    for session in loaded.sessions:
+        for i, record in read_all(session.rounds):
+            if record is None:
+                session.rounds.damaged.add(i)
+    sessions = tuple(replace(s, rounds=s.rounds.readable()) for s in loaded.sessions)
+    return replace(loaded, sessions=tuple(s for s in sessions if len(s.rounds)),
+                   skipped=loaded.unreadable())
+
+
+def _held(path: Path, source, say) -> Loaded:
+    """Snapshots: every round read now (they are few and small)."""
     sessions: list[tuple[Header, list[RoundRecord]]] = []
     damage = Damage()
-    for entry in entries(path):
+    for entry in source:
         if isinstance(entry, Header):
             sessions.append((entry, []))
         elif isinstance(entry, Skipped):
@@ -56,12 +112,17 @@ def load(path: Path, say=None) -> Loaded:
             sessions[-1][1].append(entry)
     if not any(rounds for _, rounds in sessions):
         raise no_round(path, damage.skipped, headers=bool(sessions))
-    notes = damage.notes(path)
+    return _noted(Loaded(path, tuple(
+        Recording(header.info, header.prefill, RoundsInMemory(rounds, path))
+        for header, rounds in sessions if rounds
+    ), damage.skipped), damage, say)
+
+
+def _noted(loaded: Loaded, damage: "Damage", say) -> Loaded:
+    notes = damage.notes(loaded.path)
     for note in notes:
         (say or _note)(note)
-    return Loaded(Path(path).expanduser(), tuple(
-        Recording(header.info, header.prefill, tuple(rounds)) for header, rounds in sessions if rounds
-    ), damage.skipped, notes)
+    return replace(loaded, notes=notes)
 
 
 def at_tolerance(loaded: Loaded, tolerance: float) -> Loaded:
@@ -69,23 +130,33 @@ def at_tolerance(loaded: Loaded, tolerance: float) -> Loaded:
     round's first divergent buffer found anew from its recorded relative errors, by the
     engine's own rule (records.Compare.judged_at), and the tolerance the panels, the
     breakpoint and the --compare-tol hint read set to it. Exact: a trace keeps every
-    compared buffer's relative error as the engine computed it (JSON floats round-trip)."""
-    if not any(r.compare is not None for s in loaded.sessions for r in s.rounds):
+    compared buffer's relative error as the engine computed it (JSON floats round-trip).
+    A round is judged as it is read, not the whole recording now."""
+    if not any(compared(s) for s in loaded.sessions):
         raise InputError(f"--compare-tol: {loaded.path} has no round with a reference "
                          "configuration (a session run with --compare)")
-
-    def judged(record: RoundRecord) -> RoundRecord:
-        c = record.compare
-        return record if c is None else replace(record, compare=c.judged_at(tolerance))
-
     sessions = []
     for s in loaded.sessions:
         info, prefill = s.info, s.prefill
         if info is not None and info.compare is not None:
             info = replace(info, compare_tol=tolerance)
             prefill = prefill if prefill is None else replace(prefill, info=info)
-        sessions.append(Recording(info, prefill, tuple(judged(r) for r in s.rounds)))
+        sessions.append(Recording(info, prefill, s.rounds.judged(partial(_judged, tolerance))))
     return replace(loaded, sessions=tuple(sessions))
+
+
+def compared(session: Recording) -> bool:
+    """The session ran a reference configuration: its header says so or, in a recording
+    made before headers named their --compare, its rounds do (all of them or none)."""
+    if session.info is not None and session.info.compare is not None:
+        return True
+    first = session.rounds.first()
+    return first is not None and first.compare is not None
+
+
+def _judged(tolerance: float, record: RoundRecord) -> RoundRecord:
+    c = record.compare
+    return record if c is None else replace(record, compare=c.judged_at(tolerance))
 
 
 def no_round(path: Path, skipped: int, headers: bool) -> InputError:
@@ -99,21 +170,6 @@ def no_round(path: Path, skipped: int, headers: bool) -> InputError:
 
 def _note(text: str) -> None:
     print(f"note: {text}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True)
-class Header:
-    """A session starts: the rounds after it are its own."""
-    info: Optional[SessionInfo]
-    prefill: Optional[PrefillRecord]
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """An unreadable trace line (a torn last line after a crash, or damage), or one of a
-    newer version of the trace's schema (`schema` names it)."""
-    line: int
-    schema: Optional[str] = None
 
 
 class Damage:
@@ -143,46 +199,33 @@ class Damage:
         return tuple(notes)
 
 
-# Our schemas: dflash-tui/<kind>@<version>. Another family is another tool's file; a higher
-# version is a newer dflash-tui's, whose lines this one does not guess at (skipped, noted).
-_OURS = re.compile(r"dflash-tui/(trace|snapshot)@(\d{1,9})\Z")
-_VERSIONS = {m[1]: int(m[2]) for m in map(_OURS.match, (TRACE_SCHEMA, SNAPSHOT_SCHEMA))}
-
-
-def _newer(schema) -> bool:
-    match = _OURS.match(schema) if isinstance(schema, str) else None
-    return match is not None and int(match[2]) > _VERSIONS[match[1]]
-
-
-def _foreign(schema) -> bool:
-    return isinstance(schema, str) and not schema.startswith("dflash-tui/")
-
-
 def entries(path: Path) -> Iterator[Union[Header, Skipped, RoundRecord]]:
     """A recording read in order, one round at a time (memory stays flat however long it
     is): a trace (a Header per session, then its rounds), one snapshot, a directory of
     snapshots, or a session directory the app wrote (its trace.jsonl)."""
-    path = Path(path).expanduser()
+    source = _source(Path(path).expanduser())
+    yield from _trace_entries(source) if isinstance(source, Path) else source
+
+
+def _source(path: Path) -> Union[Path, Iterator[Union[Header, RoundRecord]]]:
+    """The trace a recording is, or the entries of its snapshots."""
     if path.is_dir():
         if (path / TRACE_NAME).is_file():
-            yield from _trace_entries(path / TRACE_NAME)
-        else:
-            yield from _directory_entries(path)
-        return
+            return path / TRACE_NAME
+        return _directory_entries(path)
     if not path.exists():
         raise InputError(f"{path}: no such trace or snapshot")
     with _open(path) as f:
         first = f.readline()
     if first.strip() == "{":  # an indented JSON document, not JSON lines: one snapshot
         with _open(path) as f:
-            whole = _json_or_none(f.read())
+            whole = json_or_none(f.read())
         if isinstance(whole, dict) and whole.get("schema") == SNAPSHOT_SCHEMA:
-            yield from _snapshot_entries([(path, whole)], path)
-            return
-        if isinstance(whole, dict) and _newer(whole.get("schema")):
+            return _snapshot_entries([(path, whole)], path)
+        if isinstance(whole, dict) and newer_schema(whole.get("schema")):
             raise InputError(f"{path}: written by a newer dflash-tui (schema "
                              f"{whole['schema']}); this version reads {SNAPSHOT_SCHEMA}")
-    yield from _trace_entries(path)
+    return path
 
 
 def count_sessions(path: Path) -> int:
@@ -206,58 +249,20 @@ def _trace_entries(path: Path) -> Iterator[Union[Header, Skipped, RoundRecord]]:
     """A damaged line (a torn last line after a crash, bytes overwritten on disk, a field of
     the wrong type, stages out of order) is skipped, wherever it is; a round whose number
     does not follow the one before starts a new session, so a damaged header never merges
-    two sessions. A file whose first schema is another tool's is refused; the lines of a
-    newer version of ours are skipped, and say so (Skipped.schema)."""
-    ours, last = False, None  # a line of our schema seen; the last round's number
-    newer: set[str] = set()
-    first = True  # no line with a schema seen yet
-    with _open(path) as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
+    two sessions (trace_lines: what is refused, what is skipped)."""
+    last = None  # the last round's number
+    for entry in trace_lines(path):
+        if isinstance(entry, RoundLine):
+            record = parse_round(entry.text, entry.number)
+            if record is None:
+                yield Skipped(entry.line)
                 continue
-            obj = _json_or_none(line)
-            schema = obj.get("schema") if isinstance(obj, dict) else None
-            if first and isinstance(schema, str):
-                first = False
-                if _foreign(schema):
-                    raise InputError(f"{path}: not a dflash-tui trace (line {number} has schema "
-                                     f"{_short(schema)!r}; expected {TRACE_SCHEMA} / "
-                                     f"{SNAPSHOT_SCHEMA})")
-            ours = ours or schema in (TRACE_SCHEMA, SNAPSHOT_SCHEMA)
-            if _newer(schema):
-                newer.add(schema)
-                yield Skipped(number, schema)
-                continue
-            try:
-                if schema == TRACE_SCHEMA:
-                    info = session_from_json(obj["session"])
-                    entry, last = Header(info, _prefill(obj.get("prefill"), info)), None
-                elif schema == SNAPSHOT_SCHEMA:
-                    entry = round_from_json(obj)
-                    if not _stages_in_order(entry):
-                        raise ValueError("stages out of order")
-                else:
-                    entry = Skipped(number)
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError):
-                entry = Skipped(number)
-            if isinstance(entry, RoundRecord):
-                if last is not None and entry.round <= last:
-                    yield Header(None, None)
-                last = entry.round
-            yield entry
-    if not ours and newer:
-        raise InputError(f"{path}: written by a newer dflash-tui (schema "
-                         f"{', '.join(sorted(newer))}); this version reads {TRACE_SCHEMA} / "
-                         f"{SNAPSHOT_SCHEMA}")
-    if not ours:
-        raise InputError(f"{path}: not a dflash-tui trace (expected JSON lines with schema "
-                         f"{TRACE_SCHEMA} / {SNAPSHOT_SCHEMA})")
-
-
-def _stages_in_order(record: RoundRecord) -> bool:
-    """The stages ran in the engine's order (the codec has checked every field's type)."""
-    stages = tuple(s.stage for s in record.stages)
-    return bool(stages) and stages == STAGE_ORDER[: len(stages)]
+            if last is not None and record.round <= last:
+                yield Header(None, None)
+            last, entry = record.round, record
+        elif isinstance(entry, Header):
+            last = None
+        yield entry
 
 
 def _lines(n: int) -> str:
@@ -271,7 +276,7 @@ def _directory_entries(path: Path) -> Iterator[Union[Header, RoundRecord]]:
 
     def objects():
         for file in files:
-            obj = _json_or_none(_read(file))
+            obj = json_or_none(_read(file))
             if not isinstance(obj, dict) or obj.get("schema") != SNAPSHOT_SCHEMA:
                 raise InputError(f"{file}: not a dflash-tui snapshot (schema {SNAPSHOT_SCHEMA})")
             yield file, obj
@@ -313,26 +318,6 @@ def _read(path: Path) -> str:
         raise InputError(f"{path}: unreadable ({error})") from None
 
 
-def _json_or_none(text: str):
-    """The JSON value of a line or file, or None where it does not parse (nested too deeply
-    for the parser included: a line of 100,000 `[` is damage like any other)."""
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-
-
 def _short(error: Exception, limit: int = 80) -> str:
     text = " ".join(str(error).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _prefill(data: Optional[dict], info: SessionInfo) -> Optional[PrefillRecord]:
-    """The trace header's prefill block, or None where it is missing or damaged (the
-    rounds replay without it)."""
-    if not data:
-        return None
-    try:
-        return prefill_from_json(data, info)
-    except (KeyError, TypeError, ValueError, RecursionError):
-        return None

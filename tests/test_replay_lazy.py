@@ -1,0 +1,182 @@
+"""Replay holds no trace whole: the trace is indexed (where each round's line starts, session
+by session), a round is read from the file when it is shown, and the history's summary
+columns are filled by one pass over every round after the first frame, the screen saying
+how far it has read. What it shows is what reading the whole trace gives."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dflash_tui.app import recorded_rounds, replay_app
+from dflash_tui.app.recorded_rounds import READ_BACK
+from dflash_tui.app.replay import Header, at_tolerance, entries, load, open_recording
+from dflash_tui.app.replay_app import ReplayApp
+from dflash_tui.app.rounds import text_before
+from dflash_tui.engine.records import first_divergent
+
+from app_helpers import SIZE, WAIT, run, wait_for, widget_text
+
+SESSIONS = (("The quick brown fox", 60), ("Hello", 3), ("1, 2, 3,", 25))  # prompt, rounds
+
+
+def write_sessions(pair, path: Path, sessions, compare=None) -> None:
+    """Sessions one after another in one trace, as an explicit --trace FILE gets them."""
+    from dflash_tui.engine.api import load_pair
+    from dflash_tui.engine.session import SessionOptions
+    from dflash_tui.snapshot import TraceWriter
+
+    loaded = load_pair(*pair, compare=compare)
+    for prompt, rounds in sessions:
+        session = loaded.open(prompt, options=SessionOptions(gamma=4, max_tokens=5 * rounds + 16))
+        writer = TraceWriter(path, session.info, session.prefill_record)
+        for record in session.run(rounds):
+            writer.write(record)
+        writer.close()
+        session.close()
+
+
+@pytest.fixture(scope="module")
+def long_trace(make_pair, tmp_path_factory):
+    path = tmp_path_factory.mktemp("long") / "trace.jsonl"
+    write_sessions(make_pair("llama", "DFlash2DraftModel"), path, SESSIONS)
+    return path
+
+
+def whole(path: Path) -> list[tuple[Header, list]]:
+    """Every session of a trace with every round parsed, in memory (what replay used to hold)."""
+    sessions = []
+    for entry in entries(path):
+        if isinstance(entry, Header):
+            sessions.append((entry, []))
+        else:
+            sessions[-1][1].append(entry)
+    return sessions
+
+
+def test_rounds_read_back_by_offset_are_the_whole_read(long_trace):
+    expected = whole(long_trace)
+    assert [len(records) for _, records in expected] == [n for _, n in SESSIONS]
+    for opened in (open_recording(long_trace), load(long_trace)):
+        assert [(s.info, s.prefill) for s in opened.sessions] == \
+            [(h.info, h.prefill) for h, _ in expected]
+        for session, (_, records) in zip(opened.sessions, expected):
+            assert list(session.rounds.numbers) == [r.round for r in records]
+            # out of order, as stepping back and `g` read them; a few kept, no more
+            for i in reversed(range(len(records))):
+                assert session.rounds[i] == records[i]
+            assert session.rounds.kept() <= READ_BACK
+        assert opened.unreadable() == 0
+
+
+def _held_reading(monkeypatch) -> threading.Event:
+    """Replay reads after its first frame (as it does a long trace), and its reading pass
+    waits after the first round until the event is set."""
+    monkeypatch.setattr(replay_app, "READ_FIRST_BYTES", 0)
+    gate, read_all = threading.Event(), replay_app.read_all
+
+    def held(rounds):
+        for i, read in enumerate(read_all(rounds)):
+            yield read
+            if i == 0:
+                gate.wait(WAIT)
+
+    monkeypatch.setattr(replay_app, "read_all", held)
+    return gate
+
+
+def test_a_long_trace_shows_its_first_frame_then_reads_on_with_progress_in_a_window(
+        long_trace, monkeypatch):
+    gate = _held_reading(monkeypatch)
+    total = sum(n for _, n in SESSIONS)
+
+    async def scenario():
+        app = ReplayApp(open_recording(long_trace), show_timings=False, export_dir=Path("unused"))
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.pause()
+                assert (app.record.round, app.record.stage) == (0, "commit")
+                history = lambda: widget_text(app, app.main.query_one("#history"))  # noqa: E731
+                assert re.search(rf"reading [01] of {total} rounds…", history())
+                assert app.reading()[1] == total
+                # the keys work while it reads: the last round is read from the file
+                await pilot.press("end")
+                assert (app.record.round, app.positions[app.index][0]) == (24, 2)
+                gate.set()
+                await wait_for(pilot, lambda: app.reading() is None, what="the reading pass")
+                app.render_now()
+                await pilot.pause()
+                assert "mean" in history() and "over 25 rounds" in history()
+                assert [len(app._session_history(s)[0]) for s in range(3)] == [n for _, n in SESSIONS]
+                for key in ("home", "right", "right", "backspace", "end", "left"):
+                    await pilot.press(key)
+                assert (app.record.round, app.record.stage) == (23, "commit")
+                # a window of full records, however many rounds: the history keeps one (replay
+                # reads its records from the trace), each session's rounds the last few read
+                assert all(len(app._session_history(s)[0].kept()) <= 1 for s in range(3))
+                assert all(s.rounds.kept() <= READ_BACK for s in app.recording.sessions)
+        finally:
+            gate.set()
+
+    run(scenario())
+
+
+def test_compare_tol_judges_each_round_as_it_is_read(pair, tmp_path, monkeypatch):
+    trace = tmp_path / "compare.jsonl"
+    write_sessions(pair, trace, [("The quick brown fox", 4)], compare="bits=4")
+    tolerance = 0.3
+    expected = [replace(r, compare=replace(r.compare, tolerance=tolerance,
+                                           first_divergent=first_divergent(r.compare.buffers, tolerance)))
+                for r in whole(trace)[0][1]]
+    opened = open_recording(trace)
+    parsed = []
+    parse_round = recorded_rounds.parse_round
+    monkeypatch.setattr(recorded_rounds, "parse_round",
+                        lambda *a: parsed.append(a) or parse_round(*a))
+    judged = at_tolerance(opened, tolerance)
+    assert len(parsed) <= 1  # the first round (does the session compare?), not every one
+    session, = judged.sessions
+    assert session.info.compare_tol == tolerance
+    assert list(session.rounds) == expected
+    assert any(a.compare.first_divergent != b.compare.first_divergent
+               for a, b in zip(expected, whole(trace)[0][1]))  # judged anew, not as recorded
+
+
+def test_a_round_after_a_damaged_one_is_shown_with_the_text_before_it(recorded, tmp_path):
+    """Round 1's line is torn after its start (its index entry looks whole): stepping skips
+    it and counts it, and round 2 mid-round shows the text before it as its own record
+    says it (its committed text less its commit), not round 0's."""
+    path, stages = recorded
+    header, first, second, third = path.read_bytes().splitlines(keepends=True)
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(header + first + second[: len(second) // 2] + b"\n" + third)
+    complete = [r for r in stages if r.complete]
+
+    async def scenario():
+        app = ReplayApp(open_recording(torn), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await pilot.press("right")
+            assert (app.record.round, app.record.stage) == (2, "commit")
+            await pilot.press("backspace")
+            assert app.record.stage == "verify"
+            assert app.text_before == text_before(complete[2], None)
+            assert app.text_before.startswith(complete[1].committed_text)
+            assert app.text_before != complete[0].committed_text
+            assert any("skipped 1 unreadable line(s)" in n.message for n in app._notifications)
+
+    run(scenario())
+
+
+def test_the_aggregates_title_says_how_far_replay_has_read_as_long_as_it_fits():
+    from dflash_tui.panels.aggregates import render_title
+
+    title = lambda width=None: render_title((0, 176), 177, 177, None, 0.5, (177, 3512),  # noqa: E731
+                                            width=width).plain
+    assert "reading 177 of 3,512 rounds…" in title() and "all rounds" not in title()
+    assert "reading 5%…" in title(40)  # shortened before the counts go
+    assert title(20) == "rounds 0–176  mean 0.50"
