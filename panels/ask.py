@@ -14,6 +14,12 @@ from textual.message import Message
 from textual.widgets import Input, Label
 
 
+class AnswerField(Input):
+    """The question's field, its enter named in the key bar (Input's own is not shown)."""
+
+    BINDINGS = [Binding("enter", "submit", "answer")]
+
+
 class AskLine(Horizontal):
     DEFAULT_CSS = """
     AskLine { height: 1; display: none; background: $boost; }
@@ -21,7 +27,8 @@ class AskLine(Horizontal):
     AskLine > Input { height: 1; border: none; padding: 0; width: 1fr; background: $boost; }
     AskLine > Input:focus { border: none; }
     """
-    BINDINGS = [Binding("escape", "cancel", "cancel", show=False)]
+    # shown: while the question is open the key bar shows its keys only (KeyBar)
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
 
     class Closed(Message):
         """Answered or dismissed: the app puts the focus back where it was."""
@@ -32,7 +39,7 @@ class AskLine(Horizontal):
 
     def compose(self):
         yield Label(id="ask-label")
-        yield Input(id="ask-input")
+        yield AnswerField(id="ask-input")
 
     @property
     def asking(self) -> bool:

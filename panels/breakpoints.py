@@ -1,6 +1,12 @@
 """Breakpoints menu (`b`): arm the conditions that stop a run, and their thresholds.
 
 Returns the edited Breakpoints on enter / apply, None on escape.
+
+Letters toggle (each row's key, from anywhere in the menu) and digits are only ever a
+number: typed in a number field they edit it, typed on a row that has one they start it
+afresh there, elsewhere they change nothing and the menu says where they go. (Digits used to
+toggle rows unless a field had the focus: a number typed before focusing its field flipped
+other breakpoints.) An armed row reads ✓ in its box, not only in another colour.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from dataclasses import replace
 from rich.text import Text
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label
 
@@ -17,6 +24,50 @@ from dflash_tui.breakpoints import TOGGLES, Breakpoints
 
 NUMBERS = {"rank_above": "rank_threshold", "position": "position_at"}
 COMPARE_ONLY = {"diverge"}  # conditions only a session with --compare can meet
+# Each row's key: a letter from its label, so no digit ever toggles one.
+ROW_KEYS = {"nonfinite": "n", "zero_accepted": "a", "rank_above": "r", "off_argmax": "s",
+            "position": "p", "diverge": "d"}
+ARMED, OFF = "✓", " "
+DIGITS_HINT = "digits are numbers: r or p first (or tab to a field)"
+
+
+class ArmedBox(Checkbox):
+    """A checkbox whose box says whether it is on (✓ or blank), not only its colour: the
+    stock box shows the same X either way, which a monochrome terminal or a colour-blind
+    user cannot tell apart. Space toggles it; enter applies the menu, as in a number field
+    (the stock enter toggled it too: `p` then enter disarmed the row just armed)."""
+
+    BINDINGS = [Binding("enter", "screen.apply", "apply", show=False)]
+
+    @property
+    def _button(self) -> Content:
+        self.BUTTON_INNER = ARMED if self.value else OFF  # read by the stock box
+        return super()._button
+
+
+class NumberField(Input):
+    """A whole-number field that leaves letters to the menu (each row's toggle key), so a
+    letter toggles its row wherever the focus is."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._started = False  # holds the first digit typed on its row: keep it unselected
+
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        return character is not None and (character.isdigit() or character == "-")
+
+    def start(self, digit: str) -> None:
+        """A number begun on this field's row: the digit, the focus here, the cursor after it."""
+        self.value = digit
+        self.cursor_position = len(digit)
+        self._started = True
+        self.screen.set_focus(self)
+
+    def on_focus(self) -> None:
+        # Runs before Input's own focus handler (subclass first), which selects the whole
+        # value when select_on_focus is on: the next digit would then replace the first.
+        self.select_on_focus = not self._started
+        self._started = False
 
 
 class BreakpointsScreen(ModalScreen[Breakpoints | None]):
@@ -35,7 +86,14 @@ class BreakpointsScreen(ModalScreen[Breakpoints | None]):
     BINDINGS = [
         Binding("escape", "cancel", "cancel"),
         Binding("ctrl+s", "apply", "apply"),
-        *(Binding(str(i + 1), f"flip('{name}')", show=False) for i, (name, _) in enumerate(TOGGLES)),
+        # Priority, letters and digits alike: they act in the order typed even when they
+        # come in one read (a digit bound without it waited in the focused box's queue while
+        # a letter after it moved the focus). A number field takes its digits first (Textual
+        # leaves out the bindings of keys a focused field consumes) and lets letters through
+        # (NumberField), so a letter toggles its row from anywhere.
+        *(Binding(ROW_KEYS[name], f"flip('{name}')", show=False, priority=True)
+          for name, _ in TOGGLES),
+        *(Binding(str(d), f"digit('{d}')", show=False, priority=True) for d in range(10)),
     ]
 
     def __init__(self, armed: Breakpoints, compare: bool = True) -> None:
@@ -48,24 +106,41 @@ class BreakpointsScreen(ModalScreen[Breakpoints | None]):
     def compose(self):
         with Vertical() as box:
             box.border_title = "breakpoints: stop a run on the stage where…"
-            for i, (name, label) in enumerate(TOGGLES):
+            box.border_subtitle = f"{' '.join(ROW_KEYS.values())} toggle · ^s apply · esc cancel"
+            for name, label in TOGGLES:
                 with Horizontal():
                     idle = name in COMPARE_ONLY and not self.compare
-                    yield Checkbox(f"{i + 1}  {label}" + (" (not in this session)" if idle else ""),
+                    yield ArmedBox(f"{ROW_KEYS[name]}  {label}"
+                                   + (" (not in this session)" if idle else ""),
                                    getattr(self.armed, name) and not idle, id=f"bp-{name}",
                                    disabled=idle)
                     if name in NUMBERS:
-                        yield Input(str(getattr(self.armed, NUMBERS[name])), type="integer",
-                                    id=f"bp-{NUMBERS[name]}")
+                        yield NumberField(str(getattr(self.armed, NUMBERS[name])),
+                                          type="integer", id=f"bp-{NUMBERS[name]}")
             yield Label("", id="bp-error")
             with Horizontal(id="bp-buttons"):
                 yield Button("Apply", variant="primary", id="bp-apply")
                 yield Button("Cancel", id="bp-cancel")
 
     def action_flip(self, name: str) -> None:
+        """Toggle the row and put the focus on it (at once: a number typed right after the
+        key, in the same burst, goes to this row's field)."""
         box = self.query_one(f"#bp-{name}", Checkbox)
         if not box.disabled:
             box.value = not box.value
+            self.set_focus(box)
+
+    def action_digit(self, digit: str) -> None:
+        """A digit with the focus outside a number field: on a row that has one, it starts
+        that row's number afresh (the field takes the rest); elsewhere nothing changes."""
+        focused = self.focused
+        name = focused.id.removeprefix("bp-") if focused is not None and focused.id else ""
+        if name in NUMBERS:
+            self.query_one(f"#bp-{NUMBERS[name]}", NumberField).start(digit)
+            self.query_one("#bp-error", Label).update("")
+        else:
+            self.query_one("#bp-error", Label).update(Text(DIGITS_HINT))
+            self.app.bell()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "bp-apply":

@@ -59,10 +59,12 @@ SUMMARY_PAD = 2  # the summary's padding, left and right
 # Stacked (drift under the slots), in lines of the panel: the summary (usually), the slots
 # table's header and 4 slots, and the drift table's first lines (its header and 9 rows)
 # come first; lines past those go to the sparklines (TREND_LINES: three and a blank line
-# above), then to 4 more slots, then to the drift table again (stacked_lines).
+# above), then to 4 more slots, then to the drift table again (stacked_lines). Zoomed (`m`),
+# the 4 more slots come before the drift table's first lines, down to DRIFT_LEAST of them.
 SUMMARY_LINES = 5
 SLOTS_LINES, MORE_SLOTS = 5, 4
 DRIFT_FIRST = 10
+DRIFT_LEAST = 4
 TREND_LINES = 4
 LEFT = "↷"  # a rank's suffix where the selector's walk left the slot's argmax
 SAME = "="  # the reference's target is the drafter's
@@ -159,7 +161,8 @@ class ComparePanel(DrawnWhenShown, Horizontal):
                 trend.styles.clear_rule(rule)
             slots.styles.clear_rule("max_height")
             return
-        slot_lines, trend_lines = stacked_lines(self.size.height)
+        zoomed = self.screen.maximized is not None
+        slot_lines, trend_lines = stacked_lines(self.size.height, slots_first=zoomed)
         slots.styles.max_height = slot_lines
         trend.display = trend_lines > 0
         # a blank line above the three sparklines once all fit; fewer: the first of them
@@ -247,14 +250,22 @@ def _trend(history, span) -> Optional[tuple]:
             pick(history.compare_diverged))
 
 
-def stacked_lines(height: int) -> tuple[int, int]:
+def stacked_lines(height: int, slots_first: bool = False) -> tuple[int, int]:
     """(the slots table's lines at most, the sparklines' lines) in a stacked panel `height`
     lines high. Past the summary, 4 slots and the drift table's first DRIFT_FIRST lines,
     each line goes to one thing: the sparklines (the first of them first), then 4 more
-    slots, then the drift table. The drift table never loses a line to a taller panel."""
-    spare = max(height - SUMMARY_LINES - SLOTS_LINES - DRIFT_FIRST, 0)
+    slots, then the drift table. The drift table never loses a line to a taller panel.
+
+    slots_first: the inspector is zoomed to see a round whole, and at 80 x 24 the zoom's
+    three lines went to the drift table while the slots stayed at 4 of 8: the 4 more slots
+    come first then, leaving the drift table at least DRIFT_LEAST lines (6 at 80 x 24,
+    against 7 unzoomed). Its lines still only grow with the height."""
+    more = 0
+    if slots_first:
+        more = min(MORE_SLOTS, max(height - SUMMARY_LINES - SLOTS_LINES - DRIFT_LEAST, 0))
+    spare = max(height - SUMMARY_LINES - SLOTS_LINES - more - DRIFT_FIRST, 0)
     trend = min(spare, TREND_LINES)
-    return SLOTS_LINES + min(spare - trend, MORE_SLOTS), trend
+    return SLOTS_LINES + more + min(spare - trend, MORE_SLOTS - more), trend
 
 
 # ---- summary -----------------------------------------------------------------------------------

@@ -9,6 +9,11 @@ Hints come in the order of the bindings, those of the groups named in `first` ah
 keys a session is driven with); bindings of one compact group (Binding.Group(...,
 compact=True)) share a hint, e.g. `←→ round`. A hint that does not fit whole is
 left out, never cut; the help screen lists every key.
+
+While a text field has the focus (a question on the status line) the bar shows only the
+keys of the field and what holds it (enter, escape): the screen's and the app's keys are
+typed into it. Textual leaves out most of those itself, but not every one (`+` and `-`,
+whose key names it cannot turn back into characters, stayed in the bar).
 """
 
 from __future__ import annotations
@@ -39,8 +44,11 @@ class KeyBar(Static):
         if not self.is_attached or screen is not self.screen:
             return
         hints, seen = [], {}
-        for _, binding, enabled, _ in screen.active_bindings.values():
-            if not binding.show:
+        focused = screen.focused
+        typing = focused is not None and focused.check_consume_key("a", "a")
+        own = set(focused.ancestors_with_self) - {screen, self.app} if typing else None
+        for namespace, binding, enabled, _ in screen.active_bindings.values():
+            if not binding.show or (own is not None and namespace not in own):
                 continue
             compact = binding.group is not None and binding.group.compact
             name = binding.group if compact else binding.action

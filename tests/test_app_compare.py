@@ -252,7 +252,7 @@ def test_the_diverge_breakpoint_stops_at_the_first_round_that_diverges(pair):
             await wait_loaded(pilot)
             await pilot.press("b")
             await wait_for(pilot, lambda: app.screen is not app.main, what="the menu")
-            await pilot.press("1", "6", "ctrl+s")  # non-finite off, diverge on
+            await pilot.press("n", "d", "ctrl+s")  # non-finite off, diverge on
             await wait_for(pilot, lambda: app.screen is app.main, what="the menu to close")
             assert app.armed == Breakpoints(nonfinite=False, diverge=True)
             assert "breaks: diverge" in app.status.right
@@ -308,7 +308,7 @@ def test_without_compare_the_tab_is_hidden_and_its_key_says_how(pair):
             await pilot.press("b")  # "diverge" can never fire here: shown, not armable
             await wait_for(pilot, lambda: app.screen is not app.main, what="the menu")
             assert app.screen.query_one("#bp-diverge").disabled
-            await pilot.press("6", "ctrl+s")
+            await pilot.press("d", "ctrl+s")
             await wait_for(pilot, lambda: app.screen is app.main, what="the menu to close")
             assert not app.armed.diverge and "diverge" not in app.status.right
 
@@ -474,7 +474,7 @@ async def toggle_diverge(pilot) -> None:
     app = pilot.app
     await pilot.press("b")
     await wait_for(pilot, lambda: app.screen is not app.main, what="the menu")
-    await pilot.press("6", "ctrl+s")
+    await pilot.press("d", "ctrl+s")
     await wait_for(pilot, lambda: app.screen is app.main, what="the menu to close")
 
 
@@ -812,6 +812,44 @@ def test_a_taller_terminal_never_shows_fewer_drift_rows(pair):
             assert shown[41][1:] == (8, 3)  # and 8 slots on a tall one
             await press_and_settle(pilot, "m")  # zoomed, the panel is taller still
             assert drift.scrollable_content_region.height - 1 >= shown[41][0]
+
+    run(scenario())
+
+
+def test_zoomed_at_80x24_the_compare_tab_shows_8_slots(pair):
+    """`m` on the compare tab at 80 x 24: the zoom's lines used to go to the drift table (10
+    lines) with the slots left at 4 of 8; now the slots get all 8 and the drift table keeps
+    its header and 5 rows. Zoomed, a taller terminal still never shows fewer drift rows, and
+    unzoomed, 80 x 24 is as it was."""
+    async def scenario():
+        app = LiveApp(launch(pair, compare=FAR, gamma=15), show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "5", "n", "n")
+            drift = app.main.query_one("#compare-drift", FastTable)
+            slots = app.main.query_one("#compare-slots", FastTable)
+
+            def shown() -> tuple[int, int]:  # (drift rows, slot rows) on screen
+                return drift.scrollable_content_region.height - 1, slots.region.height - 1
+
+            assert shown() == (6, 4)
+            await press_and_settle(pilot, "m")
+            assert app.main.maximized is not None
+            assert shown() == (5, 8)
+            assert [line.split()[0] for line in widget_text(app, slots).splitlines()[1:]] == \
+                [str(s) for s in range(8)]
+            zoomed = {}
+            for height in range(24, 42):
+                await pilot.resize_terminal(80, height)
+                await wait_for(pilot, lambda: app.main.size.height == height, what="the new size")
+                await pilot.pause()
+                zoomed[height] = shown()
+            assert [rows for rows, _ in zoomed.values()] == sorted(r for r, _ in zoomed.values())
+            assert {slot_rows for _, slot_rows in zoomed.values()} == {8}, zoomed
+            await pilot.resize_terminal(80, 24)
+            await wait_for(pilot, lambda: app.main.size.height == 24, what="80 x 24 again")
+            await press_and_settle(pilot, "m")
+            assert app.main.maximized is None and shown() == (6, 4)
 
     run(scenario())
 

@@ -266,7 +266,7 @@ def test_breakpoints_menu_arms_position_and_the_run_stops_there(pair):
             target = app.prefill.state.anchor_position + 3
             await pilot.press("b")
             await wait_for(pilot, lambda: app.screen is not app.main, what="the menu")
-            await pilot.press("5")  # arm "position reached"
+            await pilot.press("p")  # arm "position reached"
             position = app.screen.query_one("#bp-position_at")
             position.value = str(target)
             await pilot.press("ctrl+s")

@@ -12,6 +12,7 @@ import pytest
 from dflash_tui.panels.table import FastTable
 
 from dflash_tui import cli
+from dflash_tui.breakpoints import Breakpoints
 from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
 from dflash_tui.app.replay_app import ReplayApp
@@ -224,7 +225,7 @@ def test_replay_steps_stages_back_and_forth(live_session):
             assert app.record.round == 2 and "end of the recording" in app.status.message
             await press_and_settle_replay(pilot, "home")
             assert app.record.round == 0
-            for key in ("p", "r", "plus", "minus", "X"):  # the live session's keys
+            for key in ("p", "r", "X"):  # the live session's keys
                 app.set_status("paused", "")
                 await press_and_settle_replay(pilot, key)
                 assert "need the model" in app.status.message, key
@@ -233,28 +234,74 @@ def test_replay_steps_stages_back_and_forth(live_session):
     run(scenario())
 
 
-def test_replay_play_stops_at_a_nonfinite_breakpoint(nan_pair, tmp_path):
-    """A trace of the NaN drafter, recorded headless; replay plays into it and stops."""
+def record_headless(pair, path: Path, rounds: int, gamma: int = 3) -> Path:
+    """A trace of `rounds` rounds of `pair`, recorded without the app."""
     from dflash_tui.engine.api import load_pair
     from dflash_tui.engine.session import SessionOptions
     from dflash_tui.snapshot import TraceWriter
 
-    session = load_pair(*nan_pair).open("hi", options=SessionOptions(gamma=3))
-    writer = TraceWriter(tmp_path / "nan.jsonl", session.info, session.prefill_record)
-    for record in session.run(2):
+    session = load_pair(*pair).open("hi", options=SessionOptions(gamma=gamma, max_tokens=1000))
+    writer = TraceWriter(path, session.info, session.prefill_record)
+    for record in session.run(rounds):
         writer.write(record)
     writer.close()
     session.close()
+    return path
+
+
+@pytest.mark.parametrize("faster", [0, 1, 3])  # stage by stage, a round, 100 rounds a tick
+def test_replay_play_stops_at_a_nonfinite_breakpoint(nan_pair, tmp_path, faster):
+    """A trace of the NaN drafter, recorded headless; replay plays into it and stops, at
+    whatever speed: a tick that goes whole rounds still checks every stage it passes."""
+    trace = record_headless(nan_pair, tmp_path / "nan.jsonl", 2)
 
     async def scenario():
-        app = ReplayApp(load(tmp_path / "nan.jsonl"), show_timings=False, export_dir=Path("unused"))
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"))
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
-            await pilot.press("c")
+            await pilot.press(*["plus"] * faster, "c")
             await wait_for(pilot, lambda: not app.playing, what="play to stop")
             assert (app.record.round, app.record.stage) == (1, "draft")
             assert app.status.kind == "breakpoint"
             assert "non-finite in draft L1 ffn_out" in app.status.message
+
+    run(scenario())
+
+
+def test_replay_play_speed_keys_go_round_by_round_and_faster(pair, tmp_path):
+    """`c` played a stage every 0.08 s whatever the recording's length (a 5,000-round trace
+    took 33 minutes to watch). `+` / `-` set the speed, before `c` or while playing
+    (which goes on): the status line names it, and past stage by stage every frame drawn is
+    a round's end, whole rounds a tick."""
+    from dflash_tui.app.replay_app import DEFAULT_SPEED, PLAY_SPEEDS
+
+    trace = record_headless(pair, tmp_path / "long.jsonl", 40)
+
+    async def scenario():
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"),
+                        armed=Breakpoints(nonfinite=False))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            drawn = []
+            show = app.show_position
+            app.show_position = lambda: (show(), drawn.append((app.record.round, app.record.stage)))
+            keys = widget_text(app, app.main.query_one("#keys"))
+            assert " + faster " in keys and " - slower " in keys
+            assert app.speed == DEFAULT_SPEED and PLAY_SPEEDS[DEFAULT_SPEED].unit == "stage"
+            await press_and_settle_replay(pilot, "minus", "minus")
+            assert app.speed == 0 and app.status.message == "play speed 4 stages/s (slowest): c plays"
+            await press_and_settle_replay(pilot, "plus", "plus")
+            assert app.status.message == "play speed 10 rounds/s: c plays"
+            await pilot.press("c")
+            assert app.playing and app.status.message.startswith("playing at 10 rounds/s")
+            await wait_for(pilot, lambda: app.record.round >= 3, what="three rounds played")
+            await pilot.press("plus")  # faster while playing: it plays on
+            assert app.playing and app.status.message.startswith("playing at 100 rounds/s")
+            await wait_for(pilot, lambda: not app.playing, what="the end of the recording")
+            assert app.status.kind == "finished" and app.record.round == 39
+            assert drawn and all(stage == "commit" for _, stage in drawn), drawn
+            rounds = [r for r, _ in drawn]
+            assert rounds == sorted(rounds) and len(rounds) < 40  # not a frame a round at 100/s
 
     run(scenario())
 

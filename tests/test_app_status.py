@@ -143,6 +143,36 @@ def test_probe_sort_filter_and_pin_say_what_they_did(pair):
     run(scenario())
 
 
+def test_while_a_question_is_open_the_key_bar_shows_its_keys_only(pair):
+    """`g`, `a`, `/`, `F`: the key bar said `+ γ+  - γ-` (and kept every other key it had
+    room for) though `+` and `-` went into the field; now it names the question's keys, enter
+    and escape, and the session's keys come back when it closes."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SMALL) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            keys = app.main.query_one("#keys")
+            before, gamma = widget_text(app, keys), app.gamma_next
+            assert " + γ+ " in before and " s stage " in before
+            for key in ("g", "a", "slash", "F"):
+                await pilot.press(key)
+                await wait_for(pilot, lambda: app.main.asking, what="the question line")
+                await pilot.pause()
+                shown = widget_text(app, keys).split()
+                assert shown == ["⏎", "answer", "esc", "cancel", "^p", "palette"], (key, shown)
+                field = app.main.query_one("#ask-input")
+                field.value = ""
+                await pilot.press("plus", "minus")
+                assert field.value == "+-" and app.gamma_next == gamma  # typed, not γ
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: not app.main.asking, what="the question to close")
+                await pilot.pause()
+                assert widget_text(app, keys) == before, key
+
+    run(scenario())
+
+
 def test_a_terminal_below_80x24_is_told_once_each_time_it_gets_so(pair):
     def warnings(app) -> list[str]:
         return [e.text for e in app.status_log if "dflash-tui is laid out for 80×24" in e.text]

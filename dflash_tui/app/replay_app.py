@@ -3,7 +3,8 @@
 The position is (round, stage) over every round of every session in the recording. A round
 part-way through is rebuilt from its complete record (rounds.record_at_stage), so stepping a
 replay stage by stage shows what the live app showed. `c` plays forward and stops at the
-armed breakpoints, as a live run does.
+armed breakpoints, as a live run does; `+` / `-` set how fast (PLAY_SPEEDS: a stage at a
+time up to a hundred rounds a tick).
 
 A trace is not held in memory: a round's record is read from the file when it is shown
 (recorded_rounds.py), and the history's summary columns (the history panel, aggregates,
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
@@ -36,7 +38,6 @@ from .recorded_rounds import Rounds, RoundsInTrace, read_all
 from .replay import Loaded, Recording
 from .rounds import record_at_stage, text_before
 
-PLAY_INTERVAL = 0.08  # seconds per stage while playing
 PAUSE_KEYS = frozenset({"c", "space", "s", "n", "escape"})
 READ_FIRST_BYTES = 2 * 2**20  # a trace up to this size is read through before the first frame
 READ_BATCH = 32  # rounds the reading pass hands over at once, at most (full records: memory)
@@ -53,6 +54,32 @@ class RoundsRead(Message):
         self.rounds, self.done, self.failure = rounds, done, failure
 
 
+@dataclass(frozen=True)
+class PlaySpeed:
+    """How far one tick of the play timer goes: `count` stages or whole rounds."""
+
+    unit: str  # "stage" or "round"
+    count: int
+    interval: float  # seconds between ticks
+
+    def __str__(self) -> str:
+        return f"{self.count / self.interval:g} {self.unit}s/s"
+
+
+# `+` / `-` walk these. Stage by stage is for watching a round unfold; a recording of
+# thousands of rounds wants whole rounds, many a tick (one frame drawn per tick, every stage
+# passed still checked against the breakpoints).
+PLAY_SPEEDS = (
+    PlaySpeed("stage", 1, 0.25),
+    PlaySpeed("stage", 1, 0.1),
+    PlaySpeed("round", 1, 0.1),
+    PlaySpeed("round", 10, 0.1),
+    PlaySpeed("round", 100, 0.1),
+)
+DEFAULT_SPEED = 1
+MAX_CATCH_UP = 10  # ticks' worth of rounds one late tick may play (a stall is not made up)
+
+
 class ReplayApp(DebuggerApp):
     BINDINGS = [
         Binding("s", "stage(1)", "stage", group=STEP, tooltip="one stage forward"),
@@ -62,8 +89,13 @@ class ReplayApp(DebuggerApp):
                 tooltip="to the end of this round, else the next round"),
         Binding("c", "play", "play", group=STEP,
                 tooltip="play forward, stopping at the armed breakpoints (c again pauses)"),
+        Binding("plus,equals_sign", "speed(1)", "faster", group=STEP,
+                tooltip="play faster: " + " → ".join(map(str, PLAY_SPEEDS))
+                + " (whole rounds a frame, every stage still checked against the breakpoints); "
+                "while playing or before c"),
+        Binding("minus", "speed(-1)", "slower", group=STEP, tooltip="play slower"),
         # The live app's session keys: said to be live-only rather than doing nothing.
-        Binding("p,r,plus,equals_sign,minus,X", "live_only", show=False),
+        Binding("p,r,X", "live_only", show=False),
     ]
 
     def __init__(self, recording: Loaded, *, export_dir: Path = Path("dflash-snapshots"),
@@ -91,6 +123,8 @@ class ReplayApp(DebuggerApp):
         self.stage = len(self._full().stages) - 1
         self.playing = False
         self._play_timer = None
+        self.speed = DEFAULT_SPEED  # index into PLAY_SPEEDS
+        self._last_tick = 0.0  # when the play timer last ticked (or started)
 
     def screen_ready(self) -> None:
         super().screen_ready()
@@ -325,7 +359,7 @@ class ReplayApp(DebuggerApp):
             self.action_round(1)
 
     def action_live_only(self) -> None:
-        self.set_status("paused", "a recording: p r + - X need the model (dflash-tui MODEL_DIR)")
+        self.set_status("paused", "a recording: p r X need the model (dflash-tui MODEL_DIR)")
         self.bell()
 
     def action_goto_first(self) -> None:
@@ -338,8 +372,48 @@ class ReplayApp(DebuggerApp):
             self.stop_playing("paused")
             return
         self.playing = True
-        self.set_status("running", "playing…")
-        self._play_timer = self.set_interval(PLAY_INTERVAL, self._play_step)
+        self._start_timer()
+        self.set_status("running", self._playing_text())
+
+    def _start_timer(self) -> None:
+        if self._play_timer is not None:
+            self._play_timer.stop()
+        self._play_timer = self.set_interval(PLAY_SPEEDS[self.speed].interval, self._play_step)
+        self._last_tick = self._measured_since = time.monotonic()
+        self._measured_rounds = 0
+
+    def _playing_text(self, played: str = "") -> str:
+        return f"playing at {self._speed_text()}{played} · + faster  - slower"
+
+    def _say_played(self, rounds: int) -> None:
+        """Where the rounds cannot be read as fast as the speed asks (a real model's trace:
+        milliseconds to parse a round), the status line says how fast they do play, once a
+        second."""
+        self._measured_rounds += rounds
+        seconds = time.monotonic() - self._measured_since
+        if seconds < 1.0:
+            return
+        speed = PLAY_SPEEDS[self.speed]
+        rate = self._measured_rounds / seconds
+        if speed.unit == "round" and rate < 0.8 * speed.count / speed.interval:
+            self.set_status("running", self._playing_text(f" (plays {rate:.0f} rounds/s)"))
+        self._measured_since, self._measured_rounds = time.monotonic(), 0
+
+    def _speed_text(self) -> str:
+        edge = {0: " (slowest)", len(PLAY_SPEEDS) - 1: " (fastest)"}.get(self.speed, "")
+        return f"{PLAY_SPEEDS[self.speed]}{edge}"
+
+    def action_speed(self, step: int) -> None:
+        """Faster / slower, while playing (from the next tick) or before `c`."""
+        if not 0 <= self.speed + step < len(PLAY_SPEEDS):
+            self.bell()
+        else:
+            self.speed += step
+        if self.playing:
+            self._start_timer()
+            self.set_status("running", self._playing_text(), transient=True)
+        else:
+            self.set_status("paused", f"play speed {self._speed_text()}: c plays", transient=True)
 
     def stop_playing(self, reason: str, kind: str = "paused") -> None:
         self.playing = False
@@ -351,14 +425,51 @@ class ReplayApp(DebuggerApp):
             self.set_status(kind, reason)
 
     def _play_step(self) -> None:
-        if not self.action_stage(1):
-            self.stop_playing("end of the recording", "finished")
-            return
-        found = hits(self.record, self.armed)
-        if found:
-            self.stop_playing(f"round {self.record.round} {self.record.stage}: "
-                              + "; ".join(found), "breakpoint")
-            self.breakpoint_stopped(self.record)
+        speed = PLAY_SPEEDS[self.speed]
+        now = time.monotonic()
+        due = speed.count
+        if speed.unit == "round":
+            # A frame can take longer than the interval (a slow machine, a big screen): the
+            # rounds of the time it took are played in this tick, so the speed shown is the
+            # speed played (stage by stage, each stage is shown, late or not).
+            late = (now - self._last_tick) / speed.interval
+            due = min(max(due, round(speed.count * late)), MAX_CATCH_UP * speed.count)
+        self._last_tick = now
+        for played in range(due):
+            if not self._play_on(whole_round=speed.unit == "round"):
+                return  # stopped: at the end, or at a breakpoint
+            # Each round is read from the trace and parsed (milliseconds on a real model's
+            # trace): a tick does at most an interval's work, so the keys (c pauses) are
+            # never kept waiting, and the fastest speeds play as fast as the file reads.
+            if time.monotonic() - now >= speed.interval:
+                break
+        self._say_played(played + 1)
+        self.show_position()  # one frame a tick, however far it went
+
+    def _play_on(self, whole_round: bool) -> bool:
+        """One stage forward (whole_round: on to the end of this round, or of the next one
+        when this one is complete), each stage passed checked against the armed breakpoints,
+        the screen left as it is; False where the play stopped (drawn there)."""
+        while True:
+            if self.stage < len(self._full().stages) - 1:
+                self.stage += 1
+            else:
+                following = next((i for i in range(self.index + 1, len(self.positions))
+                                  if self._full(i) is not None), None)  # damaged lines passed
+                if following is None:
+                    self.stop_playing("end of the recording", "finished")
+                    return False
+                self.index, self.stage = following, 0
+            full = self._full()
+            record = record_at_stage(full, self.stage, self._text_before(full))
+            found = hits(record, self.armed)
+            if found:
+                self.stop_playing(f"round {record.round} {record.stage}: " + "; ".join(found),
+                                  "breakpoint")
+                self.breakpoint_stopped(self.record)
+                return False
+            if not whole_round or self.stage == len(full.stages) - 1:
+                return True
 
     async def on_event(self, event: events.Event) -> None:
         if (isinstance(event, events.Key) and not event.is_forwarded and self.playing
@@ -382,5 +493,7 @@ class ReplayApp(DebuggerApp):
             ("First round", "home", self.action_goto_first),
             ("Last round", "end", self.action_goto_last),
             ("Play / pause", "c", self.action_play),
+            ("Play faster", "+", lambda: self.action_speed(1)),
+            ("Play slower", "-", lambda: self.action_speed(-1)),
             *super().palette_commands(),
         ]

@@ -1,0 +1,121 @@
+"""The breakpoints menu (`b`): letters toggle the rows, digits are only ever numbers (a
+number typed before its field has the focus flips nothing), and an armed row reads ✓ in its
+box, without colour. Driven in a bare host app: the menu is a panel, with no engine behind it."""
+
+from __future__ import annotations
+
+import pytest
+from textual import events
+from textual.app import App
+
+from dflash_tui.breakpoints import Breakpoints
+from dflash_tui.panels.breakpoints import ARMED, DIGITS_HINT, BreakpointsScreen
+
+from app_helpers import run, screen_lines, wait_for
+
+
+class Host(App):
+    """Opens the menu at once and keeps what it answered."""
+
+    def __init__(self, armed: Breakpoints, compare: bool = True) -> None:
+        super().__init__()
+        self.armed, self.compare = armed, compare
+        self.answers: list = []
+
+    def on_mount(self) -> None:
+        self.push_screen(BreakpointsScreen(self.armed, compare=self.compare), self.answers.append)
+
+
+async def menu(pilot) -> BreakpointsScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, BreakpointsScreen), what="the menu")
+    await pilot.pause()
+    return pilot.app.screen
+
+
+def answered(pilot):
+    return wait_for(pilot, lambda: pilot.app.answers, what="the menu's answer")
+
+
+def row_line(app, label: str) -> str:
+    return next(line for line in screen_lines(app) if label in line)
+
+
+def test_digits_typed_before_the_field_toggle_nothing():
+    """Focus on the first row, `300` then enter: before, `3` flipped "true-token rank above"
+    on; now no breakpoint changes and the menu says where digits go."""
+    armed = Breakpoints()
+
+    async def scenario():
+        app = Host(armed)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await menu(pilot)
+            await pilot.press("3", "0", "0")
+            said = str(screen.query_one("#bp-error").render())
+            await pilot.press("ctrl+s")
+            await answered(pilot)
+            assert app.answers == [armed]
+            assert said == DIGITS_HINT
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("burst", [False, True])
+def test_a_row_key_then_a_number_arms_it_at_that_number(burst):
+    """`p 300 r 5 a n enter`: position armed at 300, rank above 5 (the row's key puts the
+    focus on it, its first digit moves to its field, the rest follows there), accepted == 0
+    on, non-finite off. Typed key by key, or in one read (fast typing, a paste: seen in tmux,
+    the letters, bound with priority, ran ahead of the digits queued before them)."""
+    keys = ["p", "3", "0", "0", "r", "5", "a", "n", "enter"]
+
+    async def scenario():
+        app = Host(Breakpoints())
+        async with app.run_test(size=(80, 24)) as pilot:
+            await menu(pilot)
+            if burst:  # queued at once, as the driver queues one read's keys
+                for key in keys:
+                    app.post_message(events.Key(key, key if len(key) == 1 else None))
+            else:
+                await pilot.press(*keys)
+            await answered(pilot)
+            assert app.answers == [Breakpoints(nonfinite=False, zero_accepted=True,
+                                               position=True, position_at=300,
+                                               rank_above=True, rank_threshold=5)]
+
+    run(scenario())
+
+
+def test_letters_toggle_from_anywhere_and_digits_edit_a_focused_field():
+    async def scenario():
+        app = Host(Breakpoints(), compare=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await menu(pilot)
+            field = screen.query_one("#bp-rank_threshold")
+            field.focus()
+            await pilot.pause()
+            field.value = ""
+            await pilot.press("4", "2", "n", "a", "s", "d")  # d: diverge, not in this session
+            assert field.value == "42" and screen.focused is screen.query_one("#bp-off_argmax")
+            await pilot.press("ctrl+s")
+            await answered(pilot)
+            assert app.answers == [Breakpoints(nonfinite=False, zero_accepted=True,
+                                               off_argmax=True, rank_threshold=42)]
+
+    run(scenario())
+
+
+def test_an_armed_row_reads_differently_without_colour():
+    async def scenario():
+        app = Host(Breakpoints(nonfinite=True, zero_accepted=False))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await menu(pilot)
+            armed, off = row_line(app, "any non-finite"), row_line(app, "accepted == 0")
+            assert f"▐{ARMED}▌" in armed and f"▐{ARMED}▌" not in off and "▐ ▌" in off
+            await pilot.press("a", "n")
+            await pilot.pause()
+            assert "▐ ▌" in row_line(app, "any non-finite")
+            assert f"▐{ARMED}▌" in row_line(app, "accepted == 0")
+            await pilot.press("escape")
+            await answered(pilot)
+            assert app.answers == [None]
+
+    run(scenario())
