@@ -409,7 +409,7 @@ def _load_mlx_lm_dir(path: Path, lazy: bool = False):
     except TypeError as error:  # the architecture's ModelArgs was called without a field
         raise InputError(_args_error(config_path, config["model_type"], error)) from None
     except (ValueError, RuntimeError, KeyError, OSError) as error:
-        raise InputError(_build_error(path, error)) from None
+        raise InputError(_unreadable_weights(weights) or _build_error(path, error)) from None
     check_weight_dtypes(model, path, keys)
     try:
         tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
@@ -475,6 +475,18 @@ def _args_error(config_path: Path, model_type: str, error: TypeError) -> str:
         return (f"{config_path}: missing required field{'s' if len(names) > 1 else ''} {fields} "
                 f"(mlx-lm's {model_type} model needs it)")
     return f"{config_path}: mlx-lm cannot build a {model_type} model from it ({_first_line(error)})"
+
+
+def _unreadable_weights(files: list[Path]) -> Optional[str]:
+    """The weights file mlx cannot read (a download cut short: its header promises more
+    bytes than the file holds), named as the drafter's loader names one; mlx-lm's own
+    error names no file."""
+    for file in files:
+        try:
+            mx.load(str(file))
+        except Exception as error:  # mlx raises RuntimeError/ValueError with its own text
+            return f"{file}: unreadable safetensors ({_first_line(error)})"
+    return None
 
 
 def _build_error(path: Path, error: BaseException) -> str:

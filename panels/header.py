@@ -40,11 +40,17 @@ class HeaderPanel(Static):
 
     def show(self, frame: Frame) -> None:
         self._frame = frame
+        width = self.content_size.width
         identity = self._identity(frame)
-        if identity.cell_len > self.content_size.width > 0:
-            # Narrow (80 columns): the target's shape goes before the drafter's is cut.
-            identity = self._identity(frame, target_shape=False)
-        text = Text("\n").join([identity, self._numbers(frame)])
+        if identity.cell_len > width > 0:
+            # Narrow (80 columns): the target's shape goes first, then the drafter's but its
+            # block, then the block, so that the dtype and backend stay whole (a long model
+            # name cut them to `float…`).
+            for drafter_shape in ("whole", "block", "none"):
+                identity = self._identity(frame, target_shape=False, drafter_shape=drafter_shape)
+                if identity.cell_len <= width:
+                    break
+        text = Text("\n").join([identity, self._numbers(frame, width)])
         if text == self._shown:
             # Unchanged (a tab switch, a slot move): a redraw would widen the screen area the
             # next frame repaints from the inspector to every column.
@@ -53,7 +59,8 @@ class HeaderPanel(Static):
         # fixed height: no layout pass (which would repaint every panel) for new numbers
         self.update(text, layout=False)
 
-    def _identity(self, frame: Frame, target_shape: bool = True) -> Text:
+    def _identity(self, frame: Frame, target_shape: bool = True,
+                  drafter_shape: str = "whole") -> Text:
         text = Text()
         text.append("dflash-tui", style="bold")
         if frame.mode == "replay":
@@ -71,8 +78,10 @@ class HeaderPanel(Static):
         text.append("  ◂ ")
         text.append(f"{info.drafter_kind}", style="bold green")
         top_k = f" K{info.top_k}" if info.top_k else ""
-        text.append(f" {info.drafter_layers}L H{info.drafter_hidden}{top_k} "
-                    f"block {info.block_size}", style="green")
+        block = f" block {info.block_size}"
+        shape = {"whole": f" {info.drafter_layers}L H{info.drafter_hidden}{top_k}{block}",
+                 "block": block, "none": ""}[drafter_shape]
+        text.append(shape, style="green")
         if info.drafter_quantization:  # e.g. "q4/g64": the drafter's weights are packed
             text.append(f" {info.drafter_quantization}", style="bold yellow")
         text.append(f"  {info.dtype} · {info.backend}", style="yellow")
@@ -84,31 +93,33 @@ class HeaderPanel(Static):
             text.append(f" · T={info.temperature:g}", style="yellow")
         return text
 
-    def _numbers(self, frame: Frame) -> Text:
+    def _numbers(self, frame: Frame, width: int = 0) -> Text:
+        """The run's numbers, each field whole: where they pass `width`, fields are left out
+        whole, the least needed first (comm, tok/s, tokens, mean acc): the round, γ and the
+        stage are what a step changes (an ellipsis had cut `tok/s 14.3` to `to…` and the
+        stage to `stage …`)."""
         record = frame.record
-        text = Text()
+        fields: list[tuple[int, Text]] = []  # (how soon it is left out: higher first, field)
 
-        def field(label: str, value: str, style: str = "bold") -> None:
-            text.append(f"{label} ", style="dim")
-            text.append(value, style=style)
-            text.append("  ")
+        def field(label: str, value: str, style: str = "bold", drop: int = 0) -> None:
+            fields.append((drop, Text.assemble((f"{label} ", "dim"), (value, style), "  ")))
 
         if frame.live:
-            text.append(f" ◀ past · live: {frame.live} · end ", style="bold black on magenta")
-            text.append(" ")
+            mark = f" ◀ past · live: {frame.live} · end "
+            fields.append((0, Text.assemble((mark, "bold black on magenta"), " ")))
         field("round", frame.round_label or (str(record.round) if record else DASH))
         field("pos", str(record.position) if record else
               (str(frame.prefill.state.anchor_position) if frame.prefill else DASH))
-        self._gamma(frame, text)
+        fields.append((0, self._gamma(frame)))
         if frame.other is not None:
-            field("vs", frame.other_label, style="bold magenta")
+            field("vs", frame.other_label, style="bold magenta", drop=1)
         mean, rate, generated = self._count(frame)
-        field("mean acc", DASH if mean is None else f"{mean:.2f}")
+        field("mean acc", DASH if mean is None else f"{mean:.2f}", drop=2)
         if frame.show_timings:
-            field("tok/s", DASH if rate is None else f"{rate:.1f}")
+            field("tok/s", DASH if rate is None else f"{rate:.1f}", drop=4)
         else:
-            field("tok/s", "·", style="dim")
-        field("tokens", str(_tokens(frame, generated)))
+            field("tok/s", "·", style="dim", drop=4)
+        field("tokens", str(_tokens(frame, generated)), drop=3)
         if record is not None and record.stage is not None:
             field("stage", record.stage, style="bold magenta")
         timed = record if record is not None and record.comm is not None else None
@@ -117,8 +128,15 @@ class HeaderPanel(Static):
             # target's all_sums; the lockstep check and the commands come on top).
             comm = timed.comm
             whole = sum(timed.timings_ms.values()) + comm.lockstep_ms + comm.commands_ms
-            field("comm", f"{comm.total_ms:.0f} of {whole:.0f} ms")
-        return text
+            field("comm", f"{comm.total_ms:.0f} of {whole:.0f} ms", drop=5)
+
+        def cells(kept: list[tuple[int, Text]]) -> int:
+            return sum(part.cell_len for _, part in kept) - 2  # the last field's gap
+
+        while width > 0 and len(fields) > 1 and cells(fields) > width:
+            most = max(drop for drop, _ in fields)
+            fields.pop(max(i for i, (drop, _) in enumerate(fields) if drop == most))
+        return Text().join(part for _, part in fields)
 
     def _count(self, frame: Frame) -> tuple:
         """(mean accepted, tokens/s, generated tokens) up to the round on screen, counted
@@ -137,7 +155,8 @@ class HeaderPanel(Static):
         return self._counted[1]
 
     @staticmethod
-    def _gamma(frame: Frame, text: Text) -> None:
+    def _gamma(frame: Frame) -> Text:
+        text = Text()
         record, trained = frame.record, frame.trained_gamma
         shown = [frame.gamma]
         if frame.gamma_next is not None and record is not None and frame.gamma_next != record.gamma:
@@ -153,6 +172,7 @@ class HeaderPanel(Static):
         if _capped_by_max_tokens(frame):  # fewer than the γ set: the tokens left
             text.append(" capped", style="dim")
         text.append("  ")
+        return text
 
 
 def _tokens(frame: Frame, generated: int) -> int:

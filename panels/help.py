@@ -7,9 +7,10 @@ import textwrap
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from .key_scroll import KeyScroll
 
 LEGEND = (
     ("tokens", "black on green", "accepted proposal"),
@@ -68,7 +69,7 @@ class HelpScreen(ModalScreen[None]):
             self.query_one("#help-legend", Static).update(self._legend())
 
     def compose(self):
-        with VerticalScroll() as scroll:
+        with KeyScroll() as scroll:
             scroll.border_title = "dflash-tui help"
             yield Static(self._keys_table(), id="help-keys")
             yield Static(self._legend(), id="help-legend")

@@ -9,10 +9,10 @@ from typing import Iterable
 from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from .key_scroll import KeyScroll
 from .status import ICONS, LOG_KEY, STYLES, Entry
 
 KIND_WIDTH = 12  # "⚑ breakpoint"
@@ -38,7 +38,7 @@ class MessagesScreen(ModalScreen[None]):
         self.entries = list(entries)
 
     def compose(self):
-        with VerticalScroll() as scroll:
+        with KeyScroll() as scroll:
             scroll.border_title = f"messages: the last {len(self.entries)}, newest first"
             yield Static(self._table(), id="messages")
             yield Static(Text("escape closes", style="dim"))

@@ -59,6 +59,13 @@ class TokenStream(VerticalScroll):
         # the end (the round on screen) goes out of view where a taller panel had it all.
         self._lines = self._scrolled_at = -1
         self.call_after_refresh(self.scroll_end, animate=False)
+        if self._shown is not None:
+            self.border_subtitle = _subtitle(self._shown[1], self._subtitle_room())
+
+    def _subtitle_room(self) -> int:
+        # the bottom edge less its corners, a line each side and a space each side
+        width = self.outer_size.width
+        return width - 6 if width else 1 << 30
 
     def show(self, frame: Frame) -> None:
         record = frame.record
@@ -73,7 +80,7 @@ class TokenStream(VerticalScroll):
         # a layout pass (which repaints every panel) only when the text's height changes
         static.update(text, layout=lines != self._lines or lines < 0)
         self._lines = lines
-        self.border_subtitle = _subtitle(frame)
+        self.border_subtitle = _subtitle(record, self._subtitle_room())
         if lines != self._scrolled_at:
             self._scrolled_at = lines
             self.call_after_refresh(self.scroll_end, animate=False)
@@ -121,13 +128,15 @@ def round_tokens(record) -> list[tuple[int, str]]:
         out.append((record.bonus, "bonus"))
     return out
 
-def _subtitle(frame: Frame) -> str:
-    record = frame.record
+def _subtitle(record, room: int) -> str:
+    """`round 3 · 2/15 accepted · +3 tokens`, each part whole or left out (the last first)
+    where the border is too short: Textual's own cut made `+12 tokens` read `+1…`."""
     if record is None:
         return ""
-    parts = [f"round {record.round}"]
+    forms = [f"round {record.round}"]
     if record.accepted is not None:
-        parts.append(f"{record.accepted}/{record.gamma} accepted")
+        forms.append(f"{forms[-1]} · {record.accepted}/{record.gamma} accepted")
     if record.complete:
-        parts.append(f"+{len(record.committed_tokens)} tokens")
-    return " · ".join(parts)
+        tokens = len(record.committed_tokens)
+        forms += [f"{forms[-1]} · +{tokens}", f"{forms[-1]} · +{tokens} tokens"]
+    return next((text for text in reversed(forms) if len(text) <= room), forms[0])

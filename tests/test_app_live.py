@@ -406,6 +406,36 @@ def test_prompt_dialog_starts_a_sample_prompt(pair, tmp_path):
     run(scenario())
 
 
+def test_prompt_dialog_lists_a_sample_a_line_at_80_columns(pair, tmp_path):
+    """Each sample's name and the start of its text on one line, cut at the edge with `…`:
+    wrapped, each took two lines and the list showed three of its eight rows' worth, the
+    text stopping mid-word (`removes duplica`) with nothing saying it went on."""
+    names = [f"code/{i:02d}-a-sample-with-a-long-name" for i in range(1, 7)]
+    for name in names:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / f"{name}.txt").write_text("Write a function that " + "does a thing and " * 20)
+    (tmp_path / "code" / "07-short.txt").write_text("Add two numbers.\n")
+
+    async def scenario():
+        app = LiveApp(launch(pair), show_timings=False, export_dir=Path("unused"), prompts_dir=tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("p")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the prompt dialog")
+            await pilot.pause()
+            lines = [line.strip("▊▎▔▁▂▃▄▅▆▇█ ") for line in  # the box's edges, the scrollbar
+                     widget_text(app, app.screen.query_one("#prompt-samples")).splitlines()]
+            lines = [line for line in lines if line]
+            assert len(lines) == 6  # the list's rows, one sample each
+            assert [line.split()[0] for line in lines] == names
+            assert all(line.endswith("…") for line in lines), lines
+            options = app.screen.query_one("#prompt-samples").options
+            assert str(options[0].prompt).endswith("a thing and doe…")  # cut: said so, on any width
+            assert str(options[-1].prompt).endswith("07-short  Add two numbers.")  # whole: no mark
+
+    run(scenario())
+
+
 def test_command_palette_runs_engine_commands_and_toggles_breakpoints(pair):
     async def scenario():
         app = LiveApp(launch(pair), show_timings=False, export_dir=Path("unused"))
@@ -521,3 +551,28 @@ def test_quit_mid_stage_returns_at_once(pair):
         release.set()
     app.engine.join(10)
     assert not app.engine.is_alive()  # it finished the stage, saw Quit and closed
+
+
+def test_the_tokens_panel_title_keeps_its_numbers_whole_at_80_columns(pair):
+    """`round 0 · 15/15 accepted · +16 tokens` is wider than the panel's edge at 80 columns:
+    Textual's own cut left `+1…`, a number that was never there. The parts go whole, the
+    last first, and come back on a wider terminal."""
+    prompt = "The quick brown fox"
+    proposer = oracle_proposer(pair, prompt, 40, good=15)
+
+    def title(app) -> str:
+        return widget_text(app, app.main.query_one("#stream")).splitlines()[-1].strip("╰─╯ ")
+
+    async def scenario():
+        app = LiveApp(launch(pair, prompt=prompt, gamma=15, max_tokens=40, proposer=proposer),
+                      show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            assert app.record.accepted == 15 and len(app.record.committed_tokens) == 16
+            assert title(app) == "round 0 · 15/15 accepted · +16"
+            await pilot.resize_terminal(120, 35)
+            await wait_for(pilot, lambda: title(app).endswith("+16 tokens"), what="the whole title")
+            assert title(app) == "round 0 · 15/15 accepted · +16 tokens"
+
+    run(scenario())

@@ -616,6 +616,44 @@ def test_help_fits_an_80_column_terminal_and_lists_no_key_that_never_fires(pair)
     run(scenario())
 
 
+def test_a_burst_of_scroll_keys_scrolls_the_help_and_the_log_by_each(pair):
+    """Keys that reach the app in one read (a held ↓, keys typed ahead) each scroll: Textual
+    deferred each key's scroll past the next refresh and counted it from a target the
+    others had not set yet, so five ↓ in a burst moved the help one line."""
+    from textual.containers import VerticalScroll
+
+    def burst(app, key: str, times: int) -> None:
+        for _ in range(times):
+            event = events.Key(key, None)
+            event.set_sender(app)
+            app._driver.send_message(event)
+
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            for i in range(80):  # a log longer than its box
+                app.status_log.add("info", f"message {i}")
+            for opener in ("question_mark", "L"):
+                await pilot.press(opener)
+                await wait_for(pilot, lambda: app.screen is not app.main, what=opener)
+                await pilot.pause()
+                box = app.screen.query_one(VerticalScroll)
+                page = box.scrollable_content_region.height
+                assert box.max_scroll_y > page + 5, opener
+                burst(app, "down", 5)
+                await wait_for(pilot, lambda: box.scroll_y == 5, timeout=5,
+                               what=f"{opener}: 5 lines down")
+                burst(app, "pagedown", 1)
+                burst(app, "up", 2)
+                await wait_for(pilot, lambda: box.scroll_y == 5 + page - 2, timeout=5,
+                               what=f"{opener}: a page down, 2 lines up")
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: app.screen is app.main, what="closed")
+
+    run(scenario())
+
+
 def test_less_and_greater_than_scroll_the_inspector_tables_sideways(pair):
     async def scenario():
         app = live_app(pair)
@@ -746,5 +784,35 @@ def test_zoomed_the_inspector_keeps_the_status_line_and_the_keys(pair):
                 assert widget.display and widget.region.height == 1 and widget.region.y >= 20, line
             assert app.main.query_one("#inspector").region.bottom <= app.main.query_one("#status").region.y
             assert not app.main.query_one("#header").region  # the rest gives way
+
+    run(scenario())
+
+
+def test_the_header_at_80_columns_leaves_fields_out_whole(pair, tmp_path):
+    """At 80 columns a long model name left `float…` of the dtype, and an earlier round's
+    mark left `to…` of tok/s: the shapes go before the dtype and backend, and the run's
+    numbers are each whole or left out, the least needed first (never the stage)."""
+    import shutil
+
+    target = tmp_path / "SmolLM2-135M-Instruct.Q4_1"  # the sample's name
+    shutil.copytree(pair[0], target)
+
+    async def scenario():
+        app = live_app((target, target / "draft"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n", "left")
+            def header() -> str:
+                return widget_text(app, app.main.query_one("#header"))
+
+            identity, numbers = header().splitlines()
+            assert identity.rstrip().endswith("◂ DFlash2 block 16  float32 · cpu")
+            assert numbers.startswith("  ◀ past · live: round 2 commit · end  round 1  pos ")
+            # what a step changes stays (the stage); the counts go, the least needed first
+            assert "…" not in numbers and numbers.rstrip().endswith("γ 4  stage commit")
+            assert "tok/s" not in numbers and "tokens" not in numbers
+            await pilot.resize_terminal(160, 30)
+            await wait_for(pilot, lambda: "stage commit" in header(), what="every field, wide")
+            assert "DFlash2 2L H64 K8 block 16  float32 · cpu" in header()
 
     run(scenario())

@@ -225,3 +225,27 @@ def test_a_resize_lays_the_left_column_out_at_once(pair):
             assert shown() == at_80x24
 
     run(scenario())
+
+
+def test_a_notification_shows_brackets_as_typed(pair):
+    """A notification is plain text: `find '[/x]'` (a stray closing tag to Textual's markup)
+    crashed the app with a MarkupError, and `[b]` or mlx's `[load_safetensors]` vanished."""
+    from textual.widgets._toast import Toast
+
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SMALL, notifications=True) as pilot:
+            await wait_loaded(pilot)
+            def toasts() -> str:
+                return " ".join(line.strip(" ▌") for toast in app.screen.query(Toast)
+                                for line in widget_text(app, toast).splitlines())
+
+            for query in ("[/x]", "[b]"):
+                await type_answer(pilot, "slash", query)
+                await wait_for(pilot, lambda: f"find '{query}': not in any round" in toasts(),
+                               what=f"the notification of {query}, as typed")
+            await pilot.press("ctrl+c")  # Textual's own hint, in its markup: bold, no tags
+            await wait_for(pilot, lambda: "to quit the app" in toasts(), what="the quit hint")
+            assert "Press ctrl+q to quit the app" in toasts()
+
+    run(scenario())

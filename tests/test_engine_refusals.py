@@ -69,6 +69,16 @@ def test_target_weights_corrupt(capsys, breakable_pair):
     _refused(capsys, str(target), "--prompt", "x", needles=["model.safetensors"])
 
 
+def test_target_weights_cut_short_name_the_file(capsys, breakable_pair):
+    """A download cut short: the header is whole, the data is not. mlx-lm's error named no
+    file (`TARGET: mlx-lm cannot build this model ([load_safetensors] Tensor ...)`)."""
+    target, _ = breakable_pair
+    weights = target / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    _refused(capsys, str(target), "--prompt", "x",
+             needles=[f"{weights}: unreadable safetensors (", "exceeding the size of the file"])
+
+
 def test_drafter_without_config(capsys, breakable_pair):
     target, draft = breakable_pair
     (draft / "config.json").unlink()

@@ -338,9 +338,12 @@ class DebuggerApp(App[int]):
         self.status.set_status(kind, message)
 
     def notify(self, message: str, *, title: str = "", severity="information",
-               timeout: Optional[float] = None, markup: bool = True, log: bool = True) -> None:
+               timeout: Optional[float] = None, markup: bool = False, log: bool = True) -> None:
         """A notification goes away: the message log keeps it (log=False: one that repeats
-        the status line just set, which the log already has)."""
+        the status line just set, which the log already has). Plain text by default: the
+        messages carry what the user typed and what loaders said (`find '[/x]'`, mlx's
+        `[load_safetensors] ...`), which Textual's markup would drop or, at a stray closing
+        tag, crash the app on."""
         if log:
             self.status_log.add("info" if severity == "information" else severity,
                                 f"{title}: {message}" if title else message)
@@ -354,6 +357,15 @@ class DebuggerApp(App[int]):
     def _repaint_after_toast(self) -> None:
         if self.screen is not None:
             self.screen.refresh()
+
+    def action_help_quit(self) -> None:
+        """ctrl+c: Textual's hint of how to quit, which it writes in markup (notify here is
+        plain text)."""
+        for key, active in self.active_bindings.items():
+            if active.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press [b]{key}[/b] to quit the app", title="Do you want to quit?",
+                            markup=True)
+                return
 
     def action_messages(self) -> None:
         from ..panels.messages import MessagesScreen  # first use: off the first frame

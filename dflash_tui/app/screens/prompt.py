@@ -44,7 +44,8 @@ class PromptScreen(ModalScreen[Optional[str]]):
         background: $surface; padding: 0 1;
     }
     PromptScreen TextArea { height: 1fr; }
-    PromptScreen OptionList { height: 8; }
+    /* a sample a line, cut at the edge: wrapped, two lines each left room for three */
+    PromptScreen OptionList { height: 8; text-wrap: nowrap; text-overflow: ellipsis; }
     PromptScreen #prompt-error { color: $error; height: auto; }
     PromptScreen #prompt-buttons { height: auto; align-horizontal: right; }
     """
@@ -69,7 +70,8 @@ class PromptScreen(ModalScreen[Optional[str]]):
                 options = []
                 for name, path in self.samples:
                     try:
-                        first = " ".join(path.read_text(encoding="utf-8").split())[:PREVIEW]
+                        first = " ".join(path.read_text(encoding="utf-8").split())
+                        first = first if len(first) <= PREVIEW else first[: PREVIEW - 1] + "…"
                     except (OSError, UnicodeDecodeError) as error:
                         first = f"(unreadable: {error.__class__.__name__})"
                     options.append(Option(Text.assemble((name, "bold"), "  ", (first, "dim")), id=str(path)))
