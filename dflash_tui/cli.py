@@ -72,6 +72,14 @@ def _prompt_text(args) -> Optional[str]:
     return prompt
 
 
+def _prompt_source(args) -> Optional[str]:
+    """Where the prompt came from, as a refusal names it (`--prompt-file F: the prompt is 9931
+    tokens; ...`); None for the sample's own prompt."""
+    if getattr(args, "prompt_file", None):
+        return f"--prompt-file {args.prompt_file}"
+    return "--prompt" if getattr(args, "prompt", None) is not None else None
+
+
 def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> None:
     if model_required:
         p.add_argument("model", metavar="MODEL_DIR", help="mlx-lm model directory or .gguf file")
@@ -324,6 +332,7 @@ def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
             check_drafter_path(args.draft)
     if hasattr(args, "prompt"):
         args.prompt_text = _prompt_text(args)
+        args.prompt_source = _prompt_source(args)
     if hasattr(args, "compare"):
         check_compare(args)
     return command, args

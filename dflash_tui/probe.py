@@ -22,10 +22,12 @@ from .engine.codec import encode
 from .engine.errors import InputError
 from .engine.session import SessionOptions
 from .outputs import clear_run, model_parts, not_a_model_folder, run_dir, writing
+from .panels.format import token_cell
 from .snapshot import SUMMARY_SCHEMA, export_round, session_json, write_json
 
 DEFAULT_MAX_TOKENS = 64
 EXIT_INTERRUPTED = 130
+BONUS_WIDTH = 24  # characters of the bonus token a round's line shows
 
 
 def _say(message: str) -> None:
@@ -33,11 +35,13 @@ def _say(message: str) -> None:
 
 
 def round_line(record) -> str:
-    bonus = record.text(record.bonus)
+    # as the TUI's tables show a token: whitespace made visible, a piece of a character as its
+    # bytes (`\x82`, which repr() doubled to `'\\x82'`)
+    bonus = token_cell(record.text(record.bonus), BONUS_WIDTH)
     bad = record.first_nonfinite
     line = (
         f"round {record.round:4d}  pos {record.position:5d}  proposals {record.gamma:2d}  "
-        f"accepted {record.accepted:2d}  bonus {bonus!r}"
+        f"accepted {record.accepted:2d}  bonus {bonus}"
     )
     if record.rollback.kind != "none":
         line += f"  {record.rollback.kind} {record.rollback.rows}"
@@ -180,7 +184,8 @@ def run(args) -> int:
     pair = load_pair(model, draft, dtype=args.dtype, keep_quantized=args.keep_quantized,
                      progress=_say, mesh=getattr(args, "mesh", None),
                      compare=args.compare, compare_tol=args.compare_tol)
-    session = pair.open(prompt, options=options, chat=args.chat, progress=_say)
+    session = pair.open(prompt, options=options, chat=args.chat, progress=_say,
+                        source=args.prompt_source)
     if out is not None and args.force:  # everything is checked: the earlier run can go
         clear_run(out)
     info = session.info

@@ -48,11 +48,12 @@ class Pair:
 
     def open(self, prompt: str, *, options: SessionOptions = SessionOptions(),
              chat: Optional[bool] = None, progress: Progress = _quiet,
-             prefill: bool = True) -> Session:
+             prefill: bool = True, source: Optional[str] = None) -> Session:
         """A session on `prompt` (through the chat template when `chat`, by default when the
-        tokenizer has one), prefilled unless `prefill=False`."""
+        tokenizer has one), prefilled unless `prefill=False`. `source`: where the prompt came
+        from, named in a refusal (`--prompt-file F`)."""
         ids = encode_prompt(self.target.tokenizer, prompt, chat)
-        self.target.check_prompt(len(ids))
+        self.target.check_prompt(len(ids), source)
         if self.mesh is None:
             session = Session(self, ids, options=options, prompt_text=prompt)
         else:  # every rank steps it; the ranks check they agree (engine/lockstep.py)

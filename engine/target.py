@@ -194,13 +194,16 @@ class Target:
         """Positions the target declares it handles, or None where its config is silent."""
         return declared_context(self.spec.config)
 
-    def check_prompt(self, tokens: int, what: str = "the prompt") -> None:
+    def check_prompt(self, tokens: int, source: Optional[str] = None) -> None:
         """Refuse a prompt longer than the target's context (positions past it are ones the
-        target never saw in training: the decode would run and mean nothing)."""
+        target never saw in training: the decode would run and mean nothing). `source` says
+        where the prompt came from (`--prompt-file F`, a bench prompt file) and leads the
+        line, since the prompt itself is too long to quote."""
         limit = self.context_length
         if limit is not None and tokens > limit:
-            raise InputError(f"{what} is {tokens} tokens; the target {self.spec.path} has a "
-                             f"context of {limit} tokens")
+            lead = f"{source}: " if source else ""
+            raise InputError(f"{lead}the prompt is {tokens} tokens; the target "
+                             f"{self.spec.path} has a context of {limit} tokens")
 
     def check_block(self, gamma: int, drafter_positions: Optional[int] = None) -> None:
         """Refuse a block the target could never verify in one forward (it would also be a

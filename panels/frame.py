@@ -46,6 +46,7 @@ class Frame:
     # summaries (the history holds the rounds read so far); None once it has read them all
     reading: Optional[tuple[int, int]] = None
     show_timings: bool = True  # False freezes clocks (deterministic screenshots)
+    failed: bool = False  # live: the session could not open; nothing more will load
 
     @property
     def gamma(self) -> Optional[int]:

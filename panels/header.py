@@ -66,6 +66,9 @@ class HeaderPanel(Static):
         if frame.mode == "replay":
             text.append(" replay", style="bold magenta")
         info = frame.info
+        if info is None and frame.failed:  # said, or the header would wait for it forever
+            text.append("  load failed: no session", style="bold red")
+            return text
         if info is None:
             text.append("  loading…", style="italic")
             return text

@@ -2,7 +2,8 @@
 
 Slot s's bar is P(accepted >= s + 1): the share of rounds that proposed slot s and accepted
 it (so later slots can only do as well as earlier ones). Only the slots of the round on
-screen (its γ) are drawn. A round that accepted nothing shows as a red dot; one that
+screen (its γ) are drawn, as many as fit; those left out are counted (`…+9`), and a
+selected slot among them is named (`s24`). A round that accepted nothing shows as a red dot; one that
 accepted every proposal as a bright bar. The aggregates tab has the full story.
 """
 
@@ -135,16 +136,42 @@ def slot_ruler(slots: int, selected: int, column: int = 2) -> Text:
     return text
 
 
+def fit_slots(slots: int, room: int) -> tuple[int, int]:
+    """(characters a slot, slots shown) for `slots` bars in `room` characters: two a slot
+    where they fit; else one (γ 15 in the 80-column layout); else the first slots, as many as
+    leave room for the mark that counts the rest (`…+3`)."""
+    if 2 * slots <= room:
+        return 2, slots
+    if slots <= room:
+        return 1, slots
+    shown = room - len(f"…+{slots}")
+    while shown > 0 and shown + len(f"…+{slots - shown}") > room:
+        shown -= 1
+    return 1, max(shown, 0)
+
+
+def selected_forms(by_slot: list[tuple[int, int]], slot: int) -> list[str]:
+    """The selected slot's numbers, longest first: the counts go first, then the percentage;
+    its number stays (`s12 100%` did not fit beside γ 15 at 80 columns, and went whole)."""
+    if slot >= len(by_slot):
+        return []
+    a, n = by_slot[slot]
+    return [f" s{slot} {percent(a, n)} ({a}/{n})", f" s{slot} {percent(a, n)}", f" s{slot}"]
+
+
 def render_history(accepted, gamma, by_slot: list[tuple[int, int]], slot: int, width: int,
                    bar_rows: int = 2) -> Text:
     out = Text(no_wrap=True, overflow="crop")
     room = max(width - LABEL, 4)
     out.append("acc/round ", style="dim")
     out.append_text(sparkline(accepted[-room:], gamma[-room:]))
-    # Two columns a slot where they fit; else one (γ 15 in the 80-column layout); else the
-    # first slots, as many as fit.
-    column = 2 if 2 * len(by_slot) <= room else 1
-    shown = by_slot[: room // column]
+    forms = selected_forms(by_slot, slot)
+    # Bars first: every slot that fits (the axis marks the selected one). Only a selected
+    # slot among those left out takes room from the bars, for its number.
+    column, count = fit_slots(len(by_slot), room)
+    if count <= slot < len(by_slot):
+        column, count = fit_slots(len(by_slot), room - len(forms[-1]))
+    shown = by_slot[:count]
     rates = [a / n if n else None for a, n in shown]
     for i, line in enumerate(slot_bars(rates, bar_rows, column)):
         out.append("\n")
@@ -152,12 +179,13 @@ def render_history(accepted, gamma, by_slot: list[tuple[int, int]], slot: int, w
         out.append_text(line)
     out.append("\n" + " " * LABEL)
     out.append_text(slot_ruler(len(shown), slot, column))
-    if slot < len(by_slot):
-        a, n = by_slot[slot]
-        # whole, or not at all: the counts go first, then the percentage
-        used = LABEL + len(shown) * column
-        for selected in (f" s{slot} {percent(a, n)} ({a}/{n})", f" s{slot} {percent(a, n)}"):
-            if used + len(selected) <= width:
-                out.append(selected, style="bold")
-                break
+    used = LABEL + len(shown) * column
+    if count < len(by_slot):  # slots left out are counted, never dropped in silence
+        more = f"…+{len(by_slot) - count}"
+        out.append(more, style="dim")
+        used += len(more)
+    for selected in forms:  # whole, or not at all
+        if used + len(selected) <= width:
+            out.append(selected, style="bold")
+            break
     return out

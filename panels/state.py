@@ -70,13 +70,13 @@ class StatePanel(Static):
             before = after = None
             title, ms, rollback = "", None, None
         compact = self.screen.size.height < SHORT
-        key = (before, after, title, ms, rollback, compact)
+        key = (before, after, title, ms, rollback, compact, frame.failed)
         if key == self._key:
             return
         self._key = key
         self.border_title = "state: before → after" if compact else "state"
         self.border_subtitle = title + (f" · {ms:.1f} ms" if ms is not None else "")
-        text = render_state(before, after, rollback, compact)
+        text = render_state(before, after, rollback, compact, frame.failed)
         rows = text.plain.count("\n")
         # a layout pass repaints every panel: only when the number of rows changes
         self.update(text, layout=rows != self._rows)
@@ -87,10 +87,10 @@ WIDTHS = [13, 8, 8]  # fits the left column at its narrowest (36 columns, 80-col
 
 
 def render_state(before: Optional[EngineState], after: Optional[EngineState], rollback,
-                 compact: bool = False) -> Text:
+                 compact: bool = False, failed: bool = False) -> Text:
     rows = []
     if after is None:
-        return Text("waiting for prefill", style="dim")
+        return Text("no session" if failed else "waiting for prefill", style="dim")
     for label, get in FIELDS:
         if compact and label in DERIVED:
             continue

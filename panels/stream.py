@@ -69,7 +69,7 @@ class TokenStream(VerticalScroll):
 
     def show(self, frame: Frame) -> None:
         record = frame.record
-        key = (frame.info, record, frame.text_before, frame.prefill)
+        key = (frame.info, record, frame.text_before, frame.prefill, frame.failed)
         if self._shown is not None and all(a is b for a, b in zip(key, self._shown)):
             return
         self._shown = key
@@ -99,7 +99,8 @@ def render_stream(frame: Frame) -> Text:
         if frame.prefill is not None:
             text.append(frame.prefill.first_text)
         elif frame.info is None:
-            text.append("loading…", style="dim italic")
+            text.append("no session: it failed to open" if frame.failed else "loading…",
+                        style="dim italic")
         return text
     text.append(frame.text_before)
     for i, (token, fate) in enumerate(round_tokens(record)):

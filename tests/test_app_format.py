@@ -46,15 +46,43 @@ def test_the_slot_axis_never_wraps_and_marks_the_selected_slot():
 
 def test_every_slot_of_the_round_has_a_bar_in_the_80_column_layout():
     """γ 15 in the history panel at 80 columns (32 characters inside its border): one
-    character a slot rather than the first 11 slots of two."""
+    character a slot rather than the first 11 slots of two. The selected slot keeps its
+    number where its percentage does not fit: this test once asserted the axis alone
+    (`s12 80%` needs 8 characters, 7 are left), and a user could not tell which slot the
+    mark on the axis was."""
     by_slot = [(15 - s, 15) for s in range(15)]
     lines = render_history([3, 5], [15, 15], by_slot, slot=12, width=32).plain.split("\n")
     assert all(len(line) <= 32 for line in lines)
-    assert lines[-1][LABEL:] == "0····5····10···"  # the selected slot's numbers need more room
+    assert lines[-1][LABEL:] == "0····5····10··· s12"
+    full = [(15, 15)] * 15  # 100%: `s0 100%` does not fit either; `s0` does
+    assert render_history([3], [15], full, slot=0, width=32).plain.split("\n")[-1].endswith("··· s0")
     assert len(lines[-2][LABEL:].rstrip()) == 15  # the bottom line of bars: one per slot
     assert slot_ruler(15, selected=12, column=1).spans[-1].style == "dim"  # after the marked 12
     wide = render_history([3], [15], by_slot, slot=0, width=60).plain.split("\n")
     assert wide[-1] == " " * LABEL + slot_ruler(15, selected=0).plain + " s0 100% (15/15)"
+
+
+@pytest.mark.parametrize("gamma", [19, 23, 30, 99])
+def test_slots_that_do_not_fit_are_counted_and_the_selected_one_keeps_its_number(gamma):
+    """γ above 22 at 80 columns (`+` in the live app) used to drop the last slots' bars in
+    silence. Now every slot that fits is drawn (22 of them: 32 characters less the label),
+    the rest counted after the axis, and a selected slot among those left out named (one
+    drawn is marked on the axis)."""
+    by_slot = [(gamma - s, gamma) for s in range(gamma)]
+    room = 32 - LABEL
+    for slot in (0, 12, gamma - 1):
+        lines = render_history([3, 5], [gamma, gamma], by_slot, slot=slot, width=32).plain.split("\n")
+        assert all(len(line) <= 32 for line in lines), lines
+        drawn = len(lines[-2][LABEL:].rstrip())  # the bottom line of bars: one per slot drawn
+        axis = lines[-1][LABEL:]
+        if gamma <= room:
+            assert drawn == gamma and "…" not in axis, axis
+            continue
+        assert axis[drawn:].startswith(f"…+{gamma - drawn}"), axis
+        if slot < drawn:
+            assert drawn + len(f"…+{gamma - drawn}") >= room - 1, axis  # no room kept back
+        else:
+            assert axis.endswith(f" s{slot}") and drawn >= 12, axis
 
 
 def test_the_selected_slot_keeps_its_percentage_when_the_counts_grow():

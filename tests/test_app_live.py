@@ -347,7 +347,7 @@ def test_a_refused_restart_makes_no_directory_and_is_shown_as_a_refusal(pair):
             await pilot.press("ctrl+s")
             await wait_for(pilot, lambda: app.screen is app.main and not app.loading, what="the refusal")
             assert app.status.kind == "paused"  # not an engine error: the session is as it was
-            assert app.status.message.startswith("restart refused: the prompt is ")
+            assert app.status.message.startswith("restart refused: the prompt dialog (p): the prompt is ")
             assert "context of 2048 tokens" in app.status.message
             assert not any("engine error" in n.message or n.title == "engine error"
                            for n in app._notifications)
@@ -489,12 +489,43 @@ def test_a_checkpoint_refused_while_loading_is_shown_and_exits_2(pair, tmp_path)
             await wait_for(pilot, lambda: app.failure is not None, what="the refusal")
             assert "vocab_size" in app.failure.message and not app.failure.detail
             assert app.status.kind == "error" and "vocab_size" in app.status.message
-            await pilot.press("n")  # nothing to step: said, not crashed
+            await pilot.press("n")  # nothing to step: not taken, not crashed
             await pilot.press("q")
         return app
 
     app = run(scenario())
     assert app.return_code == 2
+
+
+def test_after_a_failed_load_the_header_says_so_and_the_key_bar_keeps_what_works(pair, tmp_path):
+    """A session that cannot open leaves nothing to step: the header, which said `loading…`
+    for good, says the load failed, and the key bar drops the step and session keys (s, n, c,
+    γ, p, r), which could only answer "no session"; help, the log and quit stay."""
+    from fixtures import drafter_tensors, write_drafter
+
+    target, draft = pair
+    config = json.loads((draft / "config.json").read_text())
+    config["vocab_size"] += 1
+    bad = write_drafter(tmp_path / "other-vocab", config, tensors=drafter_tensors(config))
+
+    async def scenario():
+        app = LiveApp(launch((target, bad)), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.failure is not None, what="the refusal")
+            await pilot.pause()
+            header = widget_text(app, app.main.query_one("#header"))
+            assert "load failed" in header and "loading" not in header
+            assert "loading" not in widget_text(app, app.main.query_one("#stream"))
+            keys = widget_text(app, app.main.query_one("#keys")).split()
+            assert "quit" in keys and "help" in keys
+            assert not {"stage", "round", "run", "γ+", "prompt", "restart"} & set(keys), keys
+            await pilot.press("p", "r", "L")  # the dialog and a restart are not taken; the log is
+            assert type(app.screen).__name__ == "MessagesScreen"
+            assert "vocab_size" in widget_text(app, app.screen)
+            await pilot.press("escape", "q")
+        return app
+
+    assert run(scenario()).return_code == 2
 
 
 def test_a_draft_folder_the_loader_refuses_is_named_as_draft(pair, tmp_path):

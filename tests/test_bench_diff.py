@@ -156,6 +156,23 @@ def test_an_interrupted_bench_compares_the_prompts_it_finished_at_every_block(be
     assert table[("prose", 2)][0] == "3" and table[("all", 2)][4] == "-"
 
 
+@pytest.mark.parametrize("kept", ["no run", "the first prompt at block 2"])
+def test_an_interrupted_bench_that_finished_no_prompt_is_refused_as_such(benches, tmp_path, capsys, kept):
+    """Such a file (an older bench wrote one on ctrl-c in its first prompt) has nothing to
+    compare: said in one line, where it read as a file with no runs, or as two benches that
+    share no prompt."""
+    from one_line import refusal
+
+    def interrupt(record):
+        record["runs"] = [] if kept == "no run" else record["runs"][:1]  # ctrl-c before its block 4
+        assert kept == "no run" or record["runs"][0]["block"] == 2
+        record["complete"] = False
+    cut = edited(benches[1], tmp_path / "cut.json", interrupt)
+    refusal(capsys, ["bench-diff", benches[0], cut],
+            f"{cut}: an interrupted bench (\"complete\": false) that finished no prompt at every "
+            "block; nothing to compare")
+
+
 def test_what_only_one_bench_ran_is_named_and_left_out(benches, tmp_path, capsys):
     def prose_only(record):
         record["runs"] = [r for r in record["runs"] if r["workload"] == "prose"]

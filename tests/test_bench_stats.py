@@ -108,6 +108,30 @@ def test_interrupted_run_reports_what_finished(make_pair, tmp_path, capsys, monk
     assert "Accepted proposals per round" in stdout
 
 
+def test_interrupted_before_any_prompt_finished_writes_nothing(make_pair, tmp_path, capsys, monkeypatch):
+    """ctrl-c in the first prompt: nothing finished, so there is nothing to report, and a file
+    of no prompts written over --json / --csv would have replaced an earlier run's results
+    with one bench-diff cannot compare. Both are left as they were, and the line says so."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    (tmp_path / "prose").mkdir()
+    (tmp_path / "prose" / "01.txt").write_text("The quick brown fox")
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Session, "step_round", interrupted)
+    json_path, csv_path = tmp_path / "results.json", tmp_path / "results.csv"
+    json_path.write_text("an earlier run's results")
+    rc = main(["bench", str(target_dir), "--prompts", str(tmp_path), "--blocks", "2",
+               "--max-tokens", "4", "--json", str(json_path), "--csv", str(csv_path)])
+    stdout, stderr = capsys.readouterr()
+    assert rc == 130
+    assert (f"bench: interrupted before any prompt finished every block; nothing to report, "
+            f"{json_path} and {csv_path} not written") in " ".join(stderr.split())
+    assert json_path.read_text() == "an earlier run's results" and not csv_path.exists()
+    assert "wrote" not in stderr and "Accepted proposals per round" not in stdout
+
+
 def _cell(workload, block, rounds, accepted, decode_s, target_tokens=100, target_s=10.0):
     from dflash_tui.bench.stats import Cell
 

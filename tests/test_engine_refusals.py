@@ -151,6 +151,20 @@ def test_target_layer_out_of_range(capsys, breakable_pair):
     _refused(capsys, str(target), "--prompt", "x", needles=["target_layer_ids[1] = 7", "4 layers", "0..3"])
 
 
+def test_a_drafter_built_for_a_deeper_target_runs_with_a_note(capsys, breakable_pair):
+    """num_target_layers past the target's layer count is a note, not a refusal: the ids it
+    reads (target_layer_ids, all inside this target) name hidden states that exist, and Z
+    Lab's reference never reads num_target_layers (docs/HARDENING.md says why)."""
+    target, draft = breakable_pair
+    config = _config(draft)
+    config["num_target_layers"] = 48
+    _rewrite_drafter(draft, config)
+    code = main(["probe", str(target), "--prompt", "x", "--max-tokens", "2"])
+    err = capsys.readouterr().err
+    assert code == 0 and "error" not in err
+    assert "note: drafter was built for a 48-layer target; this one has 4\n" in err
+
+
 def test_layer_offset_out_of_range(capsys, breakable_pair):
     target, _ = breakable_pair
     _refused(capsys, str(target), "--prompt", "x", "--layer-offset", "-2",

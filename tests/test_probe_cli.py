@@ -108,3 +108,23 @@ def test_a_probe_with_no_round_reports_no_mean_and_no_rate(make_pair, tmp_path, 
     assert "tokens/s" not in line
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"] == 0 and summary["mean_accepted"] is None
+
+
+def test_a_rounds_bonus_reads_as_the_tui_shows_it(make_pair):
+    """A token that is a piece of a UTF-8 character reads as its bytes, `\\xc3`, in the TUI;
+    probe's line printed its repr, `'\\\\xc3'`, the backslash doubled. A leading space shows
+    as the TUI's tables show it too."""
+    from dataclasses import replace
+
+    from dflash_tui.engine import SessionOptions, load_pair
+    from dflash_tui.panels.format import token_cell
+    from dflash_tui.probe import round_line
+
+    session = load_pair(*make_pair("llama", "DFlash2DraftModel")).open(
+        "Hello", options=SessionOptions(gamma=2, max_tokens=8))
+    record = session.step_round()
+    session.close()
+    for shown, text in (("\\xc3", "\\xc3"), ("␣the", " the")):
+        line = round_line(replace(record, token_text={**record.token_text, record.bonus: text}))
+        assert f"  bonus {shown}" in line and token_cell(text) == shown, line
+        assert line.split("  bonus ")[1].split("  ")[0] == shown, line  # nothing more to it

@@ -66,25 +66,64 @@ def test_a_model_path_that_is_no_model_says_so(tmp_path, capsys, monkeypatch, mo
     assert "drafter" not in line
 
 
-@pytest.mark.parametrize("command", ["probe", "bench"])
-def test_a_prompt_longer_than_the_target_context_is_refused(breakable_pair, tmp_path, capsys, command):
-    target, _ = breakable_pair
+LONG_PROMPT = " ".join(["The quick brown fox jumps over the lazy dog."] * 20)
+
+
+def _short_context(target: Path) -> int:
+    """The target's context cut to 64 positions; the tokens of LONG_PROMPT, more than that."""
     _edit_config(target, max_position_embeddings=64)
-    text = " ".join(["The quick brown fox jumps over the lazy dog."] * 20)
-    if command == "probe":
-        argv = ["probe", target, "--prompt", text, "--raw"]
-    else:
-        (tmp_path / "prompts" / "prose").mkdir(parents=True)
-        (tmp_path / "prompts" / "prose" / "01.txt").write_text(text)
-        argv = ["bench", target, "--prompts", tmp_path / "prompts", "--raw", "--blocks", "2",
-                "--max-tokens", "2"]
     from dflash_tui.engine.target import load_target
 
-    tokens = len(load_target(target).tokenizer.encode(text))
+    tokens = len(load_target(target).tokenizer.encode(LONG_PROMPT))
     assert tokens > 64
-    line = refusal(capsys, argv, f"is {tokens} tokens", "context of 64 tokens", str(target))
-    if command == "bench":
-        assert "01.txt" in line  # which prompt file
+    return tokens
+
+
+@pytest.mark.parametrize("source", ["--prompt", "--prompt-file", "bench"])
+def test_a_prompt_longer_than_the_target_context_is_refused_naming_its_source(
+        breakable_pair, tmp_path, capsys, source):
+    """The prompt is too long to quote: the line starts with where it came from (the flag,
+    the file), as the user gave it."""
+    target, _ = breakable_pair
+    tokens = _short_context(target)
+    prompt_file = tmp_path / "prompts" / "prose" / "01.txt"
+    prompt_file.parent.mkdir(parents=True)
+    prompt_file.write_text(LONG_PROMPT)
+    if source == "--prompt":
+        argv, lead = ["probe", target, "--prompt", LONG_PROMPT, "--raw"], "--prompt"
+    elif source == "--prompt-file":
+        argv, lead = ["probe", target, "--prompt-file", prompt_file, "--raw"], f"--prompt-file {prompt_file}"
+    else:
+        argv = ["bench", target, "--prompts", tmp_path / "prompts", "--raw", "--blocks", "2",
+                "--max-tokens", "2"]
+        lead = str(prompt_file)
+    line = refusal(capsys, argv, "context of 64 tokens", str(target))
+    assert line.startswith(f"dflash-tui: error: {lead}: the prompt is {tokens} tokens; "), line
+
+
+def test_the_tui_names_where_a_prompt_past_the_context_came_from(breakable_pair, tmp_path):
+    """--prompt-file F at launch: the session cannot open, and the line says which file (a
+    prompt typed in the prompt dialog: tests/test_app_live.py)."""
+    from dflash_tui.app.live import LiveApp
+    from dflash_tui.app.main import launch_from_args
+    from dflash_tui.cli import parse
+
+    target, _ = breakable_pair
+    tokens = _short_context(target)
+    prompt_file = tmp_path / "long.txt"
+    prompt_file.write_text(LONG_PROMPT)
+    _, args = parse([str(target), "--prompt-file", str(prompt_file), "--raw", "--no-trace"])
+
+    async def scenario():
+        app = LiveApp(launch_from_args(args), show_timings=False, export_dir=tmp_path / "sessions")
+        async with app.run_test(size=(120, 35)) as pilot:
+            await wait_for(pilot, lambda: app.failure is not None, what="the refusal")
+            await pilot.press("q")
+        return app
+
+    app = asyncio.run(scenario())
+    assert app.failure.message.startswith(f"--prompt-file {prompt_file}: the prompt is {tokens} tokens; ")
+    assert app.return_code == 2
 
 
 def test_a_block_wider_than_the_target_context_is_refused(breakable_pair, capsys):

@@ -41,6 +41,8 @@ class Launch:
     model: Path
     draft: Optional[Path] = None
     prompt: str = ""
+    # where the prompt came from (`--prompt-file F`), named if it is refused; None: the sample's
+    prompt_source: Optional[str] = None
     chat: Optional[bool] = None
     dtype: str = "float32"
     keep_quantized: bool = False
@@ -99,6 +101,7 @@ class SetBreakpoints:
 @dataclass(frozen=True)
 class Restart:
     prompt: Optional[str] = None  # None: the same prompt again
+    source: Optional[str] = None  # where a new prompt came from, named if it is refused
     trace: Optional[TraceTarget] = None  # where the new session records its rounds (None: nowhere)
 
 
@@ -178,6 +181,7 @@ class EngineThread(threading.Thread):
         self.commands: "queue.Queue[object]" = queue.Queue()
         self.session = None
         self._pair = None
+        self._source = launch.prompt_source  # where the session's prompt came from
         self._trace = None
         self._running: Optional[str] = None  # "round" | "run" while stepping on its own
         self._deferred: deque = deque()  # steps asked for while a round or run was going
@@ -196,7 +200,7 @@ class EngineThread(threading.Thread):
 
     def run(self) -> None:
         try:
-            self._open(self.launch.prompt, self.launch.trace)
+            self._open(self.launch.prompt, self.launch.trace, self.launch.prompt_source)
         except InputError as error:
             self.emit(Failed(user_message(error), fatal=True))
             return
@@ -248,9 +252,12 @@ class EngineThread(threading.Thread):
         elif isinstance(command, Restart):
             self._running = None
             self._deferred.clear()
-            prompt = command.prompt if command.prompt is not None else session.info.prompt
+            if command.prompt is not None:
+                prompt, source = command.prompt, command.source
+            else:
+                prompt, source = session.info.prompt, self._source
             try:
-                self._open(prompt, command.trace)
+                self._open(prompt, command.trace, source)
             except InputError as error:  # the old session is untouched: it goes on
                 self.emit(Failed(f"restart refused: {user_message(error)}", refused=True))
             except Exception as error:  # noqa: BLE001
@@ -301,7 +308,7 @@ class EngineThread(threading.Thread):
 
     # ---- sessions and the trace ----------------------------------------------------------
 
-    def _open(self, prompt: str, trace: Optional[TraceTarget]) -> None:
+    def _open(self, prompt: str, trace: Optional[TraceTarget], source: Optional[str]) -> None:
         if self._pair is None:
             self.emit(Progress("importing MLX and mlx-lm"))
         from ..engine.api import load_pair
@@ -327,10 +334,11 @@ class EngineThread(threading.Thread):
             temperature=launch.temperature, seed=launch.seed, max_tokens=launch.max_tokens,
             keep_raw=keep_raw, layer_offset=launch.layer_offset, proposer=launch.proposer,
         )
-        new = self._pair.open(prompt, options=options, chat=launch.chat, prefill=False)
+        new = self._pair.open(prompt, options=options, chat=launch.chat, prefill=False,
+                              source=source)
         if self.session is not None:
             self.session.close()
-        self.session = new
+        self.session, self._source = new, source
         self.emit(Progress(f"prefill: {len(new.prompt_ids)} prompt tokens"))
         prefill = new.prefill()
         path = self._open_trace(trace, new.info, prefill)

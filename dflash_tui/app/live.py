@@ -25,6 +25,7 @@ from ..cli import KEEP_ROUNDS
 from ..compare_notes import slow_on_cpu
 from ..engine.records import RoundRecord
 from ..panels.footer import KeyBar
+from ..panels.frame import Frame
 from ..sample import PROMPTS_DIR
 from ..trace_rounds import TraceRounds
 from .debugger import SEARCH_NEXT, SESSION, STEP, DebuggerApp
@@ -41,6 +42,11 @@ from .session_dir import SessionDir
 # pause it: another s / n is queued behind it, as typed.
 PAUSE_KEYS = {"run": frozenset({"c", "space", "s", "n", "escape"}),
               "round": frozenset({"c", "escape"})}
+# what a refusal of a prompt typed or picked in the prompt dialog names it by
+DIALOG_PROMPT = "the prompt dialog (p)"
+# With no session (it failed to open), the keys that still do something: the key bar shows
+# these alone, and the rest (stepping, γ, restart, the views of rounds) are not taken.
+NO_SESSION_ACTIONS = frozenset({"quit", "help", "messages", "command_palette", "help_quit"})
 SLOW_STAGE = 0.5  # seconds before the status line starts counting a stage's time
 ENGINE_START_DELAY = 0.1  # seconds between the first frame and the engine's first import
 
@@ -161,6 +167,15 @@ class LiveApp(DebuggerApp):
         if reason is None:
             self.finish_message = ""
 
+    def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
+        if self.failure is not None and action not in NO_SESSION_ACTIONS:
+            return False
+        return super().check_action(action, parameters)
+
+    def frame(self) -> Frame:
+        frame = super().frame()
+        return replace(frame, failed=True) if self.failure is not None else frame
+
     def _usable(self) -> bool:
         if self.failure is not None:
             self.notify(f"no session: {self.failure.message}", severity="error")
@@ -225,17 +240,18 @@ class LiveApp(DebuggerApp):
 
     def _new_prompt(self, prompt: Optional[str]) -> None:
         if prompt is not None:
-            self._restart(prompt)
+            self._restart(prompt, DIALOG_PROMPT)
 
     def action_restart(self) -> None:
         if self._can_restart():
             self._restart(None)
 
-    def _restart(self, prompt: Optional[str]) -> None:
+    def _restart(self, prompt: Optional[str], source: Optional[str] = None) -> None:
         if self.running:
             self.engine.send(Pause())
         self._next_session_dir = SessionDir(self.export_dir)  # a new session: new files
-        self.engine.send(Restart(prompt, trace=self._session_trace(self._next_session_dir)))
+        self.engine.send(Restart(prompt, source=source,
+                                 trace=self._session_trace(self._next_session_dir)))
         self.main.add_class("-restarting")  # dimmed until the new session is on screen
         self.loading = True
         self._progress, self._progress_since = "prefill", time.monotonic()
@@ -443,6 +459,8 @@ class LiveApp(DebuggerApp):
             self.failure = event
             self.loading = False
             self.set_status("error", f"cannot open the session: {event.message} (q quits)")
+            self.refresh_bindings()  # the key bar keeps only what still works
+            self.render_now()  # the header and panels stop saying loading
         elif event.refused:  # a restart's prompt, refused like any input: the session goes on
             self.loading = False
             self._next_session_dir = None

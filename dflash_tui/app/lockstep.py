@@ -85,7 +85,8 @@ class Leader:
         self._opened = 0
 
     def open(self, prompt: str, *, options: SessionOptions = SessionOptions(),
-             chat: Optional[bool] = None, prefill: bool = True) -> "LeaderSession":
+             chat: Optional[bool] = None, prefill: bool = True,
+             source: Optional[str] = None) -> "LeaderSession":
         if options.proposer is not None:
             raise ValueError("forced proposals exist on rank 0 only; a group cannot follow them")
         self._opened += 1
@@ -93,7 +94,8 @@ class Leader:
         spec = {"prompt": prompt, "chat": chat, "options": asdict(replace(options, proposer=None))}
         self.call(lambda: self.channel.send(Op.OPEN, number, payload=json.dumps(spec).encode()))
         session = LeaderSession(self.call(lambda: self.pair.open(prompt, options=options, chat=chat,
-                                                                 prefill=False)), number, self)
+                                                                 prefill=False, source=source)),
+                                number, self)
         if prefill:
             session.prefill()
         return session

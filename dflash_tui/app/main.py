@@ -45,7 +45,8 @@ def launch_from_args(args) -> Launch:
     if args.trace:  # it appends: a model file would be damaged
         not_a_model_file("--trace", Path(args.trace), parts)
     return Launch(
-        model=model, draft=draft, prompt=prompt, chat=args.chat, dtype=args.dtype,
+        model=model, draft=draft, prompt=prompt, prompt_source=args.prompt_source,
+        chat=args.chat, dtype=args.dtype,
         keep_quantized=args.keep_quantized, layer_offset=args.layer_offset, gamma=args.block,
         temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens,
         trace=append_file("--trace", args.trace),

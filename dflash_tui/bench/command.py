@@ -2,7 +2,8 @@
 
 Exit codes: 0 all decodes lossless (or unchecked at temperature > 0); 1 a speculative decode
 diverged from the target's own greedy decode; 2 bad input (raised as InputError, printed by
-the CLI as one line); 130 interrupted (the finished prompts are still printed and written).
+the CLI as one line); 130 interrupted (the finished prompts are still printed and written; with none finished,
+nothing is written).
 """
 
 from __future__ import annotations
@@ -136,6 +137,13 @@ def run(args) -> int:
 
 def _finish(out: Console, err: Console, result: BenchResult, target, json_path, csv_path,
             command: str, prompts_dir: Path, args) -> int:
+    if not result.complete and not result.finished_prompt_ids():
+        # Nothing to report: a file of no prompts would only replace the one there (an
+        # earlier run's, often) with something bench-diff cannot compare.
+        kept = " and ".join(str(p) for p in (json_path, csv_path) if p is not None)
+        err.print("bench: interrupted before any prompt finished every block; nothing to report"
+                  + (f", {kept} not written" if kept else ""), style="yellow")
+        return EXIT_DIVERGED if result.lossless is False else 0
     if not result.complete:
         done = len(result.finished_prompt_ids())
         err.print(f"bench: interrupted; reporting the {done} prompt{'s' * (done != 1)} that "

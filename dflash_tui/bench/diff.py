@@ -88,7 +88,10 @@ def load(path: Path) -> Bench:
     if schema != SCHEMA:
         raise InputError(f"{path}: not a bench JSON file (schema {schema!r}, expected {SCHEMA!r}; "
                          "`dflash-tui bench --json FILE` writes one)")
+    complete = record.get("complete", True) is True
     runs = record.get("runs")
+    if not complete and runs == []:
+        raise InputError(_nothing_finished(path))
     if not isinstance(runs, list) or not runs:
         raise InputError(f"{path}: holds no runs (expected a list of per-prompt runs under \"runs\")")
     counted, where = {}, {}
@@ -101,16 +104,31 @@ def load(path: Path) -> Bench:
         where[key] = k
         counted[key] = _counts(path, k, run, key[2])
     blocks = {block for _, _, block in counted}
+    settings = record.get("settings")
+    settings = settings if isinstance(settings, dict) else {}
+    declared = settings.get("blocks")
+    if (isinstance(declared, list) and all(type(b) is int for b in declared)
+            and blocks <= set(declared)):
+        # the blocks the bench was asked for: a prompt interrupted after its first block has
+        # not finished, even where no other prompt ran the rest
+        blocks = set(declared)
     done = {}
     for workload, prompt, _ in counted:
         done[(workload, prompt)] = done.get((workload, prompt), 0) + 1
     finished = {key: run for key, run in counted.items() if done[key[:2]] == len(blocks)}
-    settings, drafter = record.get("settings"), record.get("drafter")
-    settings = settings if isinstance(settings, dict) else {}
+    if not complete and not finished:
+        raise InputError(_nothing_finished(path))
+    drafter = record.get("drafter")
     return Bench(path, settings,
                  str(drafter.get("path", "?")) if isinstance(drafter, dict) else "?",
-                 record.get("complete", True) is True, finished, len(counted) - len(finished),
-                 _extras(record, settings))
+                 complete, finished, len(counted) - len(finished), _extras(record, settings))
+
+
+def _nothing_finished(path: Path) -> str:
+    """An interrupted bench that finished no prompt at every block (an older bench wrote
+    one; it no longer does): said as such, not as a file with no runs or no shared prompt."""
+    return (f"{path}: an interrupted bench (\"complete\": false) that finished no prompt at "
+            "every block; nothing to compare")
 
 
 def _extras(record: dict, settings: dict) -> tuple[str, ...]:
