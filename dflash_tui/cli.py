@@ -55,6 +55,11 @@ def user_message(error: InputError) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        # No abbreviations: `bench --prompt Hi` was taken as `--prompts Hi` and refused as a
+        # missing directory; an option that is not one is refused by its own name.
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
     def error(self, message):  # argparse's own errors: one line, exit 2
         # The message alone: main's `dflash-tui: error:` is the prefix (the parser's prog,
         # `dflash-tui probe`, before it made two).

@@ -52,9 +52,8 @@ class AskLine(Horizontal):
         field = self.query_one(Input)
         field.value, field.placeholder = value, placeholder
         self.display = True
-        # At once, not at the next turn of the message loop (what field.focus() does): keys
-        # that arrived with the one that asks (typed fast, pasted) are already queued behind
-        # it, and must find the question focused.
+        # At once, not at the next turn of the message loop (what field.focus() does): the
+        # question has the keyboard from the moment it is asked.
         self.screen.set_focus(field)
         field.cursor_position = len(value)
 

@@ -6,7 +6,8 @@ Letters toggle (each row's key, from anywhere in the menu) and digits are only e
 number: typed in a number field they edit it, typed on a row that has one they start it
 afresh there, elsewhere they change nothing and the menu says where they go. (Digits used to
 toggle rows unless a field had the focus: a number typed before focusing its field flipped
-other breakpoints.) An armed row reads ✓ in its box, not only in another colour.
+other breakpoints.) A number typed into a row's field arms the row. An armed row reads ✓ in
+its box, not only in another colour.
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ from textual.widgets import Button, Checkbox, Input, Label
 from dflash_tui.breakpoints import TOGGLES, Breakpoints
 
 NUMBERS = {"rank_above": "rank_threshold", "position": "position_at"}
+ROW_OF = {field: name for name, field in NUMBERS.items()}  # a number field's row
 COMPARE_ONLY = {"diverge"}  # conditions only a session with --compare can meet
+# A row this session cannot meet says what it needs, whole at 80 columns (its label and
+# "(not in this session)" were cut to "(--compare) (not…").
+IDLE_LABELS = {"diverge": "configurations diverge beyond tol (needs --compare)"}
 # Each row's key: a letter from its label, so no digit ever toggles one.
 ROW_KEYS = {"nonfinite": "n", "zero_accepted": "a", "rank_above": "r", "off_argmax": "s",
             "position": "p", "diverge": "d"}
@@ -75,7 +80,7 @@ class BreakpointsScreen(ModalScreen[Breakpoints | None]):
     /* opaque: a see-through modal blends every cell of the screen below (slow) */
     BreakpointsScreen { align: center middle; background: $background; }
     BreakpointsScreen > Vertical {
-        width: 64; height: auto; border: thick $primary; background: $surface; padding: 0 1;
+        width: 66; height: auto; border: thick $primary; background: $surface; padding: 0 1;
     }
     BreakpointsScreen Horizontal { height: auto; }
     BreakpointsScreen Checkbox { width: 1fr; border: none; }
@@ -110,8 +115,7 @@ class BreakpointsScreen(ModalScreen[Breakpoints | None]):
             for name, label in TOGGLES:
                 with Horizontal():
                     idle = name in COMPARE_ONLY and not self.compare
-                    yield ArmedBox(f"{ROW_KEYS[name]}  {label}"
-                                   + (" (not in this session)" if idle else ""),
+                    yield ArmedBox(f"{ROW_KEYS[name]}  {IDLE_LABELS[name] if idle else label}",
                                    getattr(self.armed, name) and not idle, id=f"bp-{name}",
                                    disabled=idle)
                     if name in NUMBERS:
@@ -141,6 +145,13 @@ class BreakpointsScreen(ModalScreen[Breakpoints | None]):
         else:
             self.query_one("#bp-error", Label).update(Text(DIGITS_HINT))
             self.app.bell()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        """A number typed into a row's field arms that row: `p` `300` enter on an armed
+        position row disarmed it (`p` toggles) and left the 300 unused."""
+        field = event.input
+        if field is self.focused and field.id and field.value.strip():
+            self.query_one(f"#bp-{ROW_OF[field.id.removeprefix('bp-')]}", Checkbox).value = True
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "bp-apply":

@@ -97,8 +97,10 @@ def test_letters_toggle_from_anywhere_and_digits_edit_a_focused_field():
             assert field.value == "42" and screen.focused is screen.query_one("#bp-off_argmax")
             await pilot.press("ctrl+s")
             await answered(pilot)
+            # the number typed into the rank row's field armed that row
             assert app.answers == [Breakpoints(nonfinite=False, zero_accepted=True,
-                                               off_argmax=True, rank_threshold=42)]
+                                               off_argmax=True, rank_above=True,
+                                               rank_threshold=42)]
 
     run(scenario())
 
@@ -117,5 +119,55 @@ def test_an_armed_row_reads_differently_without_colour():
             await pilot.press("escape")
             await answered(pilot)
             assert app.answers == [None]
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("burst", [False, True])
+def test_a_number_typed_on_an_armed_row_keeps_it_armed(burst):
+    """Position armed at 256: `p 300 enter` arms it at 300. `p` toggles, so it disarmed the
+    row, and the number typed after it was kept on a row that would never fire."""
+    keys = ["p", "3", "0", "0", "enter"]
+
+    async def scenario():
+        app = Host(Breakpoints(position=True, position_at=256))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await menu(pilot)
+            if burst:  # queued at once, as the driver queues one read's keys
+                for key in keys:
+                    app.post_message(events.Key(key, key if len(key) == 1 else None))
+            else:
+                await pilot.press(*keys)
+            await answered(pilot)
+            assert app.answers == [Breakpoints(position=True, position_at=300)]
+
+    run(scenario())
+
+
+def test_a_number_typed_into_a_field_arms_its_row_and_an_emptied_one_does_not():
+    async def scenario():
+        app = Host(Breakpoints())
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await menu(pilot)
+            screen.query_one("#bp-position_at").focus()
+            await pilot.pause()
+            await pilot.press("backspace", "backspace", "backspace")  # 256 selected on focus: one clears it
+            assert not screen.query_one("#bp-position").value
+            await pilot.press("5")
+            assert screen.query_one("#bp-position").value
+            assert not screen.query_one("#bp-rank_above").value
+
+    run(scenario())
+
+
+def test_the_diverge_row_reads_whole_at_80_columns_without_compare():
+    """At 80 columns with no --compare the diverge row was cut to "(--compare) (not…"."""
+    async def scenario():
+        app = Host(Breakpoints(), compare=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await menu(pilot)
+            line = row_line(app, "configurations diverge")
+            assert "…" not in line
+            assert "d  configurations diverge beyond tol (needs --compare)" in line
 
     run(scenario())

@@ -115,3 +115,16 @@ def test_argparse_errors_have_one_prefix(capsys, argv, needle):
     the flag and what was wrong (the parser's own prog, `dflash-tui probe:`, no more)."""
     line = refusal(capsys, argv, needle)
     assert line == f"dflash-tui: error: {needle}"
+
+
+def test_an_abbreviated_option_is_refused_by_its_name(make_pair, capsys):
+    """`bench --prompt Hi` was taken as `--prompts Hi` (argparse completes a prefix) and
+    refused as a missing directory: an option that is not one is named as such."""
+    target, _ = make_pair("llama", "DFlash2DraftModel")
+    line = refusal(capsys, ["bench", target, "--prompt", "Hi"], "unrecognized arguments: --prompt")
+    assert "--prompts" not in line and "no such directory" not in line
+
+
+@pytest.mark.parametrize("command", sorted(build_parsers()))
+def test_no_command_completes_abbreviations(command):
+    assert build_parsers()[command].allow_abbrev is False

@@ -16,12 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from textual import work
+from textual import events, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
+from textual.worker import Worker
 
 from ..breakpoints import TOGGLES, Breakpoints
 from ..compare_notes import TOL_HINT, TOL_HINT_AFTER, tol_hint_applies
@@ -39,6 +40,7 @@ from ..panels.status import LOG_KEY, LOG_SIZE, StatusLine, StatusLog
 from ..panels.table import FastTable
 from .screens.main import COMPARE_TAB, MainScreen
 from .session_dir import SessionDir
+from .typed_keys import TypedKeys, typed
 
 if TYPE_CHECKING:  # numpy (history, search) loads after the first frame
     from ..history import History
@@ -56,13 +58,10 @@ ROUND_KEYS = Binding.Group("round", compact=True)
 ROUNDS = Binding.Group("round")
 VIEW = Binding.Group("view")
 GENERAL = Binding.Group("general")
-# Priority bindings act as the key arrives, before the focused table sees it: the keys that
-# move through rounds (tables bind ←/→/home/end too), and those that move the focus (a tab,
-# a question, a dialog). A terminal hands over what was typed fast or pasted in one read;
-# an action that waited for its key to come back up from the table would run after the
-# keys that followed had gone to the table (`g` `2` enter went nowhere; F then `draft`
-# restarted the session), and so do the keys that act on the round on screen (`P` then `←`
-# pinned the round before). They stand aside while a question or a dialog has the keyboard.
+# Priority bindings act before the focused table sees the key: the keys that move through
+# rounds (tables bind ←/→/home/end too), and those that move the focus (a tab, a question,
+# a dialog). (Keys typed in one read keep their order whatever the binding: typed_keys.py.)
+# They stand aside while a question or a dialog has the keyboard.
 PRIORITY = {"round", "goto_first", "goto_last", "goto_round", "search", "tab", "help",
             "breakpoints", "probe_filter", "probe_sort", "probe_sort_reverse", "layer",
             "first_nonfinite", "aggregate_range", "prompt", "columns", "pin", "export"}
@@ -195,9 +194,15 @@ class DebuggerApp(App[int]):
                 "ones are off screen)"),
     ]
 
+    # Messages that come of time or of other threads, not of keys: a key typed after another
+    # need not wait for them (typed_keys.py). Subclasses add their threads' messages.
+    BACKGROUND_MESSAGES: tuple[type, ...] = (Worker.StateChanged,)
+
     def __init__(self, *, export_dir: Path = Path("dflash-snapshots"), show_timings: bool = True,
                  armed: Breakpoints = Breakpoints()) -> None:
         super().__init__()
+        self.typed_keys = TypedKeys(self, self.take_typed, ready=lambda: bool(self._panels),
+                                    background=(ExportDone, *self.BACKGROUND_MESSAGES))
         # No animations (tab underline slides, smooth scrolls): every frame they add is CPU
         # taken from answering keys, and a debugger's screen should change at once.
         self.animation_level = "none"
@@ -253,6 +258,20 @@ class DebuggerApp(App[int]):
         self.update_status_right()
         self.render_now()
         self.check_size()
+        self.call_later(self.typed_keys.go_on)  # the keys typed before the screen was up
+
+    # ---- keys ----------------------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        if typed(event):  # a key or a paste: routed in its turn (typed_keys.py)
+            await self.typed_keys.arrived(event)
+            return
+        await super().on_event(event)
+
+    async def take_typed(self, event: events.Event) -> None:
+        """Route a key or paste from the terminal, now that the keys before it have done
+        their work: priority bindings, else the focused widget (Textual's routing)."""
+        await super().on_event(event)
 
     def check_size(self) -> None:
         """Say once, on becoming too small, why panels are cut (below MIN_SIZE nothing is

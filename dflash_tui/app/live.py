@@ -52,6 +52,7 @@ ENGINE_START_DELAY = 0.1  # seconds between the first frame and the engine's fir
 
 
 class LiveApp(DebuggerApp):
+    BACKGROUND_MESSAGES = DebuggerApp.BACKGROUND_MESSAGES + (EngineWake,)  # the engine's events
     BINDINGS = [
         Binding("s", "step('stage')", "stage", group=STEP,
                 tooltip="one stage: context → draft → select → verify → commit"),
@@ -140,15 +141,13 @@ class LiveApp(DebuggerApp):
 
     # ---- keys ----------------------------------------------------------------------------
 
-    async def on_event(self, event: events.Event) -> None:
-        if (isinstance(event, events.Key) and not event.is_forwarded and self.running and not self.loading
+    async def take_typed(self, event: events.Event) -> None:
+        if (isinstance(event, events.Key) and self.running and not self.loading
                 and self.screen is self.main and event.key in PAUSE_KEYS[self.running]
                 and not self.main.asking and not (self.searching and event.key in ("n", "escape"))):
             self.pause()
-            event.prevent_default()
-            event.stop()
             return
-        await super().on_event(event)
+        await super().take_typed(event)
 
     @property
     def finished(self) -> Optional[str]:

@@ -81,6 +81,7 @@ MAX_CATCH_UP = 10  # ticks' worth of rounds one late tick may play (a stall is n
 
 
 class ReplayApp(DebuggerApp):
+    BACKGROUND_MESSAGES = DebuggerApp.BACKGROUND_MESSAGES + (RoundsRead,)  # the reading pass
     BINDINGS = [
         Binding("s", "stage(1)", "stage", group=STEP, tooltip="one stage forward"),
         Binding("backspace", "stage(-1)", "◀ stage", show=False, group=STEP, tooltip="one stage back"),
@@ -471,15 +472,13 @@ class ReplayApp(DebuggerApp):
             if not whole_round or self.stage == len(full.stages) - 1:
                 return True
 
-    async def on_event(self, event: events.Event) -> None:
-        if (isinstance(event, events.Key) and not event.is_forwarded and self.playing
+    async def take_typed(self, event: events.Event) -> None:
+        if (isinstance(event, events.Key) and self.playing
                 and self.screen is self.main and not self.main.asking
                 and event.key in PAUSE_KEYS and not (self.searching and event.key in ("n", "escape"))):
             self.stop_playing("paused")
-            event.prevent_default()
-            event.stop()
             return
-        await super().on_event(event)
+        await super().take_typed(event)
 
     def is_running(self) -> bool:
         return self.playing

@@ -1,0 +1,228 @@
+"""Keys typed faster than the screen (auto-repeat, fast typing, a paste): a terminal hands
+them over in one read and the driver queues them on the app at once. Each must act on the
+state the keys before it produced, in order: a key that asks (g, /, a, F) and the enter that
+answers must neither take nor drop the keys after them, and a key that acts on the round on
+screen (x) acts on the round the keys before it led to. The bursts here are queued at once,
+as the driver queues one read's keys, with no wait between them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from textual import events
+
+from dflash_tui.app.replay import load
+from dflash_tui.app.replay_app import ReplayApp
+from dflash_tui.breakpoints import Breakpoints
+from dflash_tui.panels.probes import ProbesPanel
+
+from app_helpers import SIZE, live_app, press_and_settle, run, wait_for, wait_idle, wait_loaded
+
+ROUNDS = 8
+CHARS = {"number_sign": "#", "slash": "/", "minus": "-", "full_stop": ".", "space": " "}
+
+
+@pytest.fixture(scope="module")
+def trace(pair, tmp_path_factory):
+    """A trace of ROUNDS rounds of the fixture pair, recorded headless."""
+    from dflash_tui.engine.api import load_pair
+    from dflash_tui.engine.session import SessionOptions
+    from dflash_tui.snapshot import TraceWriter
+
+    path = tmp_path_factory.mktemp("typed") / "trace.jsonl"
+    session = load_pair(*pair).open("hi", options=SessionOptions(gamma=3, max_tokens=1000))
+    writer = TraceWriter(path, session.info, session.prefill_record)
+    for record in session.run(ROUNDS):
+        writer.write(record)
+    writer.close()
+    session.close()
+    return path
+
+
+def burst(app, *keys: str) -> None:
+    """Queue keys at once, as the driver queues what one read of the terminal held."""
+    for key in keys:
+        if isinstance(key, events.Event):
+            app.post_message(key)
+            continue
+        char = {"enter": "\r"}.get(key, CHARS.get(key, key if len(key) == 1 else None))
+        app.post_message(events.Key(key, char))
+
+
+def typed(text: str) -> list[str]:
+    """The keys that type `text` (a question's answer)."""
+    names = {char: key for key, char in CHARS.items()}
+    return [names.get(char, char) for char in text]
+
+
+async def handled(pilot) -> None:
+    """Until every key queued has been routed and what it set off has run."""
+    app = pilot.app
+    typed_keys = getattr(app, "typed_keys", None)
+    await wait_for(pilot, lambda: typed_keys is None or typed_keys.held == 0, timeout=10,
+                   what="the keys typed")
+    await pilot.pause()
+
+
+def busiest_token(app, trace) -> int:
+    """A committed token id the search finds in the most rounds (a search with hits to step)."""
+    from dflash_tui.search import search
+
+    rounds = load(trace).sessions[0].rounds
+    ids = {t for r in range(len(rounds)) for t in rounds.get(r).committed_tokens}
+    return max(sorted(ids), key=lambda t: len({h.round for h in search(app.history, f"#{t}")}))
+
+
+def replay(trace) -> ReplayApp:
+    return ReplayApp(load(trace), show_timings=False, export_dir=Path("out"),
+                     armed=Breakpoints(nonfinite=False))
+
+
+def test_a_key_after_a_go_to_acts_once_the_go_to_has_landed(trace):
+    """`g 3 enter →` in one read: the → went into the go-to field (the question was still
+    open when it arrived) and was lost; it steps to round 4 after the go-to lands."""
+    async def scenario():
+        app = replay(trace)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            burst(app, "g", "3", "enter", "right")
+            await handled(pilot)
+            assert not app.main.asking
+            assert (app.record.round, app.record.stage) == (4, "commit")
+
+    run(scenario())
+
+
+def test_next_hit_keys_after_a_search_step_through_its_hits(trace):
+    """`/ #ID enter n n` in one read: the n's were typed into the search (`#IDnn`, found
+    nowhere); they are next hit twice once the search is answered."""
+    from dflash_tui.search import search
+
+    async def scenario():
+        app = replay(trace)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            token = busiest_token(app, trace)
+            hits = search(app.history, f"#{token}")
+            assert len({h.round for h in hits}) >= 3, "a token in three rounds or more"
+            burst(app, "slash", *typed(f"#{token}"), "enter", "n", "n")
+            await handled(pilot)
+            assert not app.main.asking
+            assert app.searching is not None and app.searching.query == f"#{token}"
+            assert app.searching.index == 2
+            assert (app.record.round, app.slot) == (hits[2].round, hits[2].shown_slot)
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("keys, check", [
+    # the tab key after the range's enter went into the range field (`1-2` + `1`)
+    (["a", *typed("1-2"), "enter", "1"],
+     lambda app: app.aggregate_rounds == (1, 2)
+     and app.main.query_one("#inspector").active == "tab-ranks"),
+    # the sort key after the filter's enter went into the filter (`drafto`)
+    (["F", *typed("draft"), "enter", "o"],
+     lambda app: str(app.main.query_one(ProbesPanel).filter) == "draft"
+     and "sorted by" in app.status.message),
+    # a paste answers the question as typing does, and the → after it waits for the answer
+    (["g", events.Paste("5"), "enter", "left"], lambda app: app.record.round == 4),
+])
+def test_keys_after_an_answer_act_on_the_screen(trace, keys, check):
+    async def scenario():
+        app = replay(trace)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            burst(app, *keys)
+            await handled(pilot)
+            assert not app.main.asking
+            assert check(app), (app.aggregate_rounds, app.status.message, app.record.round)
+
+    run(scenario())
+
+
+def test_an_export_after_stage_keys_exports_the_stage_they_led_to(trace):
+    """`→ → backspace x` in one read: → is bound with priority and ran at once, backspace
+    went by way of the focused table, so x (priority) exported round 2's commit before the
+    backspace stepped back; it exports round 2's verify, what the keys before it showed."""
+    async def scenario():
+        app = replay(trace)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert (app.record.round, app.record.stage) == (0, "commit")
+            burst(app, "right", "right", "backspace", "x")
+            await handled(pilot)
+            await wait_for(pilot, lambda: list(Path("out").glob("*/round-*.json")), timeout=10,
+                           what="the export")
+            assert (app.record.round, app.record.stage) == (2, "verify")
+            exported, = Path("out").glob("*/round-*.json")
+            snapshot = json.loads(exported.read_text())
+            assert (snapshot["round"], snapshot["stage"]) == (2, "verify")
+
+    run(scenario())
+
+
+def test_keys_after_the_breakpoints_key_go_to_the_menu(trace):
+    """`b p 3 enter` in one read: the menu's keys arrive before its screen is mounted."""
+    async def scenario():
+        app = replay(trace)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            burst(app, "b", "p", "3", "enter")
+            await handled(pilot)
+            assert app.screen is app.main
+            assert app.armed.position and app.armed.position_at == 3
+
+    run(scenario())
+
+
+def test_the_live_app_steps_after_a_go_to_too(pair):
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n", "n", "n")
+            burst(app, "g", "2", "enter", "right")
+            await handled(pilot)
+            await wait_idle(pilot)
+            assert not app.main.asking and app.record.round == 3
+
+    run(scenario())
+
+
+def test_a_prompt_typed_after_p_goes_into_the_new_prompt(pair):
+    """`p ctrl+n H i ctrl+s` in one read: the dialog's keys arrive before it is mounted and
+    focused; they go into its editor, and the session restarts on "Hi"."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            burst(app, "p", "ctrl+n", "H", "i", "ctrl+s")
+            await handled(pilot)
+            assert app.screen is app.main
+            await wait_loaded(pilot)
+            assert app.info.prompt == "Hi"
+
+    run(scenario())
+
+
+def test_keys_typed_before_the_screen_is_up_act_once_it_is(trace):
+    """Keys typed while the app starts (queued before the main screen's panels are up) act
+    in order once they are, rather than being dropped by the view keys."""
+    class TypedEarly(ReplayApp):
+        def on_mount(self) -> None:
+            assert not self._panels
+            burst(self, "g", "3", "enter", "right", "2")
+
+    async def scenario():
+        app = TypedEarly(load(trace), show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await handled(pilot)
+            assert not app.main.asking
+            assert app.record.round == 4
+            assert app.main.query_one("#inspector").active == "tab-selector"
+
+    run(scenario())
