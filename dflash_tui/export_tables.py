@@ -11,7 +11,7 @@ import math
 import os
 import sys
 import tempfile
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from .engine.errors import InputError
@@ -37,7 +37,7 @@ def run(args) -> int:
     if present is not None and not args.force:
         raise InputError(f"--out {out}: already holds {present.name} (an earlier export?); "
                          "give an empty or new folder, or --force to replace its tables")
-    from .app.replay import Damage
+    from .app.replay import Damage, judged_at
 
     damage = Damage()  # the lines skipped, said once every round is read
     count, compared, records = session_records(source, args.session, damage)
@@ -45,7 +45,7 @@ def run(args) -> int:
         if not compared:
             raise InputError(f"--compare-tol: the exported session of {source} has no round "
                              "with a reference configuration (a session run with --compare)")
-        records = _judged_at(records, args.compare_tol)
+        records = map(partial(judged_at, args.compare_tol), records)  # one at a time
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -73,14 +73,6 @@ def run(args) -> int:
     for note in damage.notes(source, plain=True):
         print(f"note: {note}", file=sys.stderr)
     return 0
-
-
-def _judged_at(records, tolerance: float):
-    """--compare-tol: each round's first divergent buffer found anew at `tolerance` from
-    its recorded relative errors (as replay --compare-tol judges them), one at a time."""
-    for record in records:
-        c = record.compare
-        yield record if c is None else replace(record, compare=c.judged_at(tolerance))
 
 
 class CsvTables:

@@ -91,14 +91,15 @@ class BreakpointsScreen(ModalScreen[Breakpoints | None]):
     BINDINGS = [
         Binding("escape", "cancel", "cancel"),
         Binding("ctrl+s", "apply", "apply"),
-        # Priority, letters and digits alike: they act in the order typed even when they
-        # come in one read (a digit bound without it waited in the focused box's queue while
-        # a letter after it moved the focus). A number field takes its digits first (Textual
-        # leaves out the bindings of keys a focused field consumes) and lets letters through
-        # (NumberField), so a letter toggles its row from anywhere.
+        # Letters with priority: a focused field types every printable key into itself
+        # before the menu's bindings see it. NumberField says it does not take letters
+        # (Textual keeps the bindings of keys a focused field does not consume), so a letter
+        # toggles its row from anywhere. Digits without: a number field takes them; from a
+        # row or a button they come up to the menu. (Keys typed in one read keep their order
+        # in the app: typed_keys.py.)
         *(Binding(ROW_KEYS[name], f"flip('{name}')", show=False, priority=True)
           for name, _ in TOGGLES),
-        *(Binding(str(d), f"digit('{d}')", show=False, priority=True) for d in range(10)),
+        *(Binding(str(d), f"digit('{d}')", show=False) for d in range(10)),
     ]
 
     def __init__(self, armed: Breakpoints, compare: bool = True) -> None:

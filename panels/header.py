@@ -139,7 +139,9 @@ class HeaderPanel(Static):
         while width > 0 and len(fields) > 1 and cells(fields) > width:
             most = max(drop for drop, _ in fields)
             fields.pop(max(i for i, (drop, _) in enumerate(fields) if drop == most))
-        return Text().join(part for _, part in fields)
+        text = Text().join(part for _, part in fields)
+        text.rstrip()  # the last field's gap: past the edge, Textual would cut the line before it
+        return text
 
     def _count(self, frame: Frame) -> tuple:
         """(mean accepted, tokens/s, generated tokens) up to the round on screen, counted

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 from dflash_tui.app.engine_thread import Launch
 
@@ -140,3 +141,18 @@ def oracle_proposer(pair, prompt: str, tokens: int, good: int):
         return [t if i < good else (t + 1) % vocab for i, t in enumerate(ahead[:gamma])]
 
     return propose
+
+
+def record_headless(pair, path: Path, rounds: int, gamma: int = 3) -> Path:
+    """A trace of `rounds` rounds of `pair`, recorded without the app."""
+    from dflash_tui.engine.api import load_pair
+    from dflash_tui.engine.session import SessionOptions
+    from dflash_tui.snapshot import TraceWriter
+
+    session = load_pair(*pair).open("hi", options=SessionOptions(gamma=gamma, max_tokens=1000))
+    writer = TraceWriter(path, session.info, session.prefill_record)
+    for record in session.run(rounds):
+        writer.write(record)
+    writer.close()
+    session.close()
+    return path

@@ -4,8 +4,6 @@ box, without colour. Driven in a bare host app: the menu is a panel, with no eng
 
 from __future__ import annotations
 
-import pytest
-from textual import events
 from textual.app import App
 
 from dflash_tui.breakpoints import Breakpoints
@@ -59,23 +57,15 @@ def test_digits_typed_before_the_field_toggle_nothing():
     run(scenario())
 
 
-@pytest.mark.parametrize("burst", [False, True])
-def test_a_row_key_then_a_number_arms_it_at_that_number(burst):
+def test_a_row_key_then_a_number_arms_it_at_that_number():
     """`p 300 r 5 a n enter`: position armed at 300, rank above 5 (the row's key puts the
     focus on it, its first digit moves to its field, the rest follows there), accepted == 0
-    on, non-finite off. Typed key by key, or in one read (fast typing, a paste: seen in tmux,
-    the letters, bound with priority, ran ahead of the digits queued before them)."""
-    keys = ["p", "3", "0", "0", "r", "5", "a", "n", "enter"]
-
+    on, non-finite off. (The same typed in one read, in the app: test_app_typed_keys.py.)"""
     async def scenario():
         app = Host(Breakpoints())
         async with app.run_test(size=(80, 24)) as pilot:
             await menu(pilot)
-            if burst:  # queued at once, as the driver queues one read's keys
-                for key in keys:
-                    app.post_message(events.Key(key, key if len(key) == 1 else None))
-            else:
-                await pilot.press(*keys)
+            await pilot.press("p", "3", "0", "0", "r", "5", "a", "n", "enter")
             await answered(pilot)
             assert app.answers == [Breakpoints(nonfinite=False, zero_accepted=True,
                                                position=True, position_at=300,
@@ -123,21 +113,14 @@ def test_an_armed_row_reads_differently_without_colour():
     run(scenario())
 
 
-@pytest.mark.parametrize("burst", [False, True])
-def test_a_number_typed_on_an_armed_row_keeps_it_armed(burst):
+def test_a_number_typed_on_an_armed_row_keeps_it_armed():
     """Position armed at 256: `p 300 enter` arms it at 300. `p` toggles, so it disarmed the
     row, and the number typed after it was kept on a row that would never fire."""
-    keys = ["p", "3", "0", "0", "enter"]
-
     async def scenario():
         app = Host(Breakpoints(position=True, position_at=256))
         async with app.run_test(size=(80, 24)) as pilot:
             await menu(pilot)
-            if burst:  # queued at once, as the driver queues one read's keys
-                for key in keys:
-                    app.post_message(events.Key(key, key if len(key) == 1 else None))
-            else:
-                await pilot.press(*keys)
+            await pilot.press("p", "3", "0", "0", "enter")
             await answered(pilot)
             assert app.answers == [Breakpoints(position=True, position_at=300)]
 

@@ -17,8 +17,8 @@ from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
 from dflash_tui.app.replay_app import ReplayApp
 
-from app_helpers import SIZE, launch, press_and_settle, run, table_rows, wait_for, wait_loaded, \
-    widget_text
+from app_helpers import SIZE, launch, press_and_settle, record_headless, run, table_rows, wait_for, \
+    wait_loaded, widget_text
 
 
 def panel_view(app) -> dict:
@@ -234,21 +234,6 @@ def test_replay_steps_stages_back_and_forth(live_session):
     run(scenario())
 
 
-def record_headless(pair, path: Path, rounds: int, gamma: int = 3) -> Path:
-    """A trace of `rounds` rounds of `pair`, recorded without the app."""
-    from dflash_tui.engine.api import load_pair
-    from dflash_tui.engine.session import SessionOptions
-    from dflash_tui.snapshot import TraceWriter
-
-    session = load_pair(*pair).open("hi", options=SessionOptions(gamma=gamma, max_tokens=1000))
-    writer = TraceWriter(path, session.info, session.prefill_record)
-    for record in session.run(rounds):
-        writer.write(record)
-    writer.close()
-    session.close()
-    return path
-
-
 @pytest.mark.parametrize("faster", [0, 1, 3])  # stage by stage, a round, 100 rounds a tick
 def test_replay_play_stops_at_a_nonfinite_breakpoint(nan_pair, tmp_path, faster):
     """A trace of the NaN drafter, recorded headless; replay plays into it and stops, at
@@ -324,3 +309,24 @@ def test_bad_arguments_end_with_one_line_and_exit_2(pair, tmp_path, capsys, argv
     err = capsys.readouterr().err
     assert err.startswith("dflash-tui: error: ") and message in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_header_numbers_fit_the_width_they_are_given(live_session):
+    """The header's numbers each whole or left out: where they fitted but for the gap after
+    the last one, that gap went past the edge and Textual cut the line there, the stage with
+    it (`stage verif…`, seen at 80 columns on replay's round 31/399)."""
+    trace, _, _ = live_session
+
+    async def scenario():
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await press_and_settle_replay(pilot, "right", "backspace")
+            header, frame = app.main.query_one("#header"), app.frame()
+            whole = header._numbers(frame).plain.rstrip()
+            assert whole.endswith("stage verify")
+            for width in range(len(whole) - 30, len(whole) + 3):
+                numbers = header._numbers(frame, width).plain
+                assert len(numbers) <= width and numbers.rstrip().endswith("stage verify"), \
+                    (width, numbers)
+
+    run(scenario())

@@ -229,7 +229,9 @@ def test_a_resize_lays_the_left_column_out_at_once(pair):
 
 def test_a_notification_shows_brackets_as_typed(pair):
     """A notification is plain text: `find '[/x]'` (a stray closing tag to Textual's markup)
-    crashed the app with a MarkupError, and `[b]` or mlx's `[load_safetensors]` vanished."""
+    crashed the app with a MarkupError, and `[b]` or mlx's `[load_safetensors]` vanished.
+    Textual's own quit hint, in markup, reached the message log with its tags (`Press
+    [b]ctrl+q[/b] to quit the app`)."""
     from textual.widgets._toast import Toast
 
     async def scenario():
@@ -247,5 +249,8 @@ def test_a_notification_shows_brackets_as_typed(pair):
             await pilot.press("ctrl+c")  # Textual's own hint, in its markup: bold, no tags
             await wait_for(pilot, lambda: "to quit the app" in toasts(), what="the quit hint")
             assert "Press ctrl+q to quit the app" in toasts()
+            # and the message log (L) keeps the words, not the tags
+            assert list(app.status_log)[-1].text == \
+                "Do you want to quit?: Press ctrl+q to quit the app"
 
     run(scenario())

@@ -18,7 +18,8 @@ from dflash_tui.app.replay_app import ReplayApp
 from dflash_tui.breakpoints import Breakpoints
 from dflash_tui.panels.probes import ProbesPanel
 
-from app_helpers import SIZE, live_app, press_and_settle, run, wait_for, wait_idle, wait_loaded
+from app_helpers import SIZE, live_app, press_and_settle, record_headless, run, wait_for, \
+    wait_idle, wait_loaded
 
 ROUNDS = 8
 CHARS = {"number_sign": "#", "slash": "/", "minus": "-", "full_stop": ".", "space": " "}
@@ -27,18 +28,7 @@ CHARS = {"number_sign": "#", "slash": "/", "minus": "-", "full_stop": ".", "spac
 @pytest.fixture(scope="module")
 def trace(pair, tmp_path_factory):
     """A trace of ROUNDS rounds of the fixture pair, recorded headless."""
-    from dflash_tui.engine.api import load_pair
-    from dflash_tui.engine.session import SessionOptions
-    from dflash_tui.snapshot import TraceWriter
-
-    path = tmp_path_factory.mktemp("typed") / "trace.jsonl"
-    session = load_pair(*pair).open("hi", options=SessionOptions(gamma=3, max_tokens=1000))
-    writer = TraceWriter(path, session.info, session.prefill_record)
-    for record in session.run(ROUNDS):
-        writer.write(record)
-    writer.close()
-    session.close()
-    return path
+    return record_headless(pair, tmp_path_factory.mktemp("typed") / "trace.jsonl", ROUNDS)
 
 
 def burst(app, *keys: str) -> None:
@@ -163,16 +153,29 @@ def test_an_export_after_stage_keys_exports_the_stage_they_led_to(trace):
     run(scenario())
 
 
-def test_keys_after_the_breakpoints_key_go_to_the_menu(trace):
-    """`b p 3 enter` in one read: the menu's keys arrive before its screen is mounted."""
+@pytest.mark.parametrize("armed, keys, answer", [
+    # the menu's keys arrive before its screen is mounted
+    (Breakpoints(nonfinite=False), ["p", "3"], Breakpoints(nonfinite=False, position=True,
+                                                           position_at=3)),
+    # a row's key then its number, letters and digits mixed: each digit after the letter
+    # before it (bound with priority, the letters used to run ahead of the digits)
+    (Breakpoints(), ["p", "3", "0", "0", "r", "5", "a", "n"],
+     Breakpoints(nonfinite=False, zero_accepted=True, position=True, position_at=300,
+                 rank_above=True, rank_threshold=5)),
+    # `p` disarms an armed row; the number typed after it arms it again
+    (Breakpoints(position=True, position_at=256), ["p", "3", "0", "0"],
+     Breakpoints(position=True, position_at=300)),
+])
+def test_keys_after_the_breakpoints_key_go_to_the_menu_in_order(trace, armed, keys, answer):
+    """`b`, the menu's keys and enter in one read."""
     async def scenario():
-        app = replay(trace)
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("out"), armed=armed)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
-            burst(app, "b", "p", "3", "enter")
+            burst(app, "b", *keys, "enter")
             await handled(pilot)
             assert app.screen is app.main
-            assert app.armed.position and app.armed.position_at == 3
+            assert app.armed == answer
 
     run(scenario())
 
@@ -224,5 +227,39 @@ def test_keys_typed_before_the_screen_is_up_act_once_it_is(trace):
             assert not app.main.asking
             assert app.record.round == 4
             assert app.main.query_one("#inspector").active == "tab-selector"
+
+    run(scenario())
+
+
+def test_every_view_key_typed_before_the_screen_is_up_acts_once_it_is(trace):
+    """The view keys that touch the panels (tabs, slots, columns, layers, probes' sort and
+    filter, zoom, go-to, search, pin, the aggregates' range), typed while the app starts:
+    each is held until the panels are up (they used to need a guard of their own, which
+    dropped them), then acts in order."""
+    keys = ["2", "full_stop", "greater_than_sign", "less_than_sign",  # selector tab, slot 1
+            "right_square_bracket", "left_square_bracket", "f", "o", "O",  # probes
+            "F", *typed("draft"), "enter",
+            "m", "m",  # zoomed and back
+            "g", "3", "enter", "P",  # round 3, pinned
+            "slash", "escape",  # a search asked, then dismissed
+            "a", *typed("1-2"), "enter"]  # the aggregates' range (its tab shown)
+
+    class TypedEarly(ReplayApp):
+        def on_mount(self) -> None:
+            assert not self._panels
+            burst(self, *keys)
+
+    async def scenario():
+        app = TypedEarly(load(trace), show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await handled(pilot)
+            assert app.screen is app.main and not app.main.asking
+            assert app.main.maximized is None
+            assert app.slot == 1
+            assert str(app.main.query_one(ProbesPanel).filter) == "draft"
+            assert app.record.round == 3 and app.pinned is not None and app.pinned.round == 3
+            assert app.aggregate_rounds == (1, 2)
+            assert app.main.query_one("#inspector").active == "tab-aggregates"
 
     run(scenario())

@@ -9,7 +9,6 @@ always shows the latest record. A key that changes the view renders at once.
 
 from __future__ import annotations
 
-import functools
 import re
 import time
 from dataclasses import dataclass, replace
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from textual import events, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.content import Content
 from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
@@ -67,16 +67,6 @@ PRIORITY = {"round", "goto_first", "goto_last", "goto_round", "search", "tab", "
             "first_nonfinite", "aggregate_range", "prompt", "columns", "pin", "export"}
 SEARCH_NEXT = Binding("n", "search_step(1)", "next hit", group=STEP,
                       tooltip="while searching: the next hit (round and slot)")
-
-
-def needs_screen(action):
-    """A view action that touches the panels does nothing until the main screen is up
-    (keys can arrive before it is)."""
-    @functools.wraps(action)
-    def guarded(self, *args):
-        if self._panels:
-            return action(self, *args)
-    return guarded
 
 
 class ExportDone(Message):
@@ -196,13 +186,13 @@ class DebuggerApp(App[int]):
 
     # Messages that come of time or of other threads, not of keys: a key typed after another
     # need not wait for them (typed_keys.py). Subclasses add their threads' messages.
-    BACKGROUND_MESSAGES: tuple[type, ...] = (Worker.StateChanged,)
+    BACKGROUND_MESSAGES: tuple[type, ...] = (Worker.StateChanged, ExportDone)
 
     def __init__(self, *, export_dir: Path = Path("dflash-snapshots"), show_timings: bool = True,
                  armed: Breakpoints = Breakpoints()) -> None:
         super().__init__()
         self.typed_keys = TypedKeys(self, self.take_typed, ready=lambda: bool(self._panels),
-                                    background=(ExportDone, *self.BACKGROUND_MESSAGES))
+                                    background=self.BACKGROUND_MESSAGES)
         # No animations (tab underline slides, smooth scrolls): every frame they add is CPU
         # taken from answering keys, and a debugger's screen should change at once.
         self.animation_level = "none"
@@ -363,9 +353,10 @@ class DebuggerApp(App[int]):
         messages carry what the user typed and what loaders said (`find '[/x]'`, mlx's
         `[load_safetensors] ...`), which Textual's markup would drop or, at a stray closing
         tag, crash the app on."""
-        if log:
+        if log:  # the log shows text as it is: a message in markup goes in as its words
+            words = Content.from_markup(message).plain if markup else message
             self.status_log.add("info" if severity == "information" else severity,
-                                f"{title}: {message}" if title else message)
+                                f"{title}: {words}" if title else words)
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
         # Textual can leave an expired toast's cells on the terminal where nothing under it
         # changed (seen over the aggregates tab and the status line): once it is gone, one
@@ -421,7 +412,6 @@ class DebuggerApp(App[int]):
             return self.searching is not None
         if action in PRIORITY:
             # a dialog or the question line has the keyboard: arrows and home/end are theirs
-            # (before the panels are up the keys still move: replay's position exists at once)
             return self.screen is self.main and not self.main.asking
         return True
 
@@ -429,7 +419,6 @@ class DebuggerApp(App[int]):
         """The session on screen runs a reference configuration beside the drafter (--compare)."""
         return self.info is not None and self.info.compare is not None
 
-    @needs_screen
     def action_tab(self, index: int) -> None:
         if index == COMPARE_TAB and not self.compared():
             self.notify(NO_REFERENCE + " (docs/COMPARE.md)", severity="warning")
@@ -441,7 +430,6 @@ class DebuggerApp(App[int]):
         if self.can_draw():
             self.main.tab_panel(index).show(self._drawn if self._drawn is not None else self.frame())
 
-    @needs_screen
     def action_slot(self, step: int) -> None:
         gamma = self.record.gamma if self.record is not None else 0
         if gamma:
@@ -453,25 +441,21 @@ class DebuggerApp(App[int]):
             self.slot = message.slot
             self.render_now()
 
-    @needs_screen
     def action_columns(self, step: int) -> None:
         self.main.scroll_inspector_columns(step)
 
-    @needs_screen
     def action_layer(self, step: int) -> None:
         self.main.show_tab(2)
         probes = self.main.query_one(ProbesPanel)
         probes.cycle_layer(step)
         self.set_status("info", probes.describe("layer"))
 
-    @needs_screen
     def action_first_nonfinite(self) -> None:
         self.main.show_tab(2)
         row = self.main.query_one(ProbesPanel).jump_to_first_nonfinite()
         if row is None:
             self.notify("no non-finite buffer in the round on screen")
 
-    @needs_screen
     def action_probe_filter(self) -> None:
         self.main.show_tab(2)
         probes = self.main.query_one(ProbesPanel)
@@ -483,21 +467,18 @@ class DebuggerApp(App[int]):
         probes.set_filter(text)
         self.set_status("info", probes.describe("filter"))
 
-    @needs_screen
     def action_probe_sort(self) -> None:
         self.main.show_tab(2)
         probes = self.main.query_one(ProbesPanel)
         probes.next_sort()
         self.set_status("info", probes.describe("sort"))
 
-    @needs_screen
     def action_probe_sort_reverse(self) -> None:
         self.main.show_tab(2)
         probes = self.main.query_one(ProbesPanel)
         probes.sort_by(probes.sort_column, reverse=not probes.sort_reverse)
         self.set_status("info", probes.describe("sort"))
 
-    @needs_screen
     def action_maximize(self) -> None:
         screen = self.screen
         if screen is not self.main:
@@ -611,7 +592,6 @@ class DebuggerApp(App[int]):
     def action_goto_last(self) -> None:
         self.go_to_round(None)
 
-    @needs_screen
     def action_goto_round(self) -> None:
         bounds = self.round_bounds()
         if bounds is None:
@@ -633,7 +613,6 @@ class DebuggerApp(App[int]):
 
     # ---- search ----------------------------------------------------------------------------
 
-    @needs_screen
     def action_search(self) -> None:
         previous = self.searching.query if self.searching is not None else ""
         self.main.ask("find:", self._search_answer, value=previous,
@@ -715,7 +694,6 @@ class DebuggerApp(App[int]):
 
     # ---- compare and aggregates --------------------------------------------------------------
 
-    @needs_screen
     def action_pin(self) -> None:
         record = self.record
         if record is None:
@@ -732,7 +710,6 @@ class DebuggerApp(App[int]):
                             + f": shown beside other rounds (vs r{record.round}) · P on it unpins")
         self.render_now()
 
-    @needs_screen
     def action_aggregate_range(self) -> None:
         self.main.show_tab(3)
         value = "" if self.aggregate_rounds is None else range_text(self.aggregate_rounds, "-")

@@ -26,7 +26,10 @@ from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
 from ..snapshot import SNAPSHOT_SCHEMA, TRACE_SCHEMA, round_from_json, session_from_json
 from .recorded_rounds import Rounds, RoundsInMemory, RoundsInTrace, read_all
 from .session_dir import TRACE_NAME
-from .trace_lines import Header, RoundLine, Skipped, json_or_none, newer_schema, parse_round, trace_lines
+from .trace_lines import (
+    HEADER_PREFIX, Header, RoundLine, Skipped, json_or_none, newer_schema, one_line, parse_round,
+    trace_lines,
+)
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ def at_tolerance(loaded: Loaded, tolerance: float) -> Loaded:
         if info is not None and info.compare is not None:
             info = replace(info, compare_tol=tolerance)
             prefill = prefill if prefill is None else replace(prefill, info=info)
-        sessions.append(Recording(info, prefill, s.rounds.judged(partial(_judged, tolerance))))
+        sessions.append(Recording(info, prefill, s.rounds.judged(partial(judged_at, tolerance))))
     return replace(loaded, sessions=tuple(sessions))
 
 
@@ -154,7 +157,8 @@ def compared(session: Recording) -> bool:
     return first is not None and first.compare is not None
 
 
-def _judged(tolerance: float, record: RoundRecord) -> RoundRecord:
+def judged_at(tolerance: float, record: RoundRecord) -> RoundRecord:
+    """The round judged again at `tolerance` (replay and export --compare-tol)."""
     c = record.compare
     return record if c is None else replace(record, compare=c.judged_at(tolerance))
 
@@ -237,10 +241,9 @@ def count_sessions(path: Path) -> int:
         path = path / TRACE_NAME
     elif not path.exists():
         raise InputError(f"{path}: no such trace or snapshot")
-    header = b'{"schema": "' + TRACE_SCHEMA.encode() + b'"'  # how TraceWriter starts one
     try:
         with open(path, "rb") as f:
-            return max(sum(1 for line in f if line.startswith(header)), 1)
+            return max(sum(1 for line in f if line.startswith(HEADER_PREFIX)), 1)
     except OSError as error:
         raise InputError(f"{path}: unreadable ({error.strerror or error})") from None
 
@@ -295,7 +298,7 @@ def _snapshot_entries(objects, path: Path) -> Iterator[Union[Header, RoundRecord
                 header = True
             yield round_from_json(obj)
         except (KeyError, TypeError, ValueError, RecursionError) as error:
-            raise InputError(f"{file}: damaged snapshot ({type(error).__name__}: {_short(error)})") from None
+            raise InputError(f"{file}: damaged snapshot ({type(error).__name__}: {one_line(error)})") from None
 
 
 def _round_order(file: Path) -> tuple:
@@ -316,8 +319,3 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"{path}: unreadable ({error})") from None
-
-
-def _short(error: Exception, limit: int = 80) -> str:
-    text = " ".join(str(error).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

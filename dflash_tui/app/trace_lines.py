@@ -26,7 +26,7 @@ from ..snapshot import (
 )
 from ..trace_rounds import ROUND_PREFIX
 
-_HEADER_PREFIX = b'{"schema": "' + TRACE_SCHEMA.encode() + b'"'  # how TraceWriter starts one
+HEADER_PREFIX = b'{"schema": "' + TRACE_SCHEMA.encode() + b'"'  # how TraceWriter starts one
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def trace_lines(path: Path) -> Iterator[Union[Header, Skipped, RoundLine]]:
                 first, ours = False, True
                 yield RoundLine(number, start, int(match.group(1)), raw)
                 continue
-            if raw.startswith(_HEADER_PREFIX):
+            if raw.startswith(HEADER_PREFIX):
                 first, ours = False, True
                 yield _header(number, raw)
                 continue
@@ -85,7 +85,7 @@ def trace_lines(path: Path) -> Iterator[Union[Header, Skipped, RoundLine]]:
                 first = False
                 if _foreign(schema):
                     raise InputError(f"{path}: not a dflash-tui trace (line {number} has schema "
-                                     f"{_short(schema)!r}; expected {TRACE_SCHEMA} / "
+                                     f"{one_line(schema)!r}; expected {TRACE_SCHEMA} / "
                                      f"{SNAPSHOT_SCHEMA})")
             ours = ours or schema in (TRACE_SCHEMA, SNAPSHOT_SCHEMA)
             if newer_schema(schema):
@@ -165,8 +165,9 @@ def _foreign(schema) -> bool:
     return isinstance(schema, str) and not schema.startswith("dflash-tui/")
 
 
-def _short(error, limit: int = 80) -> str:
-    text = " ".join(str(error).split())
+def one_line(value, limit: int = 80) -> str:
+    """A value's text (an error's, a schema's) on one line, cut with `…` past `limit`."""
+    text = " ".join(str(value).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
