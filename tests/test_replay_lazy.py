@@ -125,6 +125,32 @@ def test_a_long_trace_shows_its_first_frame_then_reads_on_with_progress_in_a_win
     run(scenario())
 
 
+def test_a_reading_pass_that_fails_says_so_and_stops_saying_it_reads(long_trace, monkeypatch):
+    """An unexpected error in the reading pass (a bug) used to end its thread in silence,
+    leaving `reading N of M…` on screen for good: it is said in one line, and the history
+    keeps the rounds read before it."""
+    monkeypatch.setattr(replay_app, "READ_FIRST_BYTES", 0)
+    read_all = replay_app.read_all
+
+    def failing(rounds):
+        for i, read in enumerate(read_all(rounds)):
+            if i == 5:
+                raise RuntimeError("a bug")
+            yield read
+
+    monkeypatch.setattr(replay_app, "read_all", failing)
+
+    async def scenario():
+        app = ReplayApp(open_recording(long_trace), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.reading() is None, what="the reading pass to end")
+            said = [entry.text for entry in app.status_log]
+            assert any("reading the trace stopped (RuntimeError: a bug)" in t for t in said), said
+            assert len(app._session_history(0)[0]) == 5
+
+    run(scenario())
+
+
 def test_compare_tol_judges_each_round_as_it_is_read(pair, tmp_path, monkeypatch):
     trace = tmp_path / "compare.jsonl"
     write_sessions(pair, trace, [("The quick brown fox", 4)], compare="bits=4")

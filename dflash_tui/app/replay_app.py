@@ -176,6 +176,11 @@ class ReplayApp(DebuggerApp):
         except InputError as error:  # the trace went away, or became unreadable
             self._hand_over(worker, batch, self._total, failure=str(error))
             return
+        except Exception as error:  # a bug: said in one line, not `reading …` for good
+            self._hand_over(worker, batch, self._total, failure=(
+                f"{self.recording.path}: reading the trace stopped ({type(error).__name__}: "
+                f"{error})"))
+            return
         self._hand_over(worker, batch, done)
 
     def _hand_over(self, worker, batch: list, done: int, failure: str = "") -> bool:
