@@ -79,7 +79,9 @@ class KeyBar(Static):
         self._draw()
 
     def _draw(self) -> None:
-        width = self.content_size.width
+        # Before its first layout (the first frame) the bar has no width yet: it spans the
+        # screen's (drawn unfitted, the first frame cut the last hint: `q quit  b`).
+        width = self.content_size.width or self.screen.size.width
         palette = Text.assemble((f" {PALETTE[1]}", "bold"), f" {PALETTE[2]} ")
         text, spans = Text(no_wrap=True, overflow="crop"), []
         for key, display, description, enabled in self._shown:

@@ -173,6 +173,31 @@ def test_while_a_question_is_open_the_key_bar_shows_its_keys_only(pair):
     run(scenario())
 
 
+def test_the_key_bar_fits_its_hints_from_the_first_frame(recorded, monkeypatch):
+    """The key bar fitted its hints to its width, which it has only after its first layout:
+    the first frame drew every hint and the terminal cut the last (`q quit  b` at 80
+    columns, for a moment on every start). Every line it draws fits, the first too."""
+    from pathlib import Path
+
+    from dflash_tui.app.replay import load
+    from dflash_tui.app.replay_app import ReplayApp
+    from dflash_tui.panels.footer import KeyBar
+
+    drawn = []
+    update = KeyBar.update
+    monkeypatch.setattr(KeyBar, "update", lambda self, text, **kw: (
+        drawn.append(text.cell_len), update(self, text, **kw))[1])
+
+    async def scenario():
+        app = ReplayApp(load(recorded[0]), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SMALL) as pilot:
+            await pilot.pause()
+            assert " q quit " in widget_text(app, app.main.query_one("#keys"))
+        assert drawn and all(cells <= SMALL[0] for cells in drawn), drawn
+
+    run(scenario())
+
+
 def test_a_terminal_below_80x24_is_told_once_each_time_it_gets_so(pair):
     def warnings(app) -> list[str]:
         return [e.text for e in app.status_log if "dflash-tui is laid out for 80×24" in e.text]
