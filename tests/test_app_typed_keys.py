@@ -263,3 +263,23 @@ def test_every_view_key_typed_before_the_screen_is_up_acts_once_it_is(trace):
             assert app.main.query_one("#inspector").active == "tab-aggregates"
 
     run(scenario())
+
+
+def test_run_pause_run_in_one_read_leaves_the_session_running(pair):
+    """`c c c` typed fast: run, pause, run. The third `c` came while the engine had not yet
+    answered the pause, and was taken for a second pause: the session ended paused."""
+    async def scenario():
+        app = live_app(pair, max_tokens=10_000)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            burst(app, "c", "c", "c")
+            await handled(pilot)
+            rounds = len(app.history)
+            await wait_for(pilot, lambda: len(app.history) >= rounds + 3, what="the run going on")
+            assert app.running == "run"
+            await pilot.press("space")
+            await wait_idle(pilot)
+            assert app.status.kind == "paused" and not app.pause_sent
+
+    run(scenario())

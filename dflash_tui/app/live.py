@@ -89,6 +89,7 @@ class LiveApp(DebuggerApp):
         self.npz = launch.keep_raw
         self.loading = True
         self.running: Optional[str] = None  # "round" | "run": the engine steps on its own
+        self.pause_sent = False  # a Pause the engine has not answered yet (Idle)
         self._finished: Optional[str] = None
         self.finish_message = ""  # the engine's words for it (Session.finish_message)
         self.failure: Optional[Failed] = None  # a fatal one: no session to step
@@ -143,6 +144,7 @@ class LiveApp(DebuggerApp):
 
     async def take_typed(self, event: events.Event) -> None:
         if (isinstance(event, events.Key) and self.running and not self.loading
+                and not self.pause_sent
                 and self.screen is self.main and event.key in PAUSE_KEYS[self.running]
                 and not self.main.asking and not (self.searching and event.key in ("n", "escape"))):
             self.pause()
@@ -198,13 +200,16 @@ class LiveApp(DebuggerApp):
             self.set_status("busy", f"{self._progress}… then {unit} (queued)")
 
     def action_run(self) -> None:
-        if self.running:
+        if self.running and not self.pause_sent:
             self.pause()
         else:
             self.action_step("run")
 
     def pause(self) -> None:
         self.engine.send(Pause())
+        # Until the engine says it paused, `running` still holds: a key typed after the
+        # pause acts as on a paused session (`c c c` runs again), not as a second pause.
+        self.pause_sent = True
         self.set_status("busy", "pausing after this stage…")
 
     def action_gamma(self, step: int) -> None:
@@ -419,6 +424,7 @@ class LiveApp(DebuggerApp):
 
     def engine_idle(self, event: Idle) -> None:
         self.running = None
+        self.pause_sent = False
         self.busy = None
         record = self.live
         where = f"round {record.round} {record.stage}" if record is not None else "prefill"
@@ -453,6 +459,7 @@ class LiveApp(DebuggerApp):
     def engine_failed(self, event: Failed) -> None:
         self.busy = None
         self.running = None
+        self.pause_sent = False
         self.main.remove_class("-restarting")  # refused or failed: what is shown is what there is
         if event.fatal:
             self.failure = event
