@@ -214,3 +214,22 @@ def test_sources_under_a_licence_are_left_out_by_what_the_manifest_records(make_
     assert continuations.main([str(first), str(tmp_path / "x.npz"), "--exclude-licence", "GPL"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "records no corpus sources" in err and not (tmp_path / "x.npz").exists()
+
+
+def test_the_committed_corpus_continuations_load_and_fit_the_sample_target():
+    """distill/continuations/ holds stage 13's corpus continuations for stage 16 on: the file
+    loads through the data phase's own reader, was decoded under the recipe's settings by
+    the bundled sample's target, and leaves out the GPL source, as its README says."""
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "distill" / "continuations" / "corpus13-smollm2-135m-q4_1.npz"
+    stored = continuations.load(str(path))
+    stored.check(max_new_tokens=256, data_dtype="float32")
+    meta = stored.meta
+    assert meta["target"]["name"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert meta["target"]["vocab"] == 49152 and meta["target"]["layers"] == 30
+    assert meta["excluded_sources"] == ["debian-reference-en==2.100"]
+    assert meta["sequences"] == len(stored.table) == 31612
+    lengths = [len(tokens) for tokens, _ in stored.table.values()]
+    assert 1 <= min(lengths) and max(lengths) <= 256
+    assert sum(lengths) == 5817702
