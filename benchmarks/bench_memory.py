@@ -206,6 +206,11 @@ def main() -> int:
             from fixtures import write_pair
 
             model, draft = write_pair(Path(tmp) / "pair")
+            # The fixture declares 2,048 positions, where a decode now ends (finish reason
+            # `context`) after about 2,000 rounds: a long session needs a longer context.
+            config = json.loads((model / "config.json").read_text())
+            config["max_position_embeddings"] = 1 << 20
+            (model / "config.json").write_text(json.dumps(config))
         samples = asyncio.run(measure(args, model, draft, args.prompt or prompt, Path(tmp) / "out"))
     if len(samples) < 2:
         print("bench_memory: fewer than two samples; nothing to compare", file=sys.stderr)
