@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Awaitable, Callable, Iterable
+from typing import Awaitable, Callable, Iterable, Optional
 
 from textual import events, messages
 from textual.app import App
@@ -65,7 +65,8 @@ class TypedKeys:
         self._ready = ready
         self._background = (*DRAWING, *background)
         self._held: deque[events.Event] = deque()
-        self._since = 0.0  # when the first held key began to wait
+        # when the first held key began to wait for a quiet app (None: for the screen)
+        self._since: Optional[float] = 0.0
         self._scheduled = False
         self._spins = 0
 
@@ -85,7 +86,10 @@ class TypedKeys:
         """Hand on the held keys while the app is quiet; check again soon if some wait."""
         while self._held:
             if not self._ready():
+                self._since = None  # the wait for a quiet app starts with the screen
                 return  # the screen's arrival calls go_on
+            if self._since is None:
+                self._since = time.monotonic()
             if not self.quiet() and time.monotonic() - self._since < HOLD_AT_MOST:
                 self._check_soon()
                 return
