@@ -60,7 +60,10 @@ cd /tmp/proj
 export PYTHONPATH=/tmp/proj:${PYTHONPATH:-} PYTHONUNBUFFERED=1 DFLASH_TUI_BLAS=reference
 export STAGE=${STAGE:-1} RUN_ROOT=/tmp/run TARGET RUN_DIR=/tmp/run/stage${STAGE:-1}
 export DFLASH="${PYTHON:-python3} -m dflash_tui"
-mkdir -p /tmp/run
+# OUT=/tmp/noout (files not wanted back) need not exist: without it the packing below failed
+# the call with status 1 after its work was saved (stage 16's call A)
+: "${OUT:?OUT must name the folder whose files come back (OUT=/tmp/noout for none)}"
+mkdir -p /tmp/run "$OUT"
 log="/tmp/run/stage$STAGE.log"  # beside the run: distill refuses a run folder with others' files
 pack_seconds=$(( 25 ${KEEP_CONTINUATIONS:++ 10} ))  # and the export below, with room
 left() { echo $(( budget - ($(date +%s) - t0) - pack_seconds )); }

@@ -94,7 +94,8 @@
 #      if, on stage 15's validation answers, the eval phase's all-kinds acceptance as decoded
 #      at 7 proposals beats stage 14's on the same answers and no real-code, real-math or
 #      real-prose kind falls more than 0.05 below stage 14's. SHIPPED: 2.53 against stage
-#      14's 2.50 on the same 1,281 answers, real-math 0.02 lower (docs/DISTILL.md, "Stage 15")
+#      14's 2.50 on the same 1,281 answers, real-math 0.02 lower (docs/DISTILL.md, "Stage 15");
+#      shipped until stage 16
 #  16. more of those questions: stage 15's recipe from stage 15 (same shape, stage 13's corpus,
 #      peak lr 1e-4) with seed 16 and 25,000 generated prompts, 21,800 of them `asked` (1.3
 #      times stage 15's; every other generated kind keeps its count), and 1,420 steps, so
@@ -107,9 +108,9 @@
 #      device time room for 25,000.) Rule fixed before the run: it ships only if, on stage
 #      16's validation answers, the eval phase's all-kinds acceptance as decoded at 7
 #      proposals beats stage 15's on the same answers and no real-code, real-math or
-#      real-prose kind falls more than 0.05 below stage 15's. NOT RUN YET: sized for a
-#      session's whole 1,800 device seconds; smaller sizes for less (docs/DISTILL.md,
-#      "Stage 16: the plan")
+#      real-prose kind falls more than 0.05 below stage 15's. Run with CONTINUATIONS_FROM=
+#      distill/continuations/corpus13-smollm2-135m-q4_1.npz. SHIPPED: 2.57 against stage
+#      15's 2.53 on the same 1,280 answers, no real-* kind lower (docs/DISTILL.md, "Stage 16")
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
@@ -132,7 +133,8 @@
 # 5 min (14,350 tokens/s), 3,000 steps at ~0.2 s; stage 11 (4 layers) data 5 min (18,900
 # tokens/s), 1,300 steps at ~0.2 s; stage 12 data 9 min (16,000 tokens/s), steps at 0.23 s;
 # stage 14 data 13 min (16,800 questions ~2 min, then 13,100-14,700 tokens/s), steps 0.24 s;
-# stage 15 data 12 min (14,900-16,900 tokens/s), steps 0.23 s.
+# stage 15 data 12 min (14,900-16,900 tokens/s), steps 0.23 s; stage 16 (the corpus's
+# continuations from the committed file) data 8.5 min (20,400 tokens/s), steps 0.23 s.
 # scripts/device_train_sample.sh is the device wrapper; docs/DISTILL.md has the call
 # sequences and what each stage bought on sample_prompts/ and test_prompts/.
 #
