@@ -40,6 +40,9 @@ class Pair:
     draft_dir: Path
     mesh: Optional["Mesh"] = None  # the group the target is sharded over (engine/distributed.py)
     reference: Optional[Reference] = None  # --compare: run beside the drafter every round
+    # `draft` as load_pair was given it (None: the default MODEL_DIR/draft): a session's
+    # refusal of the drafter for this target names it as the loader's do (`--draft DIR: ...`)
+    draft: Optional[str | Path] = None
 
     @property
     def dtype(self) -> str:
@@ -104,7 +107,7 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
     if compare is not None:
         progress(f"loading the reference configuration ({compare.text})")
         reference = load_reference(compare, drafter, draft_dir, dtype, compare_tol)
-    return Pair(target, drafter, draft_dir, mesh, reference)
+    return Pair(target, drafter, draft_dir, mesh, reference, draft)
 
 
 __all__ = ["InputError", "Pair", "Progress", "load_pair", "resolve_drafter_dir"]

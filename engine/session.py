@@ -43,6 +43,7 @@ from .draft_config import DraftConfig
 from .drafter import block_masks
 from .errors import InputError, ParameterError
 from .memory import bound_buffer_cache
+from .paths import named_as_draft
 from .probes import ProbeSink, first_nonfinite
 from .ranks import rank_arrays, rank_values, slot_ranks
 from .quantize import describe as describe_quantization
@@ -248,7 +249,8 @@ class Session:
         config = drafter.config
         self.pair, self.target, self.drafter, self.config = pair, target, drafter, config
         self.options = options
-        self.layer_ids = check_pair(target, config, options.layer_offset, str(pair.draft_dir))
+        with named_as_draft(pair.draft):
+            self.layer_ids = check_pair(target, config, options.layer_offset, str(pair.draft_dir))
         if not prompt_ids:
             raise ParameterError("prompt_ids", list(prompt_ids),
                                  "expected at least one token (the prompt is empty)")

@@ -27,8 +27,9 @@ class AskLine(Horizontal):
     AskLine > Input { height: 1; border: none; padding: 0; width: 1fr; background: $boost; }
     AskLine > Input:focus { border: none; }
     """
-    # shown: while the question is open the key bar shows its keys only (KeyBar)
-    BINDINGS = [Binding("escape", "cancel", "cancel")]
+    # shown: while the question is open the key bar shows its keys only (KeyBar); `?` is
+    # typed into the field, so help is f1 here
+    BINDINGS = [Binding("escape", "cancel", "cancel"), Binding("f1", "help", "help")]
 
     class Closed(Message):
         """Answered or dismissed: the app puts the focus back where it was."""
@@ -63,6 +64,9 @@ class AskLine(Horizontal):
         self._close()
         if answer is not None:
             answer(event.value)
+
+    def action_help(self) -> None:
+        self.app.action_help()  # the question stays open below the help, as typed so far
 
     def action_cancel(self) -> None:
         self._close()

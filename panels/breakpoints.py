@@ -33,6 +33,9 @@ IDLE_LABELS = {"diverge": "configurations diverge beyond tol (needs --compare)"}
 ROW_KEYS = {"nonfinite": "n", "zero_accepted": "a", "rank_above": "r", "off_argmax": "s",
             "position": "p", "diverge": "d"}
 ARMED, OFF = "✓", " "
+# Whole, and reads so: "breakpoints: stop a run on the stage where…" ended in an ellipsis,
+# which looked cut short at any width (the menu's is fixed)
+TITLE = "breakpoints: a run stops at the stage that meets one"
 DIGITS_HINT = "digits are numbers: r or p first (or tab to a field)"
 
 
@@ -111,7 +114,7 @@ class BreakpointsScreen(ModalScreen[Breakpoints | None]):
 
     def compose(self):
         with Vertical() as box:
-            box.border_title = "breakpoints: stop a run on the stage where…"
+            box.border_title = TITLE
             box.border_subtitle = f"{' '.join(ROW_KEYS.values())} toggle · ^s apply · esc cancel"
             for name, label in TOGGLES:
                 with Horizontal():

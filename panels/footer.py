@@ -8,12 +8,16 @@ line only when the keys it shows change. A click on a key presses it.
 Hints come in the order of the bindings, those of the groups named in `first` ahead (the
 keys a session is driven with); bindings of one compact group (Binding.Group(...,
 compact=True)) share a hint, e.g. `←→ round`. A hint that does not fit whole is
-left out, never cut; the help screen lists every key.
+left out, never cut; the help screen lists every key. The hints of the actions named in
+`keep` (help, and the escape that ends what is going on) are fitted before the others,
+wherever they stand, so a user always sees how to get out and how to get help: at 80
+columns a search's `n next hit`, wider than `n round`, had left room for `? help` by one
+cell (and none for `q quit`).
 
 While a text field has the focus (a question on the status line) the bar shows only the
-keys of the field and what holds it (enter, escape): the screen's and the app's keys are
-typed into it. Textual leaves out most of those itself, but not every one (`+` and `-`,
-whose key names it cannot turn back into characters, stayed in the bar).
+keys of the field and what holds it (enter, escape, f1 for help): the screen's and the
+app's keys are typed into it. Textual leaves out most of those itself, but not every one
+(`+` and `-`, whose key names it cannot turn back into characters, stayed in the bar).
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ class KeyBar(Static):
     KeyBar { height: 1; background: $panel; color: $foreground; }
     """
 
-    def __init__(self, first: tuple[str, ...] = (), **kwargs) -> None:
+    def __init__(self, first: tuple[str, ...] = (), keep: tuple[str, ...] = (), **kwargs) -> None:
         super().__init__("", **kwargs)
         self._first = first  # group descriptions whose hints lead
+        self._keep = keep  # actions whose hints are fitted first
         self._shown: tuple = ()
         self._spans: list[tuple[int, int, str]] = []  # (start, end, key) of each hint
 
@@ -55,16 +60,17 @@ class KeyBar(Static):
             display = binding.key_display or self.app.get_key_display(binding)
             if name in seen:  # one hint per action or compact group (an action's first key)
                 index = seen[name]
-                key, shown, description, on, group = hints[index]
+                key, shown, description, on, group, kept = hints[index]
                 if compact and display not in shown:
-                    hints[index] = (key, shown + display, description, on or enabled, group)
+                    hints[index] = (key, shown + display, description, on or enabled, group, kept)
                 continue
             seen[name] = len(hints)
             description = binding.group.description if compact else binding.description
             group = binding.group.description if binding.group else ""
-            hints.append((binding.key, display, description, enabled, group))
+            hints.append((binding.key, display, description, enabled, group,
+                          binding.action in self._keep))
         lead = [h for h in hints if h[4] in self._first]
-        shown = tuple(h[:4] for h in lead + [h for h in hints if h[4] not in self._first])
+        shown = tuple(h[:4] + h[5:] for h in lead + [h for h in hints if h[4] not in self._first])
         if shown != self._shown:
             self._shown = shown
             self._draw()
@@ -83,12 +89,16 @@ class KeyBar(Static):
         # screen's (drawn unfitted, the first frame cut the last hint: `q quit  b`).
         width = self.content_size.width or self.screen.size.width
         palette = Text.assemble((f" {PALETTE[1]}", "bold"), f" {PALETTE[2]} ")
+        hints = [(key, kept, Text.assemble((f" {display}", "bold" + ("" if enabled else " dim")),
+                                           (f" {description} ", "" if enabled else "dim")))
+                 for key, display, description, enabled, kept in self._shown]
+        room = width - sum(hint.cell_len for _, kept, hint in hints if kept) if width else 0
         text, spans = Text(no_wrap=True, overflow="crop"), []
-        for key, display, description, enabled in self._shown:
-            hint = Text.assemble((f" {display}", "bold" + ("" if enabled else " dim")),
-                                 (f" {description} ", "" if enabled else "dim"))
-            if width and text.cell_len + hint.cell_len > width:
+        for key, kept, hint in hints:
+            fits = text.cell_len + hint.cell_len <= width and (kept or hint.cell_len <= room)
+            if width and not fits:
                 continue  # left out whole; a shorter one later may still fit
+            room -= 0 if kept else hint.cell_len
             spans.append((text.cell_len, text.cell_len + hint.cell_len, key))
             text.append_text(hint)
         if width and text.cell_len + palette.cell_len <= width:

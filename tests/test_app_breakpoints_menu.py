@@ -7,7 +7,7 @@ from __future__ import annotations
 from textual.app import App
 
 from dflash_tui.breakpoints import Breakpoints
-from dflash_tui.panels.breakpoints import ARMED, DIGITS_HINT, BreakpointsScreen
+from dflash_tui.panels.breakpoints import ARMED, DIGITS_HINT, TITLE, BreakpointsScreen
 
 from app_helpers import run, screen_lines, wait_for
 
@@ -154,3 +154,19 @@ def test_the_diverge_row_reads_whole_at_80_columns_without_compare():
             assert "d  configurations diverge beyond tol (needs --compare)" in line
 
     run(scenario())
+
+
+def test_the_menu_title_reads_whole_at_80_columns():
+    """The title ended in an ellipsis ("breakpoints: stop a run on the stage where…"), which
+    reads as cut at 80 columns (and at any other width: the menu's is fixed). Its top
+    border now holds a whole sentence and no ellipsis, at 80 x 24 and at 200 x 50."""
+    async def scenario(size):
+        app = Host(Breakpoints())
+        async with app.run_test(size=size) as pilot:
+            await menu(pilot)
+            top = row_line(app, "breakpoints")
+            assert f" {TITLE} " in top and "…" not in top, top
+            assert "…" not in "".join(screen_lines(app))
+
+    for size in ((80, 24), (200, 50)):
+        run(scenario(size))

@@ -528,6 +528,41 @@ def test_after_a_failed_load_the_header_says_so_and_the_key_bar_keeps_what_works
     assert run(scenario()).return_code == 2
 
 
+def test_after_a_failed_load_the_palette_offers_only_what_works(pair, tmp_path):
+    """The key bar kept only help, the log and quit after a failed load, but the palette
+    (ctrl+p) went on listing Step one stage, Run / pause, Export round, ..., each of which
+    then said "no session". Now it lists what the key bar does, with Textual's own commands
+    (quit among them)."""
+    from fixtures import drafter_tensors, write_drafter
+
+    target, draft = pair
+    config = json.loads((draft / "config.json").read_text())
+    config["vocab_size"] += 1
+    bad = write_drafter(tmp_path / "other-vocab", config, tensors=drafter_tensors(config))
+
+    async def scenario():
+        app = LiveApp(launch((target, bad)), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.failure is not None, what="the refusal")
+            await pilot.press("ctrl+p")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the palette")
+            commands = app.screen.query_one(CommandList)
+            await wait_for(pilot, lambda: commands.option_count > 0, what="the commands")
+            await pilot.pause()
+            titles = {str(commands.get_option_at_index(i).prompt).split("\n")[0]
+                      for i in range(commands.option_count)}
+            assert {"Help", "Message log", "Quit"} <= titles, titles
+            assert not {"Step one stage", "Step one round", "Run / pause", "Increase γ",
+                        "New prompt", "Restart session", "Export round", "Go to round",
+                        "Breakpoints menu", "Show ranks"} & titles, titles
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is app.main, what="the palette to close")
+            await pilot.press("q")
+        return app
+
+    assert run(scenario()).return_code == 2
+
+
 def test_a_draft_folder_the_loader_refuses_is_named_as_draft(pair, tmp_path):
     """The app loads the drafter on its engine thread: its refusal, shown on the status
     line, starts with the option that named the folder (as one from --compare does)."""
@@ -543,6 +578,28 @@ def test_a_draft_folder_the_loader_refuses_is_named_as_draft(pair, tmp_path):
             assert app.failure.message.startswith(f"--draft {broken}: {broken / 'model.safetensors'}: ")
             assert not app.failure.detail  # a refusal, no traceback
             assert app.status.message.startswith(f"cannot open the session: --draft {broken}: ")
+            await pilot.press("q")
+        return app
+
+    assert run(scenario()).return_code == 2
+
+
+def test_a_draft_folder_the_session_refuses_is_named_as_draft(pair, tmp_path):
+    """A drafter whose target_layer_ids this target does not have is refused when the
+    session opens, not by the loader: that refusal started with the bare folder."""
+    from fixtures import drafter_tensors, write_drafter
+
+    target, draft = pair
+    config = json.loads((draft / "config.json").read_text())
+    config["dflash_config"]["target_layer_ids"] = [1, 7]
+    bad = write_drafter(tmp_path / "other-layers", config, tensors=drafter_tensors(config))
+
+    async def scenario():
+        app = LiveApp(launch((target, bad)), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.failure is not None, what="the refusal")
+            assert app.failure.message.startswith(f"--draft {bad}: target_layer_ids[1] = 7 ")
+            assert app.status.message.startswith(f"cannot open the session: --draft {bad}: ")
             await pilot.press("q")
         return app
 

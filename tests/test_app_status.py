@@ -6,6 +6,7 @@ they did."""
 from __future__ import annotations
 
 from dflash_tui.breakpoints import Breakpoints
+from dflash_tui.panels.help import HelpScreen
 from dflash_tui.panels.status import CUT, StatusLog, status_text
 
 from app_helpers import live_app, press_and_settle, run, wait_for, wait_idle, wait_loaded, \
@@ -146,7 +147,8 @@ def test_probe_sort_filter_and_pin_say_what_they_did(pair):
 def test_while_a_question_is_open_the_key_bar_shows_its_keys_only(pair):
     """`g`, `a`, `/`, `F`: the key bar said `+ γ+  - γ-` (and kept every other key it had
     room for) though `+` and `-` went into the field; now it names the question's keys, enter
-    and escape, and the session's keys come back when it closes."""
+    and escape (and f1, help: `?` is typed), and the session's keys come back when it
+    closes."""
     async def scenario():
         app = live_app(pair)
         async with app.run_test(size=SMALL) as pilot:
@@ -160,7 +162,8 @@ def test_while_a_question_is_open_the_key_bar_shows_its_keys_only(pair):
                 await wait_for(pilot, lambda: app.main.asking, what="the question line")
                 await pilot.pause()
                 shown = widget_text(app, keys).split()
-                assert shown == ["⏎", "answer", "esc", "cancel", "^p", "palette"], (key, shown)
+                assert shown == ["⏎", "answer", "esc", "cancel", "f1", "help", "^p", "palette"], \
+                    (key, shown)
                 field = app.main.query_one("#ask-input")
                 field.value = ""
                 await pilot.press("plus", "minus")
@@ -169,6 +172,50 @@ def test_while_a_question_is_open_the_key_bar_shows_its_keys_only(pair):
                 await wait_for(pilot, lambda: not app.main.asking, what="the question to close")
                 await pilot.pause()
                 assert widget_text(app, keys) == before, key
+
+    run(scenario())
+
+
+def test_f1_opens_the_help_over_a_question_which_stays_open_as_typed(pair):
+    """While a question is open `?` is typed into it, so the key bar had no way to help at
+    all (`⏎ answer  esc cancel`); f1, which it now names, opens the help, and escape comes
+    back to the question with what was typed, still taking keys."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SMALL) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("slash", "a", "question_mark", "f1")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is app.main, what="the help to close")
+            field = app.main.query_one("#ask-input")
+            assert app.main.asking and field.value == "a?"
+            await pilot.press("b")
+            assert field.value == "a?b"
+
+    run(scenario())
+
+
+def test_a_search_at_80_columns_keeps_help_and_its_way_out_in_the_key_bar(pair):
+    """A search's hits walked at 80 columns: `n next hit` is wider than `n round`, and the
+    key bar ended `/ find  P pin  ? help` (escape, which ends the search, was never named;
+    one key wider and help went too). Help and `esc end search` are fitted first; what the
+    search needs least gives way."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SMALL) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            token = app.record.target_tokens[0]
+            await type_answer(pilot, "slash", f"#{token}")
+            assert app.searching is not None
+            keys = app.main.query_one("#keys")
+            shown = widget_text(app, keys)
+            assert " n next hit " in shown and " esc end search " in shown, shown
+            assert " ? help " in shown and len(shown.rstrip()) <= SMALL[0], shown
+            await press_and_settle(pilot, "escape")
+            await pilot.pause()
+            assert "end search" not in widget_text(app, keys)
 
     run(scenario())
 

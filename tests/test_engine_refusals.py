@@ -151,6 +151,27 @@ def test_target_layer_out_of_range(capsys, breakable_pair):
     _refused(capsys, str(target), "--prompt", "x", needles=["target_layer_ids[1] = 7", "4 layers", "0..3"])
 
 
+def test_a_drafter_folder_given_on_the_line_is_named_by_its_option(capsys, breakable_pair, tmp_path):
+    """The session's refusal of a drafter that does not fit the target started with the
+    folder (`DIR: target_layer_ids[1] = 7 ...`), where every other refusal of a `--draft DIR`
+    (the CLI's check, the loader's) starts `--draft DIR: ...`, and of a `--compare DIR`
+    `--compare DIR: ...`. Now the same, whichever option named the folder."""
+    target, draft = breakable_pair
+    config = _config(draft)
+    config["dflash_config"]["target_layer_ids"] = [1, 7]
+    other = write_drafter(tmp_path / "other", config, tensors=drafter_tensors(config))
+    problem = "target_layer_ids[1] = 7 is out of range for a target with 4 layers (expected 0..3)"
+    error = _refused(capsys, str(target), "--prompt", "x", "--draft", str(other), needles=[problem])
+    assert error == f"dflash-tui: error: --draft {other}: {problem}"
+    error = _refused(capsys, str(target), "--prompt", "x", "--compare", str(other), needles=[problem])
+    assert error == f"dflash-tui: error: --compare {other}: {problem}"
+    config["hidden_size"] = 32  # the other fit checks go the same way
+    hidden = write_drafter(tmp_path / "hidden", config, tensors=drafter_tensors(config))
+    error = _refused(capsys, str(target), "--prompt", "x", "--draft", str(hidden),
+                     needles=["hidden_size 32"])
+    assert error.startswith(f"dflash-tui: error: --draft {hidden}: drafter hidden_size 32 "), error
+
+
 def test_a_drafter_built_for_a_deeper_target_runs_with_a_note(capsys, breakable_pair):
     """num_target_layers past the target's layer count is a note, not a refusal: the ids it
     reads (target_layer_ids, all inside this target) name hidden states that exist, and Z

@@ -129,12 +129,14 @@ class DebuggerApp(App[int]):
                 "(n steps rounds again)"),
         Binding("N", "search_step(-1)", "previous hit", show=False, group=ROUNDS,
                 tooltip="while searching: the previous hit"),
-        Binding("escape", "end_search", "end search", show=False, group=ROUNDS,
+        # shown while searching only (check_action): the key bar's way out of a search
+        Binding("escape", "end_search", "end search", group=ROUNDS,
                 tooltip="while searching: end it"),
         Binding("P", "pin", "pin", group=ROUNDS, priority=True,
                 tooltip="pin the round on screen: ranks, selector and probes then show it beside "
                 "any other round, differences marked; P on it unpins"),
-        Binding("question_mark", "help", "help", priority=True, group=GENERAL, tooltip="this help"),
+        Binding("question_mark,f1", "help", "help", priority=True, group=GENERAL,
+                tooltip="this help (f1 also while a question is open, where ? is typed)"),
         Binding("q", "quit", "quit", group=GENERAL, tooltip="quit (at once, even mid-stage)"),
         Binding("b", "breakpoints", "breaks", priority=True, group=GENERAL,
                 tooltip="breakpoints menu"),

@@ -282,7 +282,7 @@ class LiveApp(DebuggerApp):
         return parts
 
     def palette_commands(self):
-        return [
+        commands = [
             ("Step one stage", "s", lambda: self.action_step("stage")),
             ("Step one round", "n / space", lambda: self.action_step("round")),
             ("Run / pause", "c", self.action_run),
@@ -293,6 +293,12 @@ class LiveApp(DebuggerApp):
             ("Toggle NPZ export", "keep raw buffers for x (slower)", self.action_toggle_npz),
             *super().palette_commands(),
         ]
+        if self.failure is not None:
+            # no session: the palette offers what the key bar does (help, the message log;
+            # Textual's own commands, quit among them, stay), not commands that say so
+            usable = {getattr(self, f"action_{name}", None) for name in NO_SESSION_ACTIONS}
+            commands = [command for command in commands if command[2] in usable]
+        return commands
 
     # ---- engine events -------------------------------------------------------------------
 

@@ -107,7 +107,8 @@ class MainScreen(Screen):
         yield StatusLine(id="status")
         self._ask = AskLine(id="ask")
         yield self._ask
-        yield KeyBar(first=("step",), id="keys")
+        # help and the way out of a search or a question stay whatever else is left out
+        yield KeyBar(first=("step",), keep=("help", "end_search", "cancel"), id="keys")
 
     def on_mount(self) -> None:
         self.show_compare(self.app.compared())
