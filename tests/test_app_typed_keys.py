@@ -7,12 +7,17 @@ as the driver queues one read's keys, with no wait between them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from textual import events
+from textual.message import Message
+from textual.widgets import Static
 
+from dflash_tui.app import typed_keys
 from dflash_tui.app.replay import load
 from dflash_tui.app.replay_app import ReplayApp
 from dflash_tui.breakpoints import Breakpoints
@@ -51,7 +56,7 @@ async def handled(pilot) -> None:
     """Until every key queued has been routed and what it set off has run."""
     app = pilot.app
     typed_keys = getattr(app, "typed_keys", None)
-    await wait_for(pilot, lambda: typed_keys is None or typed_keys.held == 0, timeout=10,
+    await wait_for(pilot, lambda: typed_keys is None or typed_keys.settled(), timeout=10,
                    what="the keys typed")
     await pilot.pause()
 
@@ -281,5 +286,79 @@ def test_run_pause_run_in_one_read_leaves_the_session_running(pair):
             await pilot.press("space")
             await wait_idle(pilot)
             assert app.status.kind == "paused" and not app.pause_sent
+
+    run(scenario())
+
+
+class Slow(Message):
+    """Work for a widget that takes a while (a stand-in for a screen's mount on a loaded
+    machine)."""
+
+    def __init__(self, number: int, release: Optional[asyncio.Event] = None) -> None:
+        super().__init__()
+        self.number, self.release = number, release
+
+
+class SlowWidget(Static):
+    started = -1
+
+    async def on_slow(self, message: Slow) -> None:
+        self.started = message.number
+        if message.release is not None:
+            await message.release.wait()  # stuck until the test lets it go
+        else:
+            await asyncio.sleep(0.1)
+
+
+def test_a_key_waits_for_slow_work_that_keeps_going(trace):
+    """Eight pieces of work of 0.1 s each, queued before a key: the key waits for all of
+    them, 0.8 s in all, since the app keeps getting on with them (a limit of 0.5 s counted
+    from the key's arrival let keys act on a screen still being built on a loaded machine)."""
+    seen = []
+
+    class Watched(ReplayApp):
+        async def take_typed(self, event):
+            seen.append(self.main.query_one(SlowWidget).started)
+            await super().take_typed(event)
+
+    async def scenario():
+        app = Watched(load(trace), show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            widget = SlowWidget()
+            await app.main.mount(widget)
+            for number in range(8):
+                widget.post_message(Slow(number))
+            burst(app, "2")
+            await handled(pilot)
+            assert seen == [7]
+
+    run(scenario())
+
+
+def test_a_key_goes_on_when_a_widget_is_stuck(trace, monkeypatch):
+    """A widget stuck mid-message, more work queued behind it: the key goes on after
+    STUCK_AFTER with nothing handled, rather than wait for good."""
+    monkeypatch.setattr(typed_keys, "STUCK_AFTER", 0.1)
+
+    async def scenario():
+        app = replay(trace)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            widget, release = SlowWidget(), asyncio.Event()
+            await app.main.mount(widget)
+            widget.post_message(Slow(0, release))
+            widget.post_message(Slow(1))
+            try:
+                burst(app, "2")
+                # polled without the pilot, whose pause waits for every widget (this one never)
+                for _ in range(1000):
+                    if app.main.query_one("#inspector").active == "tab-selector":
+                        break
+                    await asyncio.sleep(0.01)
+                assert app.main.query_one("#inspector").active == "tab-selector"
+                assert widget.started == 0 and not app.typed_keys.quiet()
+            finally:
+                release.set()
 
     run(scenario())

@@ -34,7 +34,13 @@ from textual.message_pump import MessagePump
 # with what is to run after the next frame (call_after_refresh).
 DRAWING = (events.Timer, messages.Prompt, messages.Update, messages.Layout, messages.UpdateScroll,
            messages.InvokeLater)
-HOLD_AT_MOST = 0.5  # seconds a key waits for a quiet app (a widget stuck mid-message)
+# A key waits for a quiet app while the app gets on with its messages, and goes on anyway
+# once none has been handled for STUCK_AFTER seconds (a widget stuck mid-message) or after
+# HOLD_AT_MOST in all. Counted from progress, not from the key's arrival: on a loaded
+# machine (a CI run, a busy laptop) a screen's mount alone can take longer than 0.5 s, and a
+# limit counted from arrival let keys act on a screen not yet built.
+STUCK_AFTER = 1.0
+HOLD_AT_MOST = 5.0
 SPINS = 20  # checks on the next turn of the event loop, before checking every RETRY seconds
 RETRY = 0.005
 
@@ -67,6 +73,9 @@ class TypedKeys:
         self._held: deque[events.Event] = deque()
         # when the first held key began to wait for a quiet app (None: for the screen)
         self._since: Optional[float] = 0.0
+        # what the app had yet to handle at the last check, and when that last changed
+        self._waiting_seen: tuple[int, ...] = ()
+        self._progress_at = 0.0
         self._scheduled = False
         self._spins = 0
 
@@ -88,28 +97,43 @@ class TypedKeys:
             if not self._ready():
                 self._since = None  # the wait for a quiet app starts with the screen
                 return  # the screen's arrival calls go_on
+            now = time.monotonic()
             if self._since is None:
-                self._since = time.monotonic()
-            if not self.quiet() and time.monotonic() - self._since < HOLD_AT_MOST:
+                self._since = self._progress_at = now
+            if not self.quiet() and not self._given_up(now):
                 self._check_soon()
                 return
             self._spins = 0
             await self._take(self._held.popleft())
-            self._since = time.monotonic()
+            self._since = self._progress_at = time.monotonic()
+
+    def _given_up(self, now: float) -> bool:
+        """The app has handled nothing for STUCK_AFTER seconds, or the key has waited
+        HOLD_AT_MOST: it goes on rather than wait for good."""
+        waiting = tuple(id(m) for m in self._busy())
+        if waiting != self._waiting_seen:
+            self._waiting_seen, self._progress_at = waiting, now
+        return now - self._progress_at >= STUCK_AFTER or now - self._since >= HOLD_AT_MOST
+
+    def settled(self) -> bool:
+        """Every key from the terminal has been routed and what it set off has run: none is
+        held here, none waits in the app's queue to arrive (a burst arrives one key at a
+        time, so between two of them none is held), and the app is quiet."""
+        return not self._held and not any(typed(m) for m in _waiting(self.app)) and self.quiet()
 
     def quiet(self) -> bool:
         """No message waits anywhere but what comes of time and other threads (and the keys
         typed after, which wait their turn here)."""
+        return next(self._busy(), None) is None
+
+    def _busy(self) -> Iterable[Message]:
+        """The messages that keep the app from being quiet."""
         app = self.app
-        if any(not (typed(m) or isinstance(m, self._background)) for m in _waiting(app)):
-            return False
+        yield from (m for m in _waiting(app) if not (typed(m) or isinstance(m, self._background)))
         for screen in app.screen_stack:
             for node in screen.walk_children(with_self=True):
-                if node._closing or node._closed:
-                    continue
-                if any(not isinstance(m, self._background) for m in _waiting(node)):
-                    return False
-        return True
+                if not (node._closing or node._closed):
+                    yield from (m for m in _waiting(node) if not isinstance(m, self._background))
 
     def _check_soon(self) -> None:
         # Through the app's queue, behind what is in it now; on the next turn of the event
