@@ -9,22 +9,23 @@ whole lines are read, so a line being written is never seen half-way.
 A trace may hold several sessions (an explicit `--trace FILE` is appended to by every
 restart): `start` is where this session's part begins (the file's size when it was
 chosen); the first session header at or after it opens the rounds, the next one ends them.
+
+A line is told to be a round, and a round's line is checked, by replay's rules
+(app/trace_lines.py: `parse_round`), so a line replay skips as damaged is none here either.
+Replay's own index (app/recorded_rounds.py) is not this one: it indexes a file that no
+longer grows, all of it in one pass that also refuses another tool's file, and finds rounds
+by position, not number.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from typing import Optional
 
+from .app.trace_lines import ROUND_PREFIX, json_or_none, parse_round
 from .engine.records import RoundRecord
-from .snapshot import SNAPSHOT_SCHEMA, TRACE_SCHEMA, round_from_json
+from .snapshot import SNAPSHOT_SCHEMA, TRACE_SCHEMA
 
-# Round lines start with their schema and round number (snapshot.round_json's key order);
-# a line that does not is parsed whole.
-ROUND_PREFIX = re.compile(rb'\{"schema": "' + re.escape(SNAPSHOT_SCHEMA.encode())
-                          + rb'", "round": (\d+)[,}]')
 _HEADER = b'"' + TRACE_SCHEMA.encode() + b'"'
 
 
@@ -46,8 +47,8 @@ class TraceRounds:
                 return None
             with open(self.path, "rb") as f:
                 f.seek(offset)
-                return round_from_json(json.loads(f.readline()))
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+                return parse_round(f.readline(), round_number)
+        except OSError:
             return None
 
     def _scan(self) -> None:
@@ -73,13 +74,12 @@ class TraceRounds:
 
 
 def _round_number(line: bytes) -> Optional[int]:
+    """The round a line says it is (as trace_lines tells one), else None: a header, another
+    kind of line, or damage (skipped, as replay skips it)."""
     match = ROUND_PREFIX.match(line)
     if match:
         return int(match.group(1))
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
-        return None  # a damaged line (or one nested too deeply to parse): skipped, as replay skips it
-    if isinstance(obj, dict) and obj.get("schema") == SNAPSHOT_SCHEMA and isinstance(obj.get("round"), int):
+    obj = json_or_none(line)
+    if isinstance(obj, dict) and obj.get("schema") == SNAPSHOT_SCHEMA and type(obj.get("round")) is int:
         return obj["round"]
     return None

@@ -100,8 +100,11 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             return
         history, reference = frame.history, frame.reference_history
         rows = len(history) if history is not None else 0
-        key = (id(history), rows, frame.aggregate_rounds, id(reference),
-               len(reference) if reference is not None else 0, frame.reading)
+        # While replay reads its trace, the rows grow at every batch it hands over: counted
+        # again when the progress shown moves on (a few times a second), not at every key.
+        grown = (rows, len(reference) if reference is not None else 0) if frame.reading is None \
+            else frame.reading
+        key = (id(history), id(reference), frame.aggregate_rounds, grown)
         if key != self._key:
             self._key = key
             self._fill(history, rows, frame.aggregate_rounds, frame.reading)

@@ -4,6 +4,7 @@ against the same numbers computed directly from the full records."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import replace
 
@@ -100,6 +101,24 @@ def test_trace_rounds_read_only_whole_lines_of_their_own_session(decode, tmp_pat
     assert reader(records[0].round) == replace(records[0], raw=None)
     assert reader(records[1].round) == replace(records[1], raw=None)
     assert reader(records[2].round) is None  # only its first bytes are on disk
+
+
+def test_trace_rounds_check_a_line_as_replay_does(decode, tmp_path):
+    """Live's read-back of older rounds parsed a line without replay's checks: a round
+    whose stages are out of order came back as a record (replay skips it as damaged)."""
+    from dflash_tui.app.replay import load
+
+    records, path, start = decode
+    header, *rounds = path.read_bytes()[start:].splitlines(keepends=True)
+    shuffled = json.loads(rounds[1])
+    shuffled["stages"].reverse()
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(header + rounds[0] + json.dumps(shuffled).encode() + b"\n" + rounds[2])
+    assert load(damaged).skipped == 1
+    reader = TraceRounds(damaged)
+    assert reader(records[1].round) is None
+    assert [reader(r.round) for r in (records[0], records[2])] == \
+        [replace(r, raw=None) for r in (records[0], records[2])]
 
 
 def _slots_from_records(records, slot):

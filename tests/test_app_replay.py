@@ -258,7 +258,7 @@ def test_replay_play_speed_keys_go_round_by_round_and_faster(pair, tmp_path):
     took 33 minutes to watch). `+` / `-` set the speed, before `c` or while playing
     (which goes on): the status line names it, and past stage by stage every frame drawn is
     a round's end, whole rounds a tick."""
-    from dflash_tui.app.replay_app import DEFAULT_SPEED, PLAY_SPEEDS
+    from dflash_tui.app.play_speed import DEFAULT_SPEED, PLAY_SPEEDS
 
     trace = record_headless(pair, tmp_path / "long.jsonl", 40)
 

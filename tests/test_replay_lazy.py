@@ -9,10 +9,12 @@ import re
 import threading
 from dataclasses import replace
 from pathlib import Path
+from time import monotonic, sleep
+from types import SimpleNamespace
 
 import pytest
 
-from dflash_tui.app import recorded_rounds, replay_app
+from dflash_tui.app import reading_pass, recorded_rounds
 from dflash_tui.app.recorded_rounds import READ_BACK
 from dflash_tui.app.replay import Header, at_tolerance, entries, load, open_recording
 from dflash_tui.app.replay_app import ReplayApp
@@ -73,19 +75,19 @@ def test_rounds_read_back_by_offset_are_the_whole_read(long_trace):
         assert opened.unreadable() == 0
 
 
-def _held_reading(monkeypatch) -> threading.Event:
+def _held_reading(monkeypatch, after: int = 0) -> threading.Event:
     """Replay reads after its first frame (as it does a long trace), and its reading pass
-    waits after the first round until the event is set."""
-    monkeypatch.setattr(replay_app, "READ_FIRST_BYTES", 0)
-    gate, read_all = threading.Event(), replay_app.read_all
+    waits after round `after` of the first session until the event is set."""
+    monkeypatch.setattr(reading_pass, "READ_FIRST_BYTES", 0)
+    gate, read_all = threading.Event(), reading_pass.read_all
 
     def held(rounds):
         for i, read in enumerate(read_all(rounds)):
             yield read
-            if i == 0:
+            if i == after:
                 gate.wait(WAIT)
 
-    monkeypatch.setattr(replay_app, "read_all", held)
+    monkeypatch.setattr(reading_pass, "read_all", held)
     return gate
 
 
@@ -129,8 +131,8 @@ def test_a_reading_pass_that_fails_says_so_and_stops_saying_it_reads(long_trace,
     """An unexpected error in the reading pass (a bug) used to end its thread in silence,
     leaving `reading N of M…` on screen for good: it is said in one line, and the history
     keeps the rounds read before it."""
-    monkeypatch.setattr(replay_app, "READ_FIRST_BYTES", 0)
-    read_all = replay_app.read_all
+    monkeypatch.setattr(reading_pass, "READ_FIRST_BYTES", 0)
+    read_all = reading_pass.read_all
 
     def failing(rounds):
         for i, read in enumerate(read_all(rounds)):
@@ -138,7 +140,7 @@ def test_a_reading_pass_that_fails_says_so_and_stops_saying_it_reads(long_trace,
                 raise RuntimeError("a bug")
             yield read
 
-    monkeypatch.setattr(replay_app, "read_all", failing)
+    monkeypatch.setattr(reading_pass, "read_all", failing)
 
     async def scenario():
         app = ReplayApp(open_recording(long_trace), show_timings=False, export_dir=Path("unused"))
@@ -147,6 +149,85 @@ def test_a_reading_pass_that_fails_says_so_and_stops_saying_it_reads(long_trace,
             said = [entry.text for entry in app.status_log]
             assert any("reading the trace stopped (RuntimeError: a bug)" in t for t in said), said
             assert len(app._session_history(0)[0]) == 5
+
+    run(scenario())
+
+
+def test_a_damaged_trace_read_after_the_first_frame_says_its_count_once(long_trace, tmp_path,
+                                                                         monkeypatch):
+    """Two lines unreadable at the index and a round torn after its start (found when the
+    pass reads it) used to give two notifications that disagreed, `skipped 2 …` at the first
+    frame and `skipped 3 …` once read through: the status line counts them while it reads,
+    and one notification gives the final count."""
+    lines = long_trace.read_bytes().splitlines(keepends=True)  # header, then 60 rounds
+    garbage = b"\x89 not a line of ours\n"
+    lines[5] = lines[9] = garbage
+    lines[20] = lines[20][: len(lines[20]) // 2] + b"\n"
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(b"".join(lines))
+    gate = _held_reading(monkeypatch)
+
+    async def scenario():
+        app = ReplayApp(open_recording(damaged), show_timings=False, export_dir=Path("unused"))
+        said = lambda: [n.message for n in app._notifications if "unreadable" in n.message]  # noqa: E731
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.pause()
+                assert app.reading() is not None and said() == []
+                assert "· 2 unreadable skipped" in app.status_right()[0][0]
+                gate.set()
+                await wait_for(pilot, lambda: app.reading() is None, what="the reading pass")
+                await pilot.pause()
+                assert said() == ["skipped 3 unreadable line(s) of the trace"]
+                assert "unreadable" not in app.status_right()[0][0]  # said once, not on for good
+        finally:
+            gate.set()
+
+    run(scenario())
+
+
+def test_keys_come_first_while_the_trace_is_read(long_trace, monkeypatch):
+    """A key on tab 4 during the reading pass took twice as long to act as after it (0.09 s
+    against 0.045 s at 80 x 24, docs/TUI.md): the pass shared the interpreter with the key's
+    frame, and the aggregates counted every row again at each key as the rows grew. The pass stands still after a
+    key, and the aggregates count again when the progress on screen moves on."""
+    gate = _held_reading(monkeypatch, after=5)
+    # each round handed over as read, the progress on screen moving on at the first only
+    monkeypatch.setattr(reading_pass, "READ_BATCH", 1)
+    monkeypatch.setattr(reading_pass, "READ_DRAW_EVERY", WAIT)
+    monkeypatch.setattr(reading_pass, "KEY_PAUSE", WAIT)
+    stood = threading.Event()
+
+    def stand(seconds):  # the reading thread's wait after a key, shortened
+        stood.set()
+        sleep(0.01)
+
+    monkeypatch.setattr(reading_pass, "time", SimpleNamespace(monotonic=monotonic, sleep=stand))
+
+    async def scenario():
+        app = ReplayApp(open_recording(long_trace), show_timings=False, export_dir=Path("unused"))
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.press("4")
+                app.reading_pass._key_at = float("-inf")  # read on
+                aggregates = app.main.query_one("AggregatesPanel")
+                counted, fill = [], aggregates._fill
+                aggregates._fill = lambda *a: counted.append(len(a[0])) or fill(*a)
+                await wait_for(pilot, lambda: app.reading_pass.done == 6, what="six rounds read")
+                assert app.reading() == (1, sum(n for _, n in SESSIONS))  # as drawn
+                counted.clear()
+                stood.clear()
+                await pilot.press("right")
+                assert app.record.round == 1 and counted == []  # the key's frame counted nothing
+                gate.set()
+                await wait_for(pilot, stood.is_set, timeout=10, what="the pass to stand still")
+                assert app.reading_pass.done == 6  # nothing read past the key
+                app.reading_pass._key_at = float("-inf")
+                await wait_for(pilot, lambda: app.reading() is None, what="the reading pass")
+                await pilot.pause()
+                assert counted[-1] == SESSIONS[0][1]  # counted again, every round
+        finally:
+            gate.set()
 
     run(scenario())
 

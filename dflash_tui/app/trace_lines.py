@@ -24,9 +24,11 @@ from ..engine.records import STAGE_ORDER, PrefillRecord, RoundRecord, SessionInf
 from ..snapshot import (
     SNAPSHOT_SCHEMA, TRACE_SCHEMA, prefill_from_json, round_from_json, session_from_json,
 )
-from ..trace_rounds import ROUND_PREFIX
 
 HEADER_PREFIX = b'{"schema": "' + TRACE_SCHEMA.encode() + b'"'  # how TraceWriter starts one
+# how TraceWriter starts a round's line (snapshot.round_json's key order)
+ROUND_PREFIX = re.compile(rb'\{"schema": "' + re.escape(SNAPSHOT_SCHEMA.encode())
+                          + rb'", "round": (\d+)[,}]')
 
 
 @dataclass(frozen=True)
