@@ -51,7 +51,7 @@ from .errors import ParameterError
 from .drift import Drift, Key
 from .probes import pipeline_key
 from .quantize import quantize_drafter
-from .ranks import rank_arrays
+from .ranks import rank_arrays, rank_of
 from .records import Compare, LeftOut, first_divergent
 from .session import Session, check_pair
 from .target import DTYPES
@@ -280,7 +280,7 @@ class Comparison:
         argmax = mx.argmax(out[0], axis=-1)
         logits = logits.astype(mx.float32)  # as ranks.rank_arrays counts
         at = mx.take_along_axis(logits, argmax[:, None], axis=-1)
-        ranks = (logits > at).sum(axis=-1)
+        ranks = rank_of(logits, at[:, 0])
         self.session._wait([argmax, ranks])
         self.target.rewind(saved, len(tokens))
         return np.array(argmax).tolist(), np.array(ranks).tolist()

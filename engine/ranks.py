@@ -1,7 +1,8 @@
 """Per-slot ranks: where the target's own token stood in the drafter's logits.
 
 The rank at slot s is the number of drafter logits in slot s strictly greater than the logit
-of the target's argmax at verify row s (0: the drafter's top choice was the target's). The
+of the target's argmax at verify row s (0: the drafter's top choice was the target's); a NaN
+logit counts as above it, and a NaN at the target's token puts it last (`rank_of`). The
 device computes ranks and both models' top tokens in one go (`rank_arrays`); `rank_values`
 normalizes what it gathered into probabilities and `slot_ranks` makes the records.
 """
@@ -42,12 +43,23 @@ def rank_arrays(draft_logits: mx.array, target_logits: mx.array, target_tokens: 
     values = mx.take_along_axis(both, ids, axis=-1)
     draft = both[:slots]
     at_target = mx.take_along_axis(draft, target_tokens[:, None], axis=-1)[:, 0]
-    rank = (draft > at_target[:, None]).sum(axis=-1)
+    rank = rank_of(draft, at_target)
     if host_normalizer:
         normalizer = both
     else:
         normalizer = mx.logsumexp(both * _scale(temperature), axis=-1)
     return rank, at_target, ids, values, normalizer
+
+
+def rank_of(logits: mx.array, at_target: mx.array) -> mx.array:
+    """[rows, V] float32 logits and each row's logit at the target token -> the rank: logits
+    strictly above it, a NaN counted as above (V - 1 where the target's own logit is NaN).
+    A drafter whose logits went NaN proposes garbage; counting its NaNs as "not above" gave
+    rank 0, "the argmax was right", to every slot of a collapsed drafter (argmax 100% beside
+    acc 0% in the aggregates). V minus the logits at or below it is the same count in one
+    comparison: NaN compares false both ways."""
+    vocab = logits.shape[-1]
+    return mx.minimum(vocab - (logits <= at_target[:, None]).sum(axis=-1), vocab - 1)
 
 
 def rank_values(arrays: tuple[np.ndarray, ...], temperature: float) -> tuple[np.ndarray, ...]:

@@ -76,6 +76,9 @@ class HistoryPanel(Static):
             mean = aggregates.mean_accepted(history, span)
             accepted = history.accepted.values[span.rows].tolist()
             gamma = history.gamma.values[span.rows].tolist()
+            # every slot the session has proposed: the last round before --max-tokens proposes
+            # only what is left (γ 1 capped), and its own γ left one bar on a finished session
+            slots = max([slots, *gamma])
             by_slot = aggregates.accepted_at_least(history, span, slots)
         return mean, accepted, gamma, by_slot + [(0, 0)] * (slots - len(by_slot))
 

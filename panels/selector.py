@@ -17,6 +17,7 @@ from rich.text import Text
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
+from dflash_tui.breakpoints import spans
 from dflash_tui.engine.records import RoundRecord, SelectorSlot
 
 from .format import DASH, column, grid, prob, token_text
@@ -117,10 +118,13 @@ class SelectorPanel(Vertical):
             return
         selector = record.selector
         off = selector.off_argmax_slots
+        # the slots first and as spans, as the path column says it: at 80 columns the tab
+        # shows about 39 characters of this line, and "walk left the argmax at slot" after
+        # the top-K lost the numbers
         self._note(Text.assemble(
-            (f"top-K {selector.top_k}  ", "dim"),
-            (f"walk left the argmax at slot {', '.join(map(str, off))}", "bold magenta") if off
-            else ("walk followed the argmax at every slot", "green"),
+            (f"off argmax at slot{'s' * (len(off) > 1)} {spans(off)}", "bold magenta") if off
+            else ("walk followed the argmax", "green"),
+            (f"  top-K {selector.top_k}", "dim"),
         ))
         targets = record.target_tokens or ()
         totals = column([s.score[s.chosen_index] for s in selector.slots])

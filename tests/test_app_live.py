@@ -664,3 +664,47 @@ def test_the_tokens_panel_title_keeps_its_numbers_whole_at_80_columns(pair):
             assert title(app) == "round 0 · 15/15 accepted · +16 tokens"
 
     run(scenario())
+
+
+def test_the_selector_tab_names_the_slots_off_the_argmax_at_80x24(pair):
+    """The note above the path table is the tab's answer to "where did the walk leave the
+    argmax": at 80 columns it used to read `top-K 8  walk left the argmax at slot` and the
+    slot numbers fell off the screen (the path column is past the view there too)."""
+    from dflash_tui.breakpoints import spans
+
+    async def scenario():
+        app = LiveApp(launch(pair, gamma=15, max_tokens=200), show_timings=False,
+                      export_dir=Path("unused"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "2")
+            for _ in range(10):  # the fixture drafter's walk leaves its argmax within a few
+                await press_and_settle(pilot, "n")
+                off = app.record.selector.off_argmax_slots
+                if off and off[-1] >= 10:
+                    break
+            assert off and off[-1] >= 10, "no round left the argmax at a two-digit slot"
+            note = widget_text(app, app.main.query_one("#selector-note"))
+            assert f"slot{'s' * (len(off) > 1)} {spans(off)}" in note, note
+
+    run(scenario())
+
+
+def test_a_finished_sessions_history_keeps_every_slot_it_proposed(pair):
+    """The round before --max-tokens proposes only the tokens left (`γ 1→7 capped`); the
+    history's slot bars followed that round's γ, so every finished session ended showing one
+    bar, the others' acceptance gone from the panel."""
+    async def scenario():
+        app = LiveApp(launch(pair, gamma=7, max_tokens=12), show_timings=False,
+                      export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.finished is not None, what="the budget")
+            await press_and_settle(pilot)
+            assert app.record.gamma < 5  # the last round was capped below slot 5
+            ruler = widget_text(app, app.main.query_one("#history")).splitlines()[-2]
+            axis = ruler.split(" s0 ")[0].split()  # the slot axis, before the selected slot
+            assert axis[1:3] == ["0", "·"] and "5" in axis, ruler
+
+    run(scenario())

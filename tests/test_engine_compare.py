@@ -419,3 +419,16 @@ def test_the_references_time_is_its_own_not_the_stages(make_pair, monkeypatch, s
     for record in records:
         assert record.compare.ms >= 2 * slow * 1000
         assert all(ms < slow * 1000 for ms in record.timings_ms.values()), record.timings_ms
+
+
+def test_a_nan_drafter_never_ranks_the_targets_token_first(make_pair, nan_pair):
+    """Its logits are NaN, its proposals garbage: rank 0 ("the argmax was the target's
+    token") on such a slot made the aggregates read argmax 100% beside acc 0%, on the
+    drafter's side and on the reference's."""
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    _, nan_dir = nan_pair
+    _, records = _rounds(load_pair(target_dir, nan_dir))
+    assert all(r.rank > 0 for record in records for r in record.ranks)
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare=str(nan_dir)))
+    ranks = [rank for record in records for rank in record.compare.ranks]
+    assert ranks and all(rank > 0 for rank in ranks)

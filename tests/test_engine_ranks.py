@@ -80,3 +80,18 @@ def test_top_ids_are_the_largest_values_in_order(vocab):
     for row, got in zip(x, ids):
         assert len(set(got.tolist())) == 5
         np.testing.assert_array_equal(row[got], np.sort(row)[::-1][:5])
+
+
+def test_a_nan_logit_counts_above_the_target_and_a_nan_target_ranks_last():
+    # a drafter whose logits went NaN proposes garbage: its rank must not read 0 ("the
+    # argmax was the target's token"), which made a collapsed drafter's argmax share 100%
+    vocab = 8
+    draft = np.zeros((3, vocab), dtype=np.float32)
+    draft[0, :] = np.nan  # every logit NaN (a collapsed drafter)
+    draft[1, 5] = np.nan  # one NaN beside a finite target logit
+    draft[1, 2] = 1.0  # the target's token, above every finite logit
+    draft[2, 3] = 1.0  # a healthy row: one logit above the target's
+    tokens = np.array([2, 2, 2], dtype=np.int32)
+    target = np.zeros((3, vocab), dtype=np.float32)
+    arrays = rank_arrays(mx.array(draft), mx.array(target), mx.array(tokens), 0.0)
+    assert np.array(arrays[0]).tolist() == [vocab - 1, 1, 1]
