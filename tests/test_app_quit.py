@@ -97,4 +97,5 @@ def test_a_burst_of_slot_moves_then_q_quits(make_pair, tmp_path):
         term.close()
     print(f"q to the terminal restored after the burst: {seconds * 1000:.0f} ms")
     assert code == 0, term.text()[-2000:]
-    assert seconds < 2.0, f"q took {seconds:.2f} s to be answered"
+    # the bug was a spin for ever; 10 s tells that apart from a loaded machine's slowness
+    assert seconds < 10.0, f"q took {seconds:.2f} s to be answered"
