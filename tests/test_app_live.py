@@ -497,16 +497,20 @@ def test_a_checkpoint_refused_while_loading_is_shown_and_exits_2(pair, tmp_path)
     assert app.return_code == 2
 
 
+def other_vocab_drafter(pair, tmp_path) -> Path:
+    """The pair's drafter with a vocabulary one larger than its target's: a load refused."""
+    from fixtures import drafter_tensors, write_drafter
+
+    config = json.loads((pair[1] / "config.json").read_text())
+    config["vocab_size"] += 1
+    return write_drafter(tmp_path / "other-vocab", config, tensors=drafter_tensors(config))
+
+
 def test_after_a_failed_load_the_header_says_so_and_the_key_bar_keeps_what_works(pair, tmp_path):
     """A session that cannot open leaves nothing to step: the header, which said `loading…`
     for good, says the load failed, and the key bar drops the step and session keys (s, n, c,
     γ, p, r), which could only answer "no session"; help, the log and quit stay."""
-    from fixtures import drafter_tensors, write_drafter
-
-    target, draft = pair
-    config = json.loads((draft / "config.json").read_text())
-    config["vocab_size"] += 1
-    bad = write_drafter(tmp_path / "other-vocab", config, tensors=drafter_tensors(config))
+    target, bad = pair[0], other_vocab_drafter(pair, tmp_path)
 
     async def scenario():
         app = LiveApp(launch((target, bad)), show_timings=False, export_dir=Path("unused"))
@@ -533,12 +537,7 @@ def test_after_a_failed_load_the_palette_offers_only_what_works(pair, tmp_path):
     (ctrl+p) went on listing Step one stage, Run / pause, Export round, ..., each of which
     then said "no session". Now it lists what the key bar does, with Textual's own commands
     (quit among them)."""
-    from fixtures import drafter_tensors, write_drafter
-
-    target, draft = pair
-    config = json.loads((draft / "config.json").read_text())
-    config["vocab_size"] += 1
-    bad = write_drafter(tmp_path / "other-vocab", config, tensors=drafter_tensors(config))
+    target, bad = pair[0], other_vocab_drafter(pair, tmp_path)
 
     async def scenario():
         app = LiveApp(launch((target, bad)), show_timings=False, export_dir=Path("unused"))
