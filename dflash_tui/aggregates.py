@@ -14,6 +14,9 @@ Definitions (docs/TUI.md repeats them for users):
   rank          over reached slots only (later slots were drafted on a rejected prefix):
                 rank 0 means the drafter's argmax was the target's token
   in K          DFlash2: the target's token was among the selector's K candidates (recall)
+  near misses   over reached slots whose argmax missed (rank > 0): the share where the
+                target's token ranked 2nd (rank 1), within the top 5 (rank <= 4), among the
+                selector's K candidates (in K); cumulative, so 1 - the last is "beyond K"
   left argmax   the selector's walk picked something other than the slot's argmax; on a
                 reached slot that was (walk_effect.helped_hurt)
                   helped   the pick was the target's token and the argmax was not
@@ -135,6 +138,14 @@ class SlotStats:
     torn: int = 0  # of those, the target's top token had p < TORN: no drafter could be sure
     # where the drafter's argmax was wrong (reached, rank > 0): how far down the true token was
     off_rank_median: Optional[float] = None
+    # those misses (`off_ranked`) by how near: 2nd (rank 1), top 5 (rank 1-4), and, where the
+    # round had a selector (`off_in_k_known`), among its K candidates
+    off_ranked: int = 0
+    off_second: int = 0
+    off_top5: int = 0
+    off_in_k: int = 0
+    off_in_k_known: int = 0
+    top_k: Optional[int] = None  # the selector's K in the span's rounds (the largest; None: none)
 
     @property
     def at_least(self) -> Optional[float]:
@@ -159,6 +170,24 @@ class SlotStats:
     def recall(self) -> Optional[float]:
         return _ratio(self.in_k, self.in_k_known)
 
+    @property
+    def off_second_rate(self) -> Optional[float]:
+        """Of the argmax's misses on reached slots, the share where the target's token was 2nd."""
+        return _ratio(self.off_second, self.off_ranked)
+
+    @property
+    def off_top5_rate(self) -> Optional[float]:
+        return _ratio(self.off_top5, self.off_ranked)
+
+    @property
+    def off_in_k_rate(self) -> Optional[float]:
+        """Of those misses in rounds with a selector, the share its K candidates held."""
+        return _ratio(self.off_in_k, self.off_in_k_known)
+
+    @property
+    def off_beyond_k_rate(self) -> Optional[float]:
+        return _ratio(self.off_in_k_known - self.off_in_k, self.off_in_k_known)
+
 
 def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> list[SlotStats]:
     """One SlotStats per slot position (every slot any round in the span proposed, or the
@@ -174,6 +203,7 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
     pick, argmax = history.pick.values[span.rows], history.argmax.values[span.rows]
     target = history.target.values[span.rows]
     target_p1 = history.target_p1.values[span.rows]
+    top_k = int(history.top_k.values[span.rows].max()) if len(span) else 0
     out = []
     for s in range(width):
         f = flags[:, s]
@@ -182,6 +212,8 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
         missed = reached & ((f & ACCEPTED) == 0) & ~np.isnan(p1)
         ranks = rank[reached, s]
         ranks = ranks[ranks >= 0]
+        off = reached & (rank[:, s] > 0)  # the argmax missed: how near was the target's token
+        off_known = off & ((f & IN_K_KNOWN) > 0)
         left = (f & LEFT_ARGMAX) > 0
         judged_left = left & reached
         truth = target[:, s] if s < target.shape[1] else np.full(len(f), -1)
@@ -200,6 +232,10 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
             neutral=int((judged_left & ~helped & ~hurt).sum()),
             missed=int(missed.sum()), torn=int((missed & (p1 < TORN)).sum()),
             off_rank_median=float(np.median(ranks[ranks > 0])) if (ranks > 0).any() else None,
+            off_ranked=int(off.sum()), off_second=int((ranks == 1).sum()),
+            off_top5=int(((ranks > 0) & (ranks <= 4)).sum()),
+            off_in_k=int((off_known & ((f & IN_K) > 0)).sum()), off_in_k_known=int(off_known.sum()),
+            top_k=top_k or None,
         ))
     return out
 

@@ -48,6 +48,7 @@ class Side:
     targets: tuple[int, ...]  # the target's token per slot (-1: unknown)
     ranks: tuple[tuple, ...]  # (slot, rank, the target's own top probability or nan, in K or None)
     walk: tuple[tuple, ...]  # DFlash2: (slot, pick, argmax, the walk left the argmax)
+    top_k: int = 0  # DFlash2: the selector's K (0: no selector, or not recorded)
 
 
 def drafter_side(record: RoundRecord) -> Side:
@@ -56,14 +57,16 @@ def drafter_side(record: RoundRecord) -> Side:
     walk = () if record.selector is None else tuple(
         (s.slot, s.chosen, s.argmax, s.off_argmax) for s in record.selector.slots)
     return Side(tuple(record.proposals or ()), record.accepted,
-                tuple(record.target_tokens or ()), ranks, walk)
+                tuple(record.target_tokens or ()), ranks, walk,
+                0 if record.selector is None else record.selector.top_k)
 
 
 def reference_side(record: RoundRecord) -> Side:
     """The reference's slots (records.Compare): judged against the target's tokens after its
     own proposals. The target's top probability is the primary's where the two sides'
     prefixes agree (the same verify row), unknown past that. Its pick is its proposal (the
-    walk's own choice: only tests force a reference's proposals)."""
+    walk's own choice: only tests force a reference's proposals). Its selector's K is not
+    recorded (a reference checkpoint may set another): top_k 0."""
     c = record.compare
     p1 = {r.slot: r.target_top[0].prob for r in record.ranks if r.target_top}
     primary = tuple(record.proposals or ())
@@ -132,6 +135,7 @@ class History:
         self.gamma = Growing(np.int32, 0)
         self.accepted = Growing(np.int32, 0)
         self.committed = Growing(np.int32, 0)  # tokens this round appended
+        self.top_k = Growing(np.int32, 0)  # DFlash2: the selector's K (0: none or unknown)
         self.ms = Growing(np.float64, 0.0)  # the round's stage times added up
         # --compare: the reference's accepted count (-1: no reference this round) and whether
         # the two configurations diverged beyond the tolerance
@@ -171,6 +175,7 @@ class History:
         self.gamma.append(gamma)
         self.accepted.append(side.accepted or 0)
         self.committed.append(len(record.committed_tokens))
+        self.top_k.append(side.top_k)
         self.ms.append(sum(s.ms for s in record.stages))
         compare = record.compare
         self.compare_accepted.append(-1 if compare is None else compare.accepted)

@@ -16,3 +16,26 @@ def off_rank(median: Optional[float], dash: str = "-") -> str:
     if median < 1000:
         return f"{median:g}"
     return f"{median:.0f}" if median < 1e5 else f"{median:.0e}"
+
+
+# Where the drafter's argmax missed on a reached slot, how near the target's token was
+# (aggregates.SlotStats.off_*): the same columns in the aggregates tab and `bench --slots`.
+NEAR_HEADER = ["miss", "2nd", "≤5", "≤K", ">K"]
+
+
+def near_cells(stats, dash: str = "-") -> list[str]:
+    """A SlotStats's near-miss cells: the misses counted, then the cumulative shares (2nd,
+    within the top 5, among the selector's K candidates) and the share beyond K."""
+    return [str(stats.off_ranked), *(percent(x, dash) for x in (
+        stats.off_second_rate, stats.off_top5_rate, stats.off_in_k_rate,
+        stats.off_beyond_k_rate))]
+
+
+def near_title(top_k) -> str:
+    """What the near-miss table counts, with the selector's K where the records give it."""
+    k = "" if not top_k else f" (K = {top_k})"
+    return f"where the argmax missed: the target token's rank{k}"
+
+
+def percent(x, dash: str = "-") -> str:
+    return dash if x is None else f"{100 * x:.0f}%"

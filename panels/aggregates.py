@@ -3,7 +3,9 @@
   per slot     P(acc >= s+1), acceptance once reached, argmax rate, mean rank and the
                median rank where the argmax missed,
                in-K recall (DFlash2), where the selector left the argmax: helped / hurt /
-               neutral (definitions: dflash_tui/aggregates.py and docs/TUI.md); with
+               neutral (definitions: dflash_tui/aggregates.py and docs/TUI.md); below
+               it, where the argmax missed, how near the target's token was (2nd, top 5,
+               among the K candidates, beyond K); with
                --compare the same table for the reference, from its side of the same rounds
                (frame.reference_history), as bench --compare --slots prints it
   per round    accepted and the lowest fp16 headroom of any buffer, as sparklines
@@ -81,11 +83,13 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         slots = FastTable(id="agg-slots", grow_only=False, frozen=1)
         slots.add_columns(*(Text(name, justify="right") for name in SLOT_HEADER))
         yield slots
+        yield from near_table("agg-near")
         # --compare: the reference's slots, the same columns (hidden without a reference)
         yield Static(id="agg-ref-title", classes="section")
         ref_slots = FastTable(id="agg-ref-slots", grow_only=False, frozen=1)
         ref_slots.add_columns(*(Text(name, justify="right") for name in SLOT_HEADER))
         yield ref_slots
+        yield from near_table("agg-ref-near")
         yield Static(id="agg-legend", classes="section")
         yield Static(id="agg-rounds", classes="section")
         yield Static(id="agg-position", classes="section")
@@ -125,6 +129,7 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             for name in ("legend", "rounds", "position"):
                 self._update(name, Text(""))
             self.query_one("#agg-slots", FastTable).set_rows([])
+            self._fill_near("agg-near", [])
             self.query_one("#agg-buffers", FastTable).set_rows([])
             return
         from dflash_tui import aggregates  # numpy: loaded once there is something to count
@@ -140,6 +145,7 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         self._draw_title()
         stats = aggregates.slot_stats(history, span)
         self.query_one("#agg-slots", FastTable).set_rows(slot_rows(stats))
+        self._fill_near("agg-near", stats)
         self._update("legend", slot_legend() if stats else Text(""))
         self._update("rounds", render_rounds(
             history.accepted.values[span.rows][-PLOT_WIDTH:].tolist(),
@@ -162,7 +168,9 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         same span of round numbers), laid out by the drafter's slot_rows."""
         title = self.query_one("#agg-ref-title", Static)
         table = self.query_one("#agg-ref-slots", FastTable)
-        title.display = table.display = reference is not None
+        near_title = self.query_one("#agg-ref-near-title", Static)
+        near = self.query_one("#agg-ref-near", FastTable)
+        title.display = table.display = near_title.display = near.display = reference is not None
         # with two tables, say whose the first is
         self.query_one("#agg-slots-title", Static).update(
             Text("per slot" if reference is None else "per slot, drafter", style="bold"))
@@ -180,6 +188,14 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         heading.append(" (its own proposals, judged on its own prefix)", style="dim")
         title.update(heading)
         table.set_rows(slot_rows(stats))
+        self._fill_near("agg-ref-near", stats)
+
+    def _fill_near(self, name: str, stats) -> None:
+        """A near-miss table and its title (the selector's K in it)."""
+        top_k = next((s.top_k for s in stats if s.top_k), None)
+        self.query_one(f"#{name}-title", Static).update(
+            Text(slot_text.near_title(top_k), style="bold"))
+        self.query_one(f"#{name}", FastTable).set_rows(near_rows(stats))
 
     def on_fast_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         event.stop()
@@ -249,6 +265,20 @@ def slot_rows(stats) -> list[list[Text]]:
     return rows
 
 
+def near_table(name: str):
+    """The title and table of the misses by rank (filled by AggregatesPanel._fill_near)."""
+    yield Static(Text(slot_text.near_title(None), style="bold"), id=f"{name}-title",
+                 classes="section")
+    table = FastTable(id=name, grow_only=False, frozen=1)
+    table.add_columns(*(Text(h, justify="right") for h in ["slot", *slot_text.NEAR_HEADER]))
+    yield table
+
+
+def near_rows(stats) -> list[list[Text]]:
+    return [[Text(c, justify="right") for c in [str(s.slot), *slot_text.near_cells(s, DASH)]]
+            for s in stats]
+
+
 def slot_legend() -> Text:
     from dflash_tui.aggregates import TORN  # loaded already: the stats came from there
 
@@ -256,6 +286,8 @@ def slot_legend() -> Text:
                 "\nargmax: the drafter's argmax was the target's token (reached slots)"
                 "\nmean: the target token's mean rank (reached slots) · in K: recall"
                 "\noff: the token's median rank where the drafter's argmax missed it"
+                "\nmiss: reached slots where the argmax missed; of them, the target token"
+                "\n  was 2nd, in the top 5, among the K candidates (≤K) or beyond K"
                 f"\ntorn: of the misses, the share where the target's own top token had p < {TORN:g}"
                 "\nleft: the walk left the argmax; it helped / hurt / neither", style="dim")
 

@@ -8,11 +8,12 @@ import json
 import statistics
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from dflash_tui import aggregates
 from dflash_tui.aggregates import Span, every_round, rounds_span
-from dflash_tui.history import History
+from dflash_tui.history import JUDGED, History
 from dflash_tui.search import first, search, step
 from dflash_tui.trace_rounds import TraceRounds
 
@@ -127,6 +128,7 @@ def _slots_from_records(records, slot):
     ranks = [r.ranks[slot] for r in proposing]
     reached = [k for k in ranks if not k.after_rejection]
     missed = [k for k in reached if not k.accepted and k.target_top]
+    off = [k for k in reached if k.rank > 0]  # the argmax missed: how near was the target's token
     picks = {(r.round): r.selector.slots[slot] for r in proposing}
     left = [r for r in proposing if picks[r.round].off_argmax]
     judged_left = [r for r in left if not r.ranks[slot].after_rejection]
@@ -144,6 +146,10 @@ def _slots_from_records(records, slot):
         left=len(left), helped=len(helped), hurt=len(hurt),
         neutral=len(judged_left) - len(helped) - len(hurt),
         missed=len(missed), torn=sum(k.target_top[0].prob < 0.5 for k in missed),
+        off_ranked=len(off), off_second=sum(k.rank == 1 for k in off),
+        off_top5=sum(k.rank <= 4 for k in off), off_in_k=sum(bool(k.in_candidates) for k in off),
+        off_in_k_known=sum(k.in_candidates is not None for k in off),
+        top_k=max(r.selector.top_k for r in records),
     )
 
 
@@ -166,9 +172,27 @@ def test_slot_aggregates_equal_a_count_over_the_records(decode, first, last):
     # the decode accepted a varying number, so the slots tell different stories
     assert len({s.accepted for s in stats}) > 1 and any(s.left for s in stats)
     assert any(s.missed for s in stats)
+    assert any(s.off_ranked for s in stats) and any(s.off_in_k_known for s in stats)
     assert aggregates.mean_accepted(history, span) == pytest.approx(
         statistics.mean(r.accepted for r in chosen))
     assert aggregates.generated_tokens(history, span) == sum(len(r.committed_tokens) for r in chosen)
+
+
+def test_near_misses_count_second_top5_and_in_k_by_rank(decode):
+    """Where the argmax missed (rank > 0 on a reached slot): rank 1 is 2nd, ranks 1-4 are
+    within the top 5 (rank 4 is the 5th token, rank 5 the 6th); rank 0 is no miss."""
+    records, _, _ = decode
+    history = History(keep=1)
+    for record in records:
+        history.add(record)
+    reached = (history.flags.values[:, 0] & JUDGED) > 0
+    ranks = np.resize(np.array([0, 1, 2, 4, 5, 30], np.int32), int(reached.sum()))
+    history.rank.values[reached, 0] = ranks  # the column, as if the drafter had ranked so
+    s = aggregates.slot_stats(history, every_round(history))[0]
+    misses = ranks[ranks > 0]
+    assert (s.off_ranked, s.off_second, s.off_top5) == (
+        len(misses), int((misses == 1).sum()), int((misses <= 4).sum()))
+    assert len(misses) >= 5 and s.off_top5_rate == s.off_top5 / s.off_ranked
 
 
 def test_slot_acceptance_comes_from_the_verdict_when_ranks_are_off(decode):

@@ -426,6 +426,11 @@ def test_slots_tabulate_every_slot_as_the_records_say(pair, prompts_dir, tmp_pat
             off = [r for r in ranks if r > 0]
             assert s.off_rank_median == (statistics.median(off) if off else None)
             assert s.in_k == sum(bool(r.ranks[s.slot].in_candidates) for r in proposed)
+            missed = [r.ranks[s.slot] for r in reached if r.ranks[s.slot].rank > 0]
+            assert (s.off_ranked, s.off_second, s.off_top5, s.off_in_k, s.off_in_k_known) == (
+                len(missed), sum(k.rank == 1 for k in missed), sum(k.rank <= 4 for k in missed),
+                sum(bool(k.in_candidates) for k in missed),
+                sum(k.in_candidates is not None for k in missed)), key
     assert any(0 < s.accepted < s.proposed for slots in got.values() for s in slots)
 
     out = tmp_path / "slots.json"
@@ -438,6 +443,11 @@ def test_slots_tabulate_every_slot_as_the_records_say(pair, prompts_dir, tmp_pat
         ("prose", 2), ("code", 2), ("all", 2)]
     slot0 = written["slots"][-1]["slots"][0]
     assert slot0["proposed"] == sum(len(r["accepted_per_round"]) for r in written["runs"])
+    # per cell, where the argmax missed: the counts and their shares
+    assert slot0["off_ranked"] > 0 and slot0["off_in_k_known"] == slot0["off_ranked"]
+    assert slot0["off_in_k_rate"] == slot0["off_in_k"] / slot0["off_in_k_known"]
+    assert slot0["off_beyond_k_rate"] == 1 - slot0["off_in_k_rate"] and slot0["top_k"] > 0
+    assert "block 2, argmax missed (K = " in stdout
 
 
 def test_the_slot_table_fits_80_columns_uncut():
@@ -452,6 +462,25 @@ def test_the_slot_table_fits_80_columns_uncut():
     console.print(slot_table([("real-problem", 7, [wide])], 7))
     text = console.export_text()
     assert "…" not in text and all(header in text for header in SLOT_HEADER)
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+
+
+def test_the_near_miss_table_gives_cumulative_shares_of_the_misses_in_80_columns():
+    """Where the argmax missed: of 10 misses, 4 ranked 2nd and 7 in the top 5; 9 of them
+    were among the K = 16 candidates, 1 beyond; the table fits 80 columns uncut."""
+    from dflash_tui.aggregates import SlotStats
+    from dflash_tui.bench.slots import near_rows, near_table
+
+    s = SlotStats(slot=15, proposed=99_999, accepted=9, reached=99_999, rank0=9, ranked=19,
+                  rank_mean=2.0, rank_median=1.0, in_k=9, in_k_known=19, left=0, helped=0,
+                  hurt=0, neutral=0, off_ranked=10, off_second=4, off_top5=7, off_in_k=9,
+                  off_in_k_known=10, top_k=16)
+    assert near_rows([("real-problem", 7, [s])], 7) == [
+        ["real-problem", "15", "10", "40%", "70%", "90%", "10%"]]
+    console = Console(width=80, record=True)
+    console.print(near_table([("real-problem", 7, [s])], 7))
+    text = console.export_text()
+    assert "argmax missed (K = 16)" in text and "…" not in text
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
 
 

@@ -24,7 +24,7 @@ from rich.text import Text
 from ..aggregates import TORN, SlotStats, every_round, slot_stats
 from ..engine.records import RoundRecord
 from ..history import History, drafter_side, reference_side
-from ..slot_text import off_rank
+from ..slot_text import NEAR_HEADER, near_cells, off_rank
 from .prompts import ALL
 
 # One table per block, no vertical rules: the twelve columns fit 80 columns.
@@ -100,11 +100,33 @@ def slot_table(stats, block: int) -> Table:
     return table
 
 
+def near_rows(stats, block: int) -> list[list[str]]:
+    return [[workload, str(s.slot), *near_cells(s)]
+            for workload, at, slots in stats if at == block for s in slots]
+
+
+def near_table(stats, block: int) -> Table:
+    """Where the argmax missed, how near the target's token was: the aggregates tab's
+    second table, a row per workload and slot."""
+    top_k = next((s.top_k for _, at, slots in stats if at == block for s in slots if s.top_k),
+                  None)
+    table = Table(box=box.SIMPLE_HEAD, padding=0, show_edge=False,
+                  title=f"block {block}, argmax missed" + (f" (K = {top_k})" if top_k else ""),
+                  title_justify="left")
+    for i, header in enumerate(["workload", "slot", *NEAR_HEADER]):
+        table.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in near_rows(stats, block):
+        table.add_row(*row, style="dim" if row[0] == ALL else None)
+    return table
+
+
 CAPTION = ("P>= = share of rounds proposing the slot that accepted it and all before it; "
            "reach = rounds whose earlier slots were all accepted; acc = accepted once reached; "
            "argmax = the drafter's top token was the target's (reached slots); off = where it "
            "was not, the median rank of the target's token in the drafter's logits; in K = "
            "among the selector's candidates; "
+           "miss = reached slots where the argmax was wrong; of them, the target's token was "
+           "2nd, within the top 5 (≤5), among the selector's K candidates (≤K) or beyond K; "
            f"torn = of the misses, the share where the target's own top token had p < {TORN:g}; "
            "left = the selector's walk left the argmax, which helped (help: the argmax was wrong, "
            "the pick right) or hurt (the other way) on reached slots.")
@@ -117,6 +139,10 @@ def to_json(stats) -> list[dict]:
          "ranked": s.ranked, "rank0_rate": s.rank0_rate, "rank_mean": s.rank_mean,
          "rank_median": s.rank_median, "off_rank_median": s.off_rank_median,
          "in_k": s.in_k, "in_k_known": s.in_k_known,
+         "off_ranked": s.off_ranked, "off_second": s.off_second, "off_top5": s.off_top5,
+         "off_in_k": s.off_in_k, "off_in_k_known": s.off_in_k_known, "top_k": s.top_k,
+         "off_second_rate": s.off_second_rate, "off_top5_rate": s.off_top5_rate,
+         "off_in_k_rate": s.off_in_k_rate, "off_beyond_k_rate": s.off_beyond_k_rate,
          "missed": s.missed, "torn": s.torn, "left": s.left, "helped": s.helped,
          "hurt": s.hurt, "neutral": s.neutral} for s in slots]}
         for workload, block, slots in stats]
@@ -139,7 +165,8 @@ def render(result) -> Group:
         parts += [Text(""),
                   Text(f"Per slot, over every round of each workload{title}  [deterministic]",
                        style="bold"),
-                  *(slot_table(stats, block) for block in result.settings.blocks)]
+                  *(table for block in result.settings.blocks
+                    for table in (slot_table(stats, block), near_table(stats, block)))]
     parts.append(Text(CAPTION + (REFERENCE_CAPTION if result.compare else ""), style="dim"))
     return Group(*parts)
 
