@@ -34,7 +34,7 @@ def near_cells(stats, dash: str = "-") -> list[str]:
 def near_title(top_k) -> str:
     """What the near-miss table counts, with the selector's K where the records give it."""
     k = "" if not top_k else f" (K = {top_k})"
-    return f"where the argmax missed: the target token's rank{k}"
+    return f"argmax missed: the true token's rank{k}"  # whole at 80 columns (tab 4)
 
 
 def percent(x, dash: str = "-") -> str:
