@@ -39,10 +39,16 @@ def round_line(record) -> str:
     # bytes (`\x82`, which repr() doubled to `'\\x82'`)
     bonus = token_cell(record.text(record.bonus), BONUS_WIDTH)
     bad = record.first_nonfinite
+    committed = len(record.committed_tokens)
+    # EOS or --max-tokens cut the round short: its bonus (and maybe some accepted proposals)
+    # was never committed. Say what was, as the TUI's `+n` and export's `committed` do.
+    cut = record.accepted is not None and committed < record.accepted + 1
     line = (
         f"round {record.round:4d}  pos {record.position:5d}  proposals {record.gamma:2d}  "
-        f"accepted {record.accepted:2d}  bonus {bonus}"
+        f"accepted {record.accepted:2d}  bonus {'—' if cut else bonus}"
     )
+    if cut:
+        line += f"  committed {committed} ({record.finish_reason or 'cut'})"
     if record.rollback.kind != "none":
         line += f"  {record.rollback.kind} {record.rollback.rows}"
     if bad is not None:

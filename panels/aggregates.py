@@ -74,6 +74,7 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         self._key: Optional[tuple] = None
         self._sizes: dict[str, tuple[int, int]] = {}  # section -> (lines, width) on screen
         self._title: Optional[tuple] = None  # render_title's arguments on screen
+        self._ref_spec: Optional[str] = None  # the reference table's title's spec on screen
 
     def compose(self):
         yield Static(id="agg-title")
@@ -154,14 +155,23 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         self._update("position", render_position(aggregates.acceptance_by_position(history, span, POSITION_BINS)))
         self.query_one("#agg-buffers", FastTable).set_rows(buffer_rows(aggregates.buffer_stats(history, span)))
 
-    def _draw_title(self) -> None:
-        # its width: the panel's, less the title's padding (0 until laid out: no limit)
+    def _title_width(self) -> Optional[int]:
+        # the panel's, less a title's padding (0 until laid out: no limit)
         width = self.scrollable_content_region.width - 2
-        self._update("title", render_title(*self._title, width=width if width > 0 else None))
+        return width if width > 0 else None
+
+    def _draw_title(self) -> None:
+        self._update("title", render_title(*self._title, width=self._title_width()))
+
+    def _draw_ref_title(self) -> None:
+        self.query_one("#agg-ref-title", Static).update(
+            reference_title(self._ref_spec, self._title_width()))
 
     def on_resize(self) -> None:
         if self._title is not None:  # fitted to the width
             self._draw_title()
+        if self._ref_spec is not None:
+            self._draw_ref_title()
 
     def _fill_reference(self, reference, spec: Optional[str], chosen: Optional[tuple]) -> None:
         """The reference's per-slot table: slot_stats over its side of the same rounds (the
@@ -171,6 +181,7 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         near_title = self.query_one("#agg-ref-near-title", Static)
         near = self.query_one("#agg-ref-near", FastTable)
         title.display = table.display = near_title.display = near.display = reference is not None
+        self._ref_spec = None if reference is None else spec or ""
         # with two tables, say whose the first is
         self.query_one("#agg-slots-title", Static).update(
             Text("per slot" if reference is None else "per slot, drafter", style="bold"))
@@ -183,10 +194,7 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             span = aggregates.every_round(reference) if chosen is None else \
                 aggregates.rounds_span(reference, *chosen)
             stats = aggregates.slot_stats(reference, span)
-        heading = Text("per slot, reference ", style="bold")
-        heading.append(spec or "", style="bold")
-        heading.append(" (its own proposals, judged on its own prefix)", style="dim")
-        title.update(heading)
+        self._draw_ref_title()
         table.set_rows(slot_rows(stats))
         self._fill_near("agg-ref-near", stats)
 
@@ -251,6 +259,25 @@ def render_title(first_last, count: int, total: int, chosen, mean: Optional[floa
     text = Text(no_wrap=True)
     for words, style in parts:
         text.append(words, style=style)
+    return text
+
+
+def reference_title(spec: str, width: Optional[int] = None) -> Text:
+    """`per slot, reference SPEC (its own proposals, judged on its own prefix)`, fitted to
+    `width` (None: no limit): the note shortened, then on a line of its own (shortened
+    again), the spec cut with `…` where it alone is wider (at 80 columns the panel's edge
+    cut the note mid-word: `(its own proposals, jud`)."""
+    head = f"per slot, reference {spec}"
+    notes = ["(its own proposals, judged on its own prefix)", "(own proposals, judged on own prefix)",
+             "(own proposals, own prefix)", "(own proposals)"]
+    fits = (lambda line: True) if width is None else (lambda line: len(line) <= width)
+    note = next((" " + n for n in notes[:2] if fits(f"{head} {n}")), None)
+    if note is None:
+        note = "\n" + next((n for n in notes if fits(n)), "")
+        if not fits(head):
+            head = head[: max(width - 1, 0)] + "…"
+    text = Text(head, style="bold", no_wrap=True)
+    text.append(note.rstrip("\n"), style="dim")
     return text
 
 

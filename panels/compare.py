@@ -495,7 +495,7 @@ def drift_rows(compare: Optional[Compare], other: Optional[Compare], pinned: boo
             Text(b.buffer, style=name_style),
             rel_err_cell(b, tol),
             drift_bar(b, tol),
-            Text("0" if b.max_abs_diff == 0 else sci(b.max_abs_diff), justify="right"),
+            max_diff_cell(b),
         ]
         if pinned:
             cells.append(_other_cell(b, theirs.get(_key(b)), tol))
@@ -520,6 +520,14 @@ def rel_err_cell(b: BufferDrift, tol: float) -> Text:
     text = "0" if b.rel_err == 0 else f"{b.rel_err:.2e}"
     style = "bold red" if b.rel_err > tol else "dim" if b.rel_err == 0 else ""
     return Text(text, style=style, justify="right")
+
+
+def max_diff_cell(b: BufferDrift) -> Text:
+    """max |Δ| over the values finite on both sides: on a row non-finite on one side, a 0
+    there read as "no difference", so it shows as `—` (docs/COMPARE.md)."""
+    if b.max_abs_diff == 0:
+        return Text(DASH if b.nonfinite is not None else "0", justify="right")
+    return Text(sci(b.max_abs_diff), justify="right")
 
 
 def drift_bar(b: BufferDrift, tol: float) -> Text:

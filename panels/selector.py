@@ -29,6 +29,20 @@ from .table import FastTable
 PATH_COLUMNS = ("slot", "pick", "argmax", "target", "total", "path")
 
 
+def fit_line(text: Text, width: Optional[int]) -> Text:
+    """One line in `width` columns (None: no limit): a longer one ends in ` …` after its
+    last whole word, so a slot number is whole or not there ("0, 2, 4, 6, …")."""
+    text = text.copy()
+    text.no_wrap = True
+    if width is None or text.cell_len <= width:
+        return text
+    cut = text.plain.rfind(" ", 0, width - 1)
+    head = text[: cut if cut > 0 else max(width - 1, 0)]
+    head.rstrip()
+    head.append(" …" if cut > 0 else "…", style="dim")
+    return head
+
+
 def pad_lines(text: Text, lines: int) -> Text:
     """`text` followed by blank lines up to `lines` lines in all."""
     return text + Text("\n" * max(lines - 1 - text.plain.count("\n"), 0))
@@ -148,9 +162,19 @@ class SelectorPanel(Vertical):
     def _note(self, content) -> None:
         if content != self._noted:  # one line, fixed height: no layout pass
             self._noted = content
-            text = content if isinstance(content, Text) else Text(content)
-            text.no_wrap, text.overflow = True, "ellipsis"
-            self.query_one("#selector-note", Static).update(text, layout=False)
+            self._draw_note()
+
+    def _draw_note(self) -> None:
+        note = self.query_one("#selector-note", Static)
+        text = self._noted if isinstance(self._noted, Text) else Text(self._noted or "")
+        # cut here: Textual drops a Text's own overflow, so a long line just stopped at the
+        # edge, a slot number cut with it (0 until laid out: no limit)
+        width = note.content_region.width
+        note.update(fit_line(text, width if width > 0 else None), layout=False)
+
+    def on_resize(self) -> None:
+        if self._noted is not None:  # fitted to the width
+            self._draw_note()
 
     def _show_slot(self, record: RoundRecord, slot: SelectorSlot) -> None:
         target = None

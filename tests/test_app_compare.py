@@ -901,3 +901,20 @@ def test_the_walk_mark_and_the_help_hurt_counts_share_one_rule():
     assert colours == ["bold green" if h else "bold red" if x else "magenta"
                        for h, x in zip(helped, hurt)]
     assert helped.any() and hurt.any() and not (helped & hurt).any()
+
+
+def test_at_80x24_the_reference_tables_title_reads_whole(pair):
+    """Tab 4's reference title was cut by the screen's edge: `(its own proposals, jud`."""
+    async def scenario():
+        app = LiveApp(launch(pair, compare=OFF_BY_ONE), show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "4")
+            title = app.main.query_one("#agg-ref-title")
+            panel = title.parent
+            shown = [line.strip() for line in widget_text(app, title).splitlines()]
+            assert shown[0] == f"per slot, reference {OFF_BY_ONE}", shown
+            assert shown[-1].startswith("(") and shown[-1].endswith(")"), shown
+            assert title.region.right <= panel.region.right, (title.region, panel.region)
+
+    run(scenario())

@@ -130,3 +130,79 @@ def test_a_median_rank_where_the_argmax_missed_is_never_cut_smaller():
     shown = [off_rank(v) for v in (1.0, 2.5, 999.5, 1587.5, 12345.5, 123456.0, None)]
     assert shown == ["1", "2.5", "999.5", "1588", "12346", "1e+05", "—"]
     assert all(len(s) <= 5 for s in shown)
+
+
+def test_a_drift_row_non_finite_on_one_side_shows_no_max_diff_of_0():
+    """`n/f  ref only  0` read as "no difference": max |Δ| is over the values finite on both
+    sides (docs/COMPARE.md), so a row non-finite on one side with none of those differing
+    shows `—`; a finite row's 0 stays 0, a difference its number."""
+    from dflash_tui.engine.records import BufferDrift, Compare
+    from dflash_tui.panels.compare import drift_rows
+
+    buffers = (BufferDrift("draft", 0, "h", 0.0, None, "reference"),
+               BufferDrift("draft", 0, "q", 2.5e-3, None, "primary"),
+               BufferDrift("draft", 1, "h", 0.0, 0.0),
+               BufferDrift("draft", 1, "q", 1.5e-3, 2e-4))
+    compare = Compare(spec="dtype=float16", proposals=(), accepted=0, ranks=(), buffers=buffers)
+    shown = [row[6].plain for row in drift_rows(compare, None, pinned=False)]
+    assert shown == ["—", sci(2.5e-3), "0", sci(1.5e-3)]
+
+
+def test_the_reference_tables_title_reads_whole_in_its_width():
+    """At 80 columns the title was cut by the panel's edge mid-word (`(its own proposals,
+    jud`): the note is shortened, then goes on a line of its own, and a spec wider than the
+    width ends in `…`."""
+    from dflash_tui.panels.aggregates import reference_title
+
+    head = "per slot, reference layer-offset=-1"
+    long = f"{head} (its own proposals, judged on its own prefix)"
+    assert reference_title("layer-offset=-1").plain == long
+    for width in range(16, len(long) + 1):
+        lines = reference_title("layer-offset=-1", width).plain.split("\n")
+        assert all(len(line) <= width for line in lines), (width, lines)
+        assert lines[0] == head[: width - 1] + "…" if len(head) > width else lines[0].startswith(head)
+        assert lines[-1].endswith((")", "…", "-1")) and lines[-1].count("(") == lines[-1].count(")"), lines
+    assert reference_title("layer-offset=-1", 40).plain == f"{head}\n(own proposals, judged on own prefix)"
+    assert reference_title("dtype=float16,residual-scale=0.25", 40).plain == \
+        "per slot, reference dtype=float16,resid…\n(own proposals, judged on own prefix)"
+
+
+def test_a_line_cut_to_its_width_ends_in_an_ellipsis_after_a_whole_number():
+    """The selector's note (`off argmax at slots 0, 2, 4, …, 14  top-K 8`) stopped at the
+    panel's edge with no `…`, a slot number cut (`10, 1`)."""
+    from rich.text import Text
+
+    from dflash_tui.panels.selector import fit_line
+
+    line = Text("off argmax at slots 0, 2, 4, 6, 8, 10, 12, 14  top-K 8")
+    assert fit_line(line, None).plain == line.plain == fit_line(line, len(line)).plain
+    for width in range(12, len(line)):
+        text = fit_line(line, width).plain
+        assert len(text) <= width and text.endswith(" …"), (width, text)
+        assert text[:-2].rstrip(",") in line.plain and not text[:-2].endswith(" 1"), text
+
+
+def test_the_selector_note_ends_in_an_ellipsis_where_the_panel_cuts_it():
+    from rich.text import Text
+    from textual.app import App
+
+    from dflash_tui.panels.selector import SelectorPanel
+
+    from app_helpers import run, widget_text
+
+    class Narrow(App):
+        CSS = "SelectorPanel { width: 40; }"
+
+        def compose(self):
+            yield SelectorPanel()
+
+    async def scenario():
+        app = Narrow()
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.query_one(SelectorPanel)._note(Text.assemble(
+                ("off argmax at slots 0, 2, 4, 6, 8, 10, 12, 14", "bold magenta"), ("  top-K 8", "dim")))
+            await pilot.pause()
+            shown = widget_text(app, app.query_one("#selector-note")).strip()
+            assert shown == "off argmax at slots 0, 2, 4, 6, 8, …", shown
+
+    run(scenario())

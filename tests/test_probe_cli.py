@@ -128,3 +128,35 @@ def test_a_rounds_bonus_reads_as_the_tui_shows_it(make_pair):
         line = round_line(replace(record, token_text={**record.token_text, record.bonus: text}))
         assert f"  bonus {shown}" in line and token_cell(text) == shown, line
         assert line.split("  bonus ")[1].split("  ")[0] == shown, line  # nothing more to it
+
+
+def test_a_round_cut_by_max_tokens_prints_what_it_committed(make_pair):
+    """The last round, cut by --max-tokens, printed `bonus ␣`, a bonus never committed (the
+    TUI showed `+1`, export `committed 1`): now `bonus —  committed 1 (length)`."""
+    from dflash_tui.engine import SessionOptions, load_pair
+    from dflash_tui.panels.format import token_cell
+    from dflash_tui.probe import round_line
+
+    pair = load_pair(*make_pair("llama", "DFlash2DraftModel"))
+    free = pair.open("Hello", options=SessionOptions(gamma=3, max_tokens=12, probes=False))
+    while not free.finished:
+        free.step_round()
+    full = list(free.tokens)
+    free.close()
+
+    def oracle(tokens, gamma):  # the target's own tokens: every proposal accepted
+        return (full[len(tokens): len(tokens) + gamma] + [0] * gamma)[:gamma]
+
+    session = pair.open("Hello", options=SessionOptions(gamma=3, max_tokens=6, probes=False,
+                                                        proposer=oracle))
+    records = []
+    while not session.finished:
+        records.append(session.step_round())
+    session.close()
+    whole, cut = records[0], records[-1]
+    assert len(whole.committed_tokens) == whole.accepted + 1
+    assert f"bonus {token_cell(whole.text(whole.bonus), 24)}" in round_line(whole)
+    assert "committed" not in round_line(whole)
+    assert cut.finish_reason == "length" and len(cut.committed_tokens) < cut.accepted + 1
+    line = round_line(cut)
+    assert f"bonus —  committed {len(cut.committed_tokens)} (length)" in line, line
