@@ -912,6 +912,8 @@ def test_at_80x24_the_reference_tables_title_reads_whole(pair):
             await press_and_settle(pilot, "n", "4")
             title = app.main.query_one("#agg-ref-title")
             panel = title.parent
+            panel.scroll_to_widget(title, animate=False)  # below the drafter's two tables
+            await pilot.pause()
             shown = [line.strip() for line in widget_text(app, title).splitlines()]
             assert shown[0] == f"per slot, reference {OFF_BY_ONE}", shown
             assert shown[-1].startswith("(") and shown[-1].endswith(")"), shown
