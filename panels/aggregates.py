@@ -58,7 +58,7 @@ class DrawnWhenShown:
 
 
 def pct(x: Optional[float]) -> str:
-    return DASH if x is None else f"{100 * x:.0f}%"
+    return slot_text.percent(x, DASH)
 
 
 class AggregatesPanel(DrawnWhenShown, VerticalScroll):

@@ -14,7 +14,7 @@ own, and counted by the same slot_stats: one table per side, the same columns.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
 from rich import box
 from rich.console import Group
@@ -24,7 +24,7 @@ from rich.text import Text
 from ..aggregates import TORN, SlotStats, every_round, slot_stats
 from ..engine.records import RoundRecord
 from ..history import History, drafter_side, reference_side
-from ..slot_text import NEAR_HEADER, near_cells, off_rank
+from ..slot_text import NEAR_HEADER, near_cells, off_rank, percent
 from .prompts import ALL
 
 # One table per block, no vertical rules: the twelve columns fit 80 columns.
@@ -73,19 +73,15 @@ class SlotTally:
         return out
 
 
-def _pct(value: Optional[float]) -> str:
-    return "-" if value is None else f"{100 * value:.0f}%"
-
-
 def slot_rows(stats, block: int) -> list[list[str]]:
     rows = []
     for workload, at, slots in stats:
         if at != block:
             continue
         for s in slots:
-            rows.append([workload, str(s.slot), _pct(s.at_least), str(s.reached),
-                         _pct(s.acceptance), _pct(s.rank0_rate), off_rank(s.off_rank_median),
-                         _pct(s.recall), _pct(s.torn_rate), str(s.left), str(s.helped),
+            rows.append([workload, str(s.slot), percent(s.at_least), str(s.reached),
+                         percent(s.acceptance), percent(s.rank0_rate), off_rank(s.off_rank_median),
+                         percent(s.recall), percent(s.torn_rate), str(s.left), str(s.helped),
                          str(s.hurt)])
     return rows
 
