@@ -39,6 +39,9 @@ class KeyBar(Static):
         self._first = first  # group descriptions whose hints lead
         self._keep = keep  # actions whose hints are fitted first
         self._shown: tuple = ()
+        # another screen is over this one (a dialog, help, the palette): its keys are that
+        # screen's, and the bar below, still in sight under the palette, listed this one's
+        self._covered = False
         self._spans: list[tuple[int, int, str]] = []  # (start, end, key) of each hint
 
     def on_mount(self) -> None:
@@ -81,10 +84,21 @@ class KeyBar(Static):
             self._first = first
             self._bindings_changed(self.screen)
 
+    def cover(self, covered: bool) -> None:
+        """Another screen came over this one (True) or went (False)."""
+        if covered != self._covered:
+            self._covered = covered
+            self._draw()
+
     def on_resize(self) -> None:
         self._draw()
 
     def _draw(self) -> None:
+        if self._covered:
+            hint = Text.assemble((" esc", "bold"), " back ")
+            self._spans = [(0, hint.cell_len, "escape")]
+            self.update(hint, layout=False)
+            return
         # Before its first layout (the first frame) the bar has no width yet: it spans the
         # screen's (drawn unfitted, the first frame cut the last hint: `q quit  b`).
         width = self.content_size.width or self.screen.size.width

@@ -220,6 +220,28 @@ def test_a_search_at_80_columns_keeps_help_and_its_way_out_in_the_key_bar(pair):
     run(scenario())
 
 
+def test_under_the_palette_the_key_bar_names_only_the_way_back(pair):
+    """The palette leaves the key bar in sight, which went on listing `s stage … q quit`:
+    keys that, while the palette is open, are typed into its search."""
+    async def scenario():
+        app = live_app(pair)
+        async with app.run_test(size=SMALL) as pilot:
+            await wait_loaded(pilot)
+            keys = app.main.query_one("#keys")
+            before = widget_text(app, keys)
+            assert " s stage " in before
+            await pilot.press("ctrl+p")
+            await wait_for(pilot, lambda: app.screen is not app.main, what="the palette")
+            await pilot.pause()
+            assert widget_text(app, keys).split() == ["esc", "back"]
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is app.main, what="the palette to close")
+            await pilot.pause()
+            assert widget_text(app, keys) == before
+
+    run(scenario())
+
+
 def test_the_key_bar_fits_its_hints_from_the_first_frame(recorded, monkeypatch):
     """The key bar fitted its hints to its width, which it has only after its first layout:
     the first frame drew every hint and the terminal cut the last (`q quit  b` at 80

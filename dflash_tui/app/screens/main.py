@@ -115,6 +115,14 @@ class MainScreen(Screen):
         # after the first refresh every panel has composed its own children
         self.call_after_refresh(self.app.screen_ready)
 
+    def on_screen_suspend(self) -> None:
+        # a dialog, help or the palette over this screen: the key bar, still in sight under
+        # the palette, no longer lists keys that go to the screen on top
+        self.query_one("#keys", KeyBar).cover(True)
+
+    def on_screen_resume(self) -> None:
+        self.query_one("#keys", KeyBar).cover(False)
+
     def panels(self) -> list:
         """Every panel that renders a Frame, in screen order."""
         return [self.query_one(selector) for selector in
