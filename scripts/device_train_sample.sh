@@ -40,6 +40,9 @@ t0=$(date +%s)
 budget=${2:?usage: $0 all|data+train|train|eval|finish|bench SECONDS}
 if [ -n "${DEVICE_ENV:-}" ]; then . "$DEVICE_ENV"; fi
 : "${TARGET:?set TARGET to the sample GGUF (SmolLM2-135M-Instruct.Q4_1.gguf)}"
+if [ -z "${OUT:-}" ]; then  # before the checkout is copied: nothing done, nothing to undo
+  echo "OUT: set it to the folder whose files come back (OUT=/tmp/noout for none)" >&2; exit 2
+fi
 # `python3 -m dflash_tui` from the checkout would find ./dflash_tui without its engine and
 # panels (pyproject maps those in at install time), so lay the packages out as installed,
 # once per machine: later commands find the copy (and the run) in /tmp.
@@ -62,7 +65,6 @@ export STAGE=${STAGE:-1} RUN_ROOT=/tmp/run TARGET RUN_DIR=/tmp/run/stage${STAGE:
 export DFLASH="${PYTHON:-python3} -m dflash_tui"
 # OUT=/tmp/noout (files not wanted back) need not exist: without it the packing below failed
 # the call with status 1 after its work was saved (stage 16's call A)
-: "${OUT:?OUT must name the folder whose files come back (OUT=/tmp/noout for none)}"
 mkdir -p /tmp/run "$OUT"
 log="/tmp/run/stage$STAGE.log"  # beside the run: distill refuses a run folder with others' files
 pack_seconds=$(( 25 ${KEEP_CONTINUATIONS:++ 10} ))  # and the export below, with room

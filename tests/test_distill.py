@@ -392,3 +392,17 @@ def test_the_recipe_scripts_refuse_a_stage_they_do_not_have_in_one_line(script, 
                           timeout=60)
     assert done.returncode == 2 and done.stderr.strip() == expected
     assert not any(tmp_path.iterdir()), "a refused stage writes nothing"
+
+
+def test_the_device_script_refuses_a_call_without_out_before_it_copies_anything(tmp_path):
+    """OUT names the folder whose files come back; a call without it used to copy the
+    checkout and run, then fail when packing (status 1, nothing returned)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "device_train_sample.sh"
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    env["TARGET"] = str(tmp_path / "model.gguf")
+    done = subprocess.run(["bash", str(path), "train", "10"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("OUT: set it to the folder whose files come back "
+                                   "(OUT=/tmp/noout for none)")
+    assert not any(tmp_path.iterdir()), "a refused call writes nothing"
