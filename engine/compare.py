@@ -49,15 +49,16 @@ from .compare_spec import CompareSpec, check_greedy, named_as_reference
 from .drafter import DraftModel
 from .errors import ParameterError
 from .drift import Drift, Key
+from .pair_check import check_pair
 from .probes import pipeline_key
 from .quantize import quantize_drafter
 from .ranks import rank_arrays, rank_of
 from .records import Compare, LeftOut, first_divergent
-from .session import Session, check_pair
+from .session import Session
 from .target import DTYPES
 
 if TYPE_CHECKING:
-    from .session import Proposal, RoundScratch, Selected, Verified
+    from .round_scratch import Proposal, RoundScratch, Selected, Verified
 
 Proposer = Callable[[list[int], int], list[int]]
 

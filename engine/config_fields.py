@@ -41,7 +41,7 @@ def _or_null(kind: Kind) -> Kind:
 
 DIM = Kind(lambda v: _int(v) and 1 <= v <= MAX_DIM, f"a whole number from 1 to {MAX_DIM}")
 LAYERS = Kind(lambda v: _int(v) and 1 <= v <= MAX_LAYERS, f"a whole number from 1 to {MAX_LAYERS}")
-INT = Kind(_int, "a whole number")  # ranges that depend on the target: session.check_pair
+INT = Kind(_int, "a whole number")  # ranges that depend on the target: pair_check.check_pair
 NUMBER = Kind(_number, "a finite number")
 # An epsilon or a rope base of 0 or below: RMSNorm refuses it when the model is built, and a
 # base of 0 puts NaN in every rotary angle.

@@ -15,7 +15,8 @@ from dataclasses import replace
 import numpy as np
 
 from .records import CommTiming, PrefillRecord, RoundRecord
-from .session import RoundScratch, Session, Stage
+from .round_scratch import RoundScratch
+from .session import Session, Stage
 
 
 class LockstepSession(Session):

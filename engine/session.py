@@ -2,9 +2,9 @@
 
 A round is five stages, in order (records.STAGES): context -> draft -> select -> verify ->
 commit. Each stage is a method below that takes what the earlier stages handed on (kept in
-the round's RoundScratch) and returns its own typed output. The device work of a stage is
-queued lazily; what the record needs from it is read back afterwards (`_selection`,
-`_verdict`), so the two can be run apart:
+the round's RoundScratch: engine/round_scratch.py) and returns its own typed output. The
+device work of a stage is queued lazily; what the record needs from it is read back
+afterwards (`_selection`, `_verdict`), so the two can be run apart:
 
   step_stage   one stage, then one wait for its outputs and its probes: each stage's time
                is its whole cost (the TUI steps this way and shows every stage)
@@ -27,7 +27,7 @@ State carried between rounds:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
@@ -39,20 +39,21 @@ from .acceptance import greedy_accept, rejection_sample, softmax_rows
 from .committed_text import CommittedText
 from .context_cache import ContextCache
 from .device_walk import greedy_walk, picked_tokens
-from .draft_config import DraftConfig
 from .drafter import block_masks
-from .errors import InputError, ParameterError
+from .errors import ParameterError
 from .memory import bound_buffer_cache
+from .pair_check import check_pair
 from .paths import named_as_draft
-from .probes import ProbeSink, first_nonfinite
+from .probes import ProbeSink
 from .ranks import rank_arrays, rank_values, slot_ranks
 from .quantize import describe as describe_quantization
 from .records import (
-    STAGE_ORDER, Commitment, EngineState, PrefillRecord, ProbeRow, Rollback,
-    RoundRecord, Selection, SessionInfo, StageRecord, Verdict,
+    STAGE_ORDER, Commitment, EngineState, PrefillRecord, Rollback, RoundRecord, Selection,
+    SessionInfo, StageRecord, Verdict,
 )
+from .round_scratch import Drafted, Proposal, RoundScratch, Selected, Verification, Verified
 from .selector import lattice_arrays, selector_record, to_lattice, walk
-from .target import Target, backend
+from .target import backend
 from .tokens import token_display
 
 if TYPE_CHECKING:
@@ -96,147 +97,12 @@ class SessionOptions:
     attention: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Drafted:
-    """The draft stage's output, on the device."""
-
-    hidden: mx.array  # final-normed block rows 1..gamma [gamma, H]
-    logits: mx.array  # [gamma, V]
-    hproj: Optional[mx.array]  # DFlash2: the selector's projection of hidden [gamma, r]
-
-    def arrays(self) -> list[mx.array]:
-        return [self.hidden, self.logits, *([] if self.hproj is None else [self.hproj])]
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """The select stage on the device: the proposals verify reads, and what the record needs.
-    Proposals decided on the host (sampling, forced) come with their host values."""
-
-    tokens: mx.array  # [gamma] int32: the proposals to verify
-    lattice: tuple[mx.array, ...] = ()  # DFlash2: selector.lattice_arrays
-    picks: Optional[mx.array | list[int]] = None  # DFlash2: the walk's candidate index per slot
-    q: Optional[np.ndarray] = None  # sampling rows (T > 0): [gamma, V], or [gamma, K] over candidates
-    forced: Optional[tuple[int, ...]] = None  # SessionOptions.proposer's tokens
-
-    def arrays(self) -> list[mx.array]:
-        """What `_selection` reads back."""
-        device = [self.tokens, *self.lattice, self.picks]
-        return [a for a in device if isinstance(a, mx.array)]
-
-
-@dataclass(frozen=True)
-class Selected:
-    """The select stage's output read back: the proposals and what they were drawn from."""
-
-    part: Selection
-    q: Optional[np.ndarray]  # sampling rows (T > 0): [gamma, V], or [gamma, K] over candidates
-    candidates: Optional[np.ndarray]  # DFlash2: the top-K token ids per slot [gamma, K]
-
-
-@dataclass(frozen=True)
-class Verification:
-    """The verify stage on the device: the target's forward over [anchor, proposals]."""
-
-    logits: mx.array  # [gamma+1, V]
-    capture: mx.array  # the target's context rows [1, gamma+1, n*H]
-    argmax: mx.array  # [gamma+1]
-    ranks: tuple[mx.array, ...]  # ranks.rank_arrays (empty when SessionOptions.ranks is off)
-    saved: Optional[list]  # non-trimmable caches' state before verify (None: all trim)
-    sampling: bool  # temperature > 0: the verdict reads the logits back
-
-    def arrays(self) -> list[mx.array]:
-        """What `_verdict` reads back (the capture stays on the device for the next round)."""
-        return [*self.verdict_arrays(), *self.ranks]
-
-    def verdict_arrays(self) -> list[mx.array]:
-        """What the accepted prefix is decided from (the ranks are for the record only)."""
-        return [self.argmax, *([self.logits] if self.sampling else [])]
-
-
-@dataclass(frozen=True)
-class Verified:
-    """The verify stage's output read back: the verdict and what commit needs to settle it."""
-
-    part: Verdict
-    capture: mx.array  # the target's context rows of [anchor, proposals] [1, gamma+1, n*H]
-    saved: Optional[list]  # non-trimmable caches' state before verify (None: all trim)
-
-
 @dataclass
 class Waits:
     """Every time the session blocked on the device (`Session._wait`), and for how long."""
 
     count: int = 0
     seconds: float = 0.0
-
-
-@dataclass
-class RoundScratch:
-    """The round in flight: where it stands, what each stage handed on, and what its record
-    gathers (stage timings, probe rows, raw buffers, token texts)."""
-
-    index: int
-    position: int  # the anchor's absolute position
-    anchor: int
-    gamma: int
-    state_before: EngineState
-    text_before: str  # the committed text when the round began
-    token_text: dict[int, str]
-    stages: list[StageRecord] = field(default_factory=list)
-    probes: list[ProbeRow] = field(default_factory=list)
-    raw: Optional[dict[str, np.ndarray]] = None
-    drafted: Optional[Drafted] = None
-    proposal: Optional[Proposal] = None
-    selected: Optional[Selected] = None
-    verification: Optional[Verification] = None
-    verified: Optional[Verified] = None
-    committed: Optional[Commitment] = None
-
-    def record(self) -> RoundRecord:
-        """The round's record so far: the header, then each stage's part spread over its fields."""
-        parts = (
-            self.selected.part if self.selected else None,
-            self.verified.part if self.verified else None,
-            self.committed,
-        )
-        filled = {f.name: getattr(p, f.name) for p in parts if p is not None for f in fields(p)}
-        probes = tuple(self.probes)
-        return RoundRecord(
-            round=self.index, position=self.position, anchor=self.anchor, gamma=self.gamma,
-            state_before=self.state_before, state_after=self.stages[-1].after,
-            stages=tuple(self.stages), probes=probes, first_nonfinite=first_nonfinite(probes),
-            token_text=dict(self.token_text), raw=self.raw,
-            **{"committed_text": self.text_before, **filled},
-        )
-
-
-def check_pair(target: Target, config: DraftConfig, layer_offset: int, where: str) -> tuple[int, ...]:
-    """Refuse a drafter that cannot run on this target; returns the capture layer ids."""
-    if config.hidden_size != target.hidden_size:
-        raise InputError(
-            f"{where}: drafter hidden_size {config.hidden_size} does not match the target's "
-            f"hidden size {target.hidden_size}"
-        )
-    if config.vocab_size != target.vocab_size:
-        raise InputError(
-            f"{where}: drafter vocab_size {config.vocab_size} does not match the target's "
-            f"vocabulary of {target.vocab_size}"
-        )
-    if not 0 <= config.mask_token_id < target.vocab_size:
-        raise InputError(
-            f"{where}: mask_token_id {config.mask_token_id} is out of range for a vocabulary "
-            f"of {target.vocab_size} (expected 0..{target.vocab_size - 1})"
-        )
-    ids = tuple(i + layer_offset for i in config.target_layer_ids)
-    for n, (given, shifted) in enumerate(zip(config.target_layer_ids, ids)):
-        if not 0 <= shifted < target.num_layers:
-            shift = f" + layer offset {layer_offset}" if layer_offset else ""
-            raise InputError(
-                f"{where}: target_layer_ids[{n}] = {given}{shift} is out of range for a target "
-                f"with {target.num_layers} layers (expected 0..{target.num_layers - 1})"
-            )
-    return ids
 
 
 class Session:

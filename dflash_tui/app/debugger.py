@@ -1,6 +1,8 @@
 """What the live app and replay share: the screen, rendering frames, the view keys (tabs,
-slots, rounds, search, compare, aggregates range, probes sort and filter), help built from
-the key bindings, breakpoints, export and the command palette.
+slots, rounds, compare, aggregates range, probes sort and filter), help built from the key
+bindings and the command palette. Its find keys (search_actions.py), export
+(export_actions.py) and breakpoints (breakpoint_actions.py) are mixed in from their own
+modules.
 
 Rendering is coalesced: records may arrive faster than a terminal can draw (a tiny model
 runs hundreds of stages a second), so at most one frame is drawn per RENDER_INTERVAL and it
@@ -11,22 +13,19 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from textual import events, work
+from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.content import Content
-from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker
 
 from ..breakpoints import TOGGLES, Breakpoints
-from ..compare_notes import TOL_HINT, TOL_HINT_AFTER, tol_hint_applies
-from ..engine.compare_spec import DEFAULT_TOLERANCE
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
 from ..panels.aggregates import range_text
 from ..panels.compare import NO_REFERENCE, ComparePanel
@@ -38,13 +37,15 @@ from ..panels.ranks import RanksPanel
 from ..panels.selector import SelectorPanel
 from ..panels.status import LOG_KEY, LOG_SIZE, StatusLine, StatusLog
 from ..panels.table import FastTable
+from .breakpoint_actions import BreakpointActions
+from .export_actions import ExportActions, ExportDone
 from .screens.main import COMPARE_TAB, MainScreen
+from .search_actions import SearchActions, Searching
 from .session_dir import SessionDir
 from .typed_keys import TypedKeys, typed
 
-if TYPE_CHECKING:  # numpy (history, search) loads after the first frame
+if TYPE_CHECKING:  # numpy (history) loads after the first frame
     from ..history import History
-    from ..search import Hit
 
 RENDER_INTERVAL = 0.05  # seconds: at most 20 frames a second while records stream in
 RUN_RENDER_INTERVAL = 0.1  # during a run: leaves the UI thread idle enough to answer keys
@@ -69,23 +70,6 @@ SEARCH_NEXT = Binding("n", "search_step(1)", "next hit", group=STEP,
                       tooltip="while searching: the next hit (round and slot)")
 
 
-class ExportDone(Message):
-    def __init__(self, paths: list[Path], record: RoundRecord, note: str = "",
-                 error: Optional[str] = None) -> None:
-        super().__init__()
-        self.paths, self.record, self.note, self.error = paths, record, note, error
-
-
-@dataclass
-class Searching:
-    query: str
-    hits: list["Hit"]
-    index: int = 0
-    shown: str = ""  # the status message the last hit set
-    before: Optional[tuple[str, str]] = None  # the status it replaced: back when the search ends
-    rows: int = 0  # the history's rounds when `hits` were found (a live session goes on)
-
-
 class _EarlyStatus:
     """Keeps the status line's text until the screen is up (keys can arrive before)."""
 
@@ -102,7 +86,7 @@ class _EarlyStatus:
         return "  ".join(full for full, _ in self.parts)
 
 
-class DebuggerApp(App[int]):
+class DebuggerApp(SearchActions, ExportActions, BreakpointActions, App[int]):
     TITLE = "dflash-tui"
     # A search on: n / N walk its hits, escape ends it. The key bar follows (bindings=True:
     # nothing else moves it when a search ends, since the focus stays where it was).
@@ -223,9 +207,6 @@ class DebuggerApp(App[int]):
         self._last_render = 0.0
         self._drawn: Optional[Frame] = None  # the frame the panels show
         self._render_pending = False
-        # the diverge breakpoint's --compare-tol hint: said at most once (not to nag)
-        self._tol_hinted = False
-        self._diverged_stops = (-1, 0)  # (round of the last diverge stop, stops in a row)
 
     # ---- screen --------------------------------------------------------------------------
 
@@ -522,47 +503,6 @@ class DebuggerApp(App[int]):
             sections.setdefault(section, []).append((" ".join(keys), text))
         return list(sections.items())
 
-    def action_breakpoints(self) -> None:
-        from ..panels.breakpoints import BreakpointsScreen  # first use: off the first frame
-
-        if self.screen is self.main:
-            self.push_screen(BreakpointsScreen(self.armed, compare=self.compared()),
-                             self.set_breakpoints)
-
-    def set_breakpoints(self, armed: Optional[Breakpoints]) -> None:
-        """Apply the menu's answer (None: cancelled) and say what is armed now."""
-        if armed is None:
-            return
-        changed = armed != self.armed
-        newly_diverge = armed.diverge and not self.armed.diverge
-        self.armed = armed
-        self.update_status_right()
-        self.set_status("info", f"breakpoints{'' if changed else ' unchanged'}: "
-                                f"{armed.describe()}")
-        if newly_diverge and tol_hint_applies(self.info):
-            self.hint_compare_tol()
-
-    def breakpoint_stopped(self, record: RoundRecord) -> None:
-        """A run stopped at a breakpoint on `record`: diverge stops in TOL_HINT_AFTER rounds
-        in a row at the default tolerance say (once) that --compare-tol sets the bar."""
-        compare = record.compare
-        if not (self.armed.diverge and record.stage == "commit" and compare is not None
-                and compare.first_divergent is not None):
-            return
-        last, count = self._diverged_stops
-        count = count + 1 if record.round == last + 1 else 1
-        self._diverged_stops = (record.round, count)
-        if count >= TOL_HINT_AFTER and compare.tolerance == DEFAULT_TOLERANCE:
-            self.hint_compare_tol()
-
-    def hint_compare_tol(self) -> None:
-        if not self._tol_hinted:
-            self._tol_hinted = True
-            self.notify(TOL_HINT, timeout=8)
-
-    def toggle_breakpoint(self, name: str) -> None:
-        self.set_breakpoints(self.armed.toggled(name))
-
     # ---- rounds --------------------------------------------------------------------------
 
     def current_round(self) -> Optional[int]:
@@ -613,87 +553,6 @@ class DebuggerApp(App[int]):
             return
         self.go_to_round(number)
 
-    # ---- search ----------------------------------------------------------------------------
-
-    def action_search(self) -> None:
-        previous = self.searching.query if self.searching is not None else ""
-        self.main.ask("find:", self._search_answer, value=previous,
-                      placeholder="token text, or #id · n / N next / previous · escape ends")
-
-    def _search_answer(self, query: str) -> None:
-        from ..search import first, search
-
-        hits = search(self.history, query) if self.history is not None else []
-        if not hits:
-            self.action_end_search()
-            if query.strip():
-                self.notify(f"find {query!r}: not in any round so far", severity="warning")
-            return
-        # a new search starts at the round's first slot; n / N go on from the hit shown
-        old = self.searching if self._showing_find() else Searching("", [])
-        self.searching = Searching(query, hits, shown=old.shown, before=old.before,
-                                   rows=len(self.history))
-        self._show_hit(first(hits, self.current_round() or 0))
-
-    def action_search_step(self, direction: int) -> None:
-        from ..search import step
-
-        s = self.searching
-        if s is None:
-            return
-        self._search_rounds_since()
-        hit = s.hits[s.index]
-        slot = min(self.slot, self.record.gamma - 1) if self.record is not None else self.slot
-        on_screen = self.current_round() == hit.round and slot == hit.shown_slot
-        here = (self.current_round() or 0, self.slot)
-        self._show_hit(step(s.hits, here, forward=direction > 0, at=s.index if on_screen else None))
-
-    def _search_rounds_since(self) -> None:
-        """A search made while the session runs finds in the rounds completed since, too: n
-        and N search again when the history has grown (a match in the committed text may
-        also start in an older round, so the hits are found anew, not appended), keeping the
-        hit on screen as the one they step from."""
-        s = self.searching
-        if self.history is None or len(self.history) == s.rows:
-            return
-        from ..search import search
-
-        hits = search(self.history, s.query)
-        if not hits:
-            return
-        now = (s.hits[s.index].round, s.hits[s.index].slot)
-        s.index = next((i for i, h in enumerate(hits) if (h.round, h.slot) == now),
-                       min(s.index, len(hits) - 1))
-        s.hits, s.rows = hits, len(self.history)
-
-    def _show_hit(self, index: int) -> None:
-        s = self.searching
-        hit = s.hits[index]
-        s.index = index
-        if self.current_round() != hit.round and not self.go_to_round(hit.round):
-            return
-        gamma = self.record.gamma if self.record is not None else hit.shown_slot + 1
-        self.slot = min(hit.shown_slot, gamma - 1)
-        self.update_status_right()
-        if not self._showing_find():
-            s.before = (self.status.kind, self.status.message)
-        s.shown = f"find {s.query!r}: round {hit.round} {hit.place} ({', '.join(hit.where)})"
-        self.set_status("info", s.shown, transient=True)  # n walks them: one line in the log
-        self.render_now()
-
-    def _showing_find(self) -> bool:
-        """The status line still says where the search's last hit is."""
-        s = self.searching
-        status = self.status
-        return s is not None and bool(s.shown) and (status.kind, status.message) == ("info", s.shown)
-
-    def action_end_search(self) -> None:
-        # the status the search replaced comes back, unless something has replaced it since
-        if self._showing_find():  # shown again, not logged again: the log has it
-            self.status.set_status(*(self.searching.before or ("idle", "")))
-        self.searching = None
-        self.update_status_right()
-
     # ---- compare and aggregates --------------------------------------------------------------
 
     def action_pin(self) -> None:
@@ -735,67 +594,6 @@ class DebuggerApp(App[int]):
             self.aggregate_rounds = (int(first) if first else None, int(last) if last else None)
         self.render_now()
 
-    # ---- export ---------------------------------------------------------------------------
-
-    def action_export(self) -> None:
-        record = self.record
-        if record is None:
-            self.notify("nothing to export yet: step a stage first", severity="warning")
-            return
-        try:
-            directory, stem = self.session_dir.path, self.session_dir.round_stem(record.round)
-        except OSError as error:
-            self._export_failed(record, error)
-            return
-        self._export(record, self.info, self.npz, directory, stem)
-        self.update_status_right()
-        self.set_status("busy", f"exporting round {record.round} ({record.stage})…")
-
-    @work(thread=True, group="export", exit_on_error=False)
-    def _export(self, record: RoundRecord, info: Optional[SessionInfo], npz: bool,
-                directory: Path, stem: str) -> None:
-        # Disk I/O only (no MLX): a worker keeps a slow or full disk off the UI thread.
-        from ..snapshot import export_round
-
-        try:
-            paths = export_round(directory, record, info, npz=npz, stem=stem)
-        except OSError as error:
-            self.call_from_thread(self._export_failed, record, error)
-            return
-        self.post_message(ExportDone(paths, record, note=raw_note(record, npz)))
-
-    def _export_failed(self, record: RoundRecord, error: OSError) -> None:
-        reason = error.strerror or str(error)
-        self.post_message(ExportDone([], record, error=f"export failed: {error.filename or self.export_dir}: {reason}"))
-
-    def on_export_done(self, message: ExportDone) -> None:
-        record = message.record
-        if message.error:
-            self.set_status("error", message.error)
-            self.notify(message.error, severity="error", timeout=8)
-            return
-        # what tells one export from the next (the file name: round-0012-2.json) first
-        first = message.paths[0]
-        names = first.name + "".join(f" + {p.suffix}" if p.stem == first.stem else f" + {p.name}"
-                                     for p in message.paths[1:])
-        self.set_status("info", f"exported {names} · round {record.round} {record.stage}"
-                        + (f" · {message.note}" if message.note else "") + f" → {first.parent}/")
-        if message.note:
-            self.notify(message.note, severity="warning", timeout=8)
-
-    def deliver_screenshot(self, filename: Optional[str] = None, path: Optional[str] = None,
-                           time_format: Optional[str] = None) -> Optional[str]:
-        """The palette's Screenshot: into this session's directory (Textual's default is
-        ~/Downloads, which may not exist)."""
-        if path is None:
-            try:
-                path = str(self.session_dir.path)
-            except OSError as error:
-                self.notify(f"screenshot: {self.export_dir}: {error.strerror or error}", severity="error")
-                return None
-            self.update_status_right()
-        return super().deliver_screenshot(filename, path, time_format)
-
     # ---- command palette ------------------------------------------------------------------
 
     def palette_commands(self) -> list[tuple[str, str, object]]:
@@ -832,18 +630,3 @@ class DebuggerApp(App[int]):
         yield from super().get_system_commands(screen)
         for title, help_text, callback in self.palette_commands():
             yield SystemCommand(title, help_text, callback)
-
-
-def raw_note(record: RoundRecord, npz: bool) -> str:
-    """Says when the NPZ holds fewer stages than the round probed (NPZ turned on mid-round),
-    or none at all."""
-    if not npz:
-        return ""
-    if not record.raw:
-        return "no raw buffers in this round (NPZ keeps them from the stage after turning it on)"
-    probed = {p.stage for p in record.probes}
-    kept = {key.split("/", 1)[0] for key in record.raw}
-    missing = [s.stage for s in record.stages if s.stage in probed - kept]
-    if missing:
-        return f"partial NPZ: no raw buffers for {', '.join(missing)} (NPZ was turned on mid-round)"
-    return ""
