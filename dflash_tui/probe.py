@@ -199,6 +199,10 @@ def run(args) -> int:
     _say(f"{info.drafter_kind} drafter ({info.drafter_layers} layers{packed}) on {info.target_kind} "
          f"target ({info.target_layers} layers), {info.dtype} on {info.backend}; "
          f"{session.gamma} proposals per round; rollback by {info.rollback_kind}")
+    if info.layer_offset:  # what the drafter reads is no longer what its config names
+        _say(f"layer offset {info.layer_offset:+d}: reading target layers "
+             f"{list(info.target_layer_ids)} (config.json names "
+             f"{[i - info.layer_offset for i in info.target_layer_ids]})")
     if info.distributed is not None:
         _say(distributed_line(info.distributed))
     slow = slow_on_cpu(info)

@@ -22,6 +22,7 @@ from .drafter import DraftModel
 from .errors import InputError
 from .files import write_json_atomic
 from .quantize import check_entries, quantize_modules, quantized_modules, stored_predicate
+from .weight_check import nonfinite_weights
 
 PREFIX = "dflash."
 
@@ -125,8 +126,12 @@ def load_drafter(directory: str | Path, dtype: mx.Dtype | None = mx.float32) -> 
     weights, sources = read_weights(directory)
     model = build_drafter(config, weights, str(directory))
     check_tensors(weights, sources, model, directory)
+    stored = weights
     if dtype is not None:
         weights = {n: w if w.dtype == mx.uint32 else w.astype(dtype) for n, w in weights.items()}
+    # (the dtype is named only where the cast made a tensor non-finite: never when uncast)
+    model.weight_notes = nonfinite_weights(stored, weights, sources,
+                                           str(dtype).removeprefix("mlx.core."))
     model.load_weights(list(weights.items()), strict=True)
     model.eval()
     mx.eval(model.parameters())

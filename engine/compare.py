@@ -46,6 +46,7 @@ import numpy as np
 
 from .checkpoint import load_drafter
 from .compare_spec import CompareSpec, check_greedy, named_as_reference
+from .config_diff import differences_note
 from .drafter import DraftModel
 from .errors import ParameterError
 from .drift import Drift, Key
@@ -171,8 +172,14 @@ class Comparison:
         # The reference drafter's own notes (a block beyond the one it was trained for),
         # named as the reference's; one the primary already has says the same of both (the
         # drafter quantized in memory), and is shown once.
-        self.notes = tuple(f"--compare {spec.text}: {note}" for note in self.shadow.info.notes
-                           if note not in session.info.notes)
+        # A reference directory's config fields that differ are named first: where its
+        # buffers part from the drafter's, the field is the likely why.
+        differs = differences_note(session.config, reference.drafter.config,
+                                   options.layer_offset if spec.draft_dir else 0,
+                                   session.layer_ids, self.layer_ids)
+        own = ((differs,) if differs else ()) + tuple(
+            note for note in self.shadow.info.notes if note not in session.info.notes)
+        self.notes = tuple(f"--compare {spec.text}: {note}" for note in own)
 
     def check_gamma(self, gamma: int) -> None:
         """Session.set_gamma: the reference drafts the primary's block, so its drafter's limits

@@ -59,6 +59,9 @@ class DraftConfig:
     quantization: dict[str, Any] | None = None
     # Anything else config.json carried (training recipe, notes); kept so a save round-trips.
     extra: dict[str, Any] = field(default_factory=dict)
+    # Keys given both in dflash_config and at the top level with different values: the
+    # nested one is used (as Z Lab's loader does), and `notes` says which was dropped.
+    conflicts: tuple[str, ...] = ()
 
     @property
     def is_dflash2(self) -> bool:
@@ -71,18 +74,29 @@ class DraftConfig:
     @property
     def notes(self) -> tuple[str, ...]:
         """Values that run but are unusual enough to mention (the session shows them)."""
+        notes = self.conflicts
+        ids = list(self.target_layer_ids)
+        if ids != sorted(set(ids)):
+            # fc's column blocks follow the ids' order: a list reordered (or a layer repeated)
+            # by hand reads the right layers into the wrong blocks
+            notes += (
+                f"dflash_config.target_layer_ids = {ids} are not in ascending order without "
+                "repeats (Z Lab's drafters list them so); fc reads the captured layers in the "
+                "order given",
+            )
         if self.block_size > USUAL_BLOCK_LIMIT:
-            return (
+            notes += (
                 f"drafter block_size {self.block_size} is unusually large (trained drafters "
                 f"use {USUAL_BLOCK_LIMIT} or fewer); each round proposes {self.block_size - 1} "
                 "tokens unless --block says otherwise",
             )
-        return ()
+        return notes
 
     def to_json(self) -> dict[str, Any]:
         """The config.json Z Lab's loader reads (fields both at top level and in dflash_config)."""
         d = asdict(self)
         extra = d.pop("extra")
+        d.pop("conflicts")  # the nested value is the one written, in both places
         dflash_keys = (
             "target_layer_ids", "mask_token_id", "block_size", "input_embedding_scale",
             "output_multiplier", "final_logit_softcapping", "conv_kernel_size",
@@ -141,9 +155,17 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
     if not isinstance(dflash, dict):
         raise InputError(f"{where}: dflash_config must be an object")
 
+    conflicts = []
+
     def get(key, *, nested=False, default=..., kind=int):
         if nested and key in dflash:
             value = dflash[key]
+            if key in raw and raw[key] != value:
+                conflicts.append(
+                    f"{where}: dflash_config.{key} = {value!r} but {key} = {raw[key]!r} at the "
+                    f"top level; the drafter runs with dflash_config's {value!r} (as Z Lab's "
+                    "loader reads it)"
+                )
         elif key in raw:
             value = raw[key]
         elif default is not ...:
@@ -231,6 +253,7 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
         selector_top_k=get("selector_top_k", nested=True, default=0),
         quantization=parse_quantization(raw.get("quantization"), where),
         extra={k: v for k, v in raw.items() if k not in _KNOWN},
+        conflicts=tuple(conflicts),
     )
     if config.is_dflash2:
         for key in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"):
@@ -253,6 +276,10 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
     if softcap is not None and not 0 < softcap < float("inf"):  # tanh(x / 0): NaN logits
         raise InputError(f"{where}: dflash_config.final_logit_softcapping = {softcap}; expected "
                          "a number above 0, or null for none")
+    if not 0 < abs(config.input_embedding_scale) < float("inf"):
+        # every block row 0: the anchor and the masks alike, so no proposal depends on them
+        raise InputError(f"{where}: dflash_config.input_embedding_scale = "
+                         f"{config.input_embedding_scale}; expected a finite number other than 0")
     if not 0 < abs(config.output_multiplier) < float("inf"):  # every logit 0: a tie everywhere
         raise InputError(f"{where}: dflash_config.output_multiplier = {config.output_multiplier}; "
                          "expected a finite number other than 0")

@@ -30,6 +30,7 @@ from mlx_lm.models.rope_utils import initialize_rope
 
 from . import block_attention
 from .draft_config import DraftConfig
+from .weight_check import WeightNotes
 
 Probe = Callable[[str, Optional[int], mx.array], None]
 
@@ -271,6 +272,9 @@ class DraftModel(nn.Module):
         )
 
     residual_scale = 1.0  # scale_residual sets it
+    # NaN / Inf found in the weights as loaded (engine/weight_check.py; load_drafter sets it):
+    # the session shows them as notes.
+    weight_notes = WeightNotes()
 
     def scale_residual(self, scale: float) -> None:
         """From now on, run with the residual stream divided by `scale` (module docstring):

@@ -200,7 +200,7 @@ class Session:
         return gamma
 
     def _notes(self) -> tuple[str, ...]:
-        notes = list(self.config.notes)
+        notes = list(self.config.notes) + list(self.drafter.weight_notes.notes)
         if self.gamma + 1 > self.config.block_size:
             notes.append(
                 f"block of {self.gamma} proposals is beyond the {self.config.block_size - 1} "

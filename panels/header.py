@@ -87,6 +87,8 @@ class HeaderPanel(Static):
         text.append(shape, style="green")
         if info.drafter_quantization:  # e.g. "q4/g64": the drafter's weights are packed
             text.append(f" {info.drafter_quantization}", style="bold yellow")
+        if info.layer_offset:  # --layer-offset: the drafter reads other layers than it names
+            text.append(f" layers{info.layer_offset:+d}", style="bold yellow")
         text.append(f"  {info.dtype} · {info.backend}", style="yellow")
         group = info.distributed
         if group is not None:

@@ -816,3 +816,26 @@ def test_the_header_at_80_columns_leaves_fields_out_whole(pair, tmp_path):
             assert "DFlash2 2L H64 K8 block 16  float32 · cpu" in header()
 
     run(scenario())
+
+
+def test_the_header_says_a_layer_offset_is_in_effect(pair, tmp_path):
+    """`--layer-offset -1` makes the drafter read other target layers than its config names;
+    the header used to look the same with and without it, so a screen (or a replay) of a
+    shifted run passed for the drafter's own. At 80 columns with the sample's long name it
+    stays, with the dtype and backend whole."""
+    import shutil
+
+    target = tmp_path / "SmolLM2-135M-Instruct.Q4_1"  # the sample's name
+    shutil.copytree(pair[0], target)
+
+    async def scenario():
+        app = live_app((target, target / "draft"), layer_offset=-1)  # it reads layers 1-3 of 4
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            identity = widget_text(app, app.main.query_one("#header")).splitlines()[0]
+            assert identity.rstrip().endswith("◂ DFlash2 layers-1  float32 · cpu")
+            await pilot.resize_terminal(160, 30)
+            await wait_for(pilot, lambda: "2L H64 K8 block 16 layers-1  float32 · cpu" in
+                           widget_text(app, app.main.query_one("#header")), what="all of it, wide")
+
+    run(scenario())

@@ -348,3 +348,28 @@ def test_a_notification_shows_brackets_as_typed(pair):
                 "Do you want to quit?: Press ctrl+q to quit the app"
 
     run(scenario())
+
+
+def test_a_sessions_notes_are_notified_once_whole(nan_pair):
+    """A note can name the cause of what the probes then show (here the NaN weight behind the
+    first non-finite buffer). On the status line it was cut at 80 columns (`(note: …
+    [L]`) and replaced by the first key's message; now each note is a notification too, whole,
+    and a restart on the same drafter does not say it again."""
+
+    async def scenario():
+        app = live_app(nan_pair)
+        async with app.run_test(size=SMALL) as pilot:
+            await wait_loaded(pilot)
+            await wait_idle(pilot)
+            note = ("note: model.safetensors: tensor 'layers.1.mlp.down_proj.weight' holds 8,192 "
+                    "NaNs (of 8,192 values): the buffers computed from it will be non-finite")
+            # notify() logs each notification (the toast itself expires on its own clock)
+            said = lambda: [e.text for e in app.status_log if e.text.startswith("note:")]  # noqa: E731
+            assert said() == [note]
+            first = app.trace
+            await pilot.press("r")
+            await wait_for(pilot, lambda: app.trace not in (None, first), what="the restart")
+            await wait_idle(pilot)
+            assert said() == [note]
+
+    run(scenario())

@@ -158,6 +158,10 @@ def test_probe_and_bench_say_what_the_drift_left_out_and_the_references_notes(
     assert main(["probe", str(target_dir), "--prompt", "Hello", "--block", "3", "--rounds", "2",
                  "--compare", str(other), "--out", str(out)]) == 0
     captured = capsys.readouterr()
+    differs = (f"--compare {other}: its config.json differs from the drafter's: "
+               "intermediate_size = 96 (the drafter: 128); dflash_config.block_size = 3 (the "
+               "drafter: 16)")
+    assert f"note: {differs}" in captured.err.splitlines()
     assert (f"note: --compare {other}: block of 3 proposals is beyond the 2 the drafter was "
             "trained for") in captured.err.splitlines()
     left = [l for l in captured.out.splitlines() if "the drift leaves out" in l]
@@ -180,8 +184,8 @@ def test_probe_and_bench_say_what_the_drift_left_out_and_the_references_notes(
             "drafter was trained for") in captured.out
     data = json.loads(bench_json.read_text())
     assert data["compare"]["left_out"] == summary["compare_left_out"]
-    assert data["notes"]["3"] == [f"--compare {other}: block of 3 proposals is beyond the 2 "
-                                  "the drafter was trained for"]
+    assert data["notes"]["3"] == [differs, f"--compare {other}: block of 3 proposals is beyond "
+                                  "the 2 the drafter was trained for"]
 
 
 def test_export_carries_the_references_slots_and_time(make_pair, fixture_root, tmp_path, capsys):

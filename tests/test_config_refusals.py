@@ -44,6 +44,8 @@ def test_drafter_rms_norm_eps_of_zero_or_below_is_refused(breakable_pair, capsys
     ("final_logit_softcapping", 0, "expected a number above 0, or null for none"),
     ("final_logit_softcapping", -30.0, "expected a number above 0, or null for none"),
     ("output_multiplier", 0, "expected a finite number other than 0"),
+    # every block row embedded as 0 (the anchor too): it used to run, accepting nothing
+    ("input_embedding_scale", 0, "expected a finite number other than 0"),
 ])
 def test_drafter_logit_scales_that_ruin_every_logit_are_refused(breakable_pair, capsys, field,
                                                                value, expected):

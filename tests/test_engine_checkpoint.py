@@ -124,3 +124,85 @@ def test_an_unusually_large_block_runs_with_a_note(make_pair, tmp_path, capsys):
                  "--block", "2", "--max-tokens", "2", "--no-probes"]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
     assert any("block_size 999" in line and "998" in line for line in notes), notes
+
+
+def _probe_notes(capsys, target_dir, draft, *flags):
+    assert main(["probe", str(target_dir), "--draft", str(draft), "--prompt", "x",
+                 "--rounds", "1", *flags]) == 0
+    said = capsys.readouterr()
+    return [line for line in said.err.splitlines() if line.startswith("note:")], said.out + said.err
+
+
+def test_a_nan_in_a_weight_is_named_by_file_and_tensor(make_pair, tmp_path, capsys):
+    """A porter's NaN in one norm weight: the probes can only say where the NaN starts (the
+    norm's output); the note names the tensor and its file before the first round."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+
+    def poison(tensors):
+        tensors["layers.1.post_attention_layernorm.weight"][5] = np.nan
+
+    draft = _drafter_copy(make_pair, tmp_path, edit_tensors=poison)
+    notes, said = _probe_notes(capsys, target_dir, draft)
+    assert notes == ["note: model.safetensors: tensor 'layers.1.post_attention_layernorm.weight' "
+                     "holds 1 NaN (of 64 values): the buffers computed from it will be non-finite"]
+    assert "FIRST NON-FINITE: draft layer 1 normed2" in said, said
+    assert load_drafter(draft).weight_notes.notes == tuple(n.removeprefix("note: ") for n in notes)
+
+
+def test_a_weight_beyond_float16_is_named_when_float16_casts_it(make_pair, tmp_path, capsys):
+    """Finite as stored, Inf once `--dtype float16` casts it: said only in float16, with the
+    stored absmax; a weight that was fine says nothing."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+
+    def enlarge(tensors):
+        tensors["layers.0.mlp.down_proj.weight"][0, :3] = [1e5, -2e5, 7e4]
+
+    draft = _drafter_copy(make_pair, tmp_path, edit_tensors=enlarge)
+    notes, _ = _probe_notes(capsys, target_dir, draft, "--dtype", "float16")
+    assert notes == ["note: model.safetensors: tensor 'layers.0.mlp.down_proj.weight' holds 3 "
+                     "Infs (of 8,192 values) once cast to float16: its largest value, 2e+05, is "
+                     "beyond float16's range"]
+    notes, _ = _probe_notes(capsys, target_dir, draft)
+    assert notes == []
+
+
+def test_many_nonfinite_tensors_are_named_three_and_counted(make_pair, tmp_path):
+    def poison(tensors):
+        for i in range(2):
+            for name in ("input_layernorm", "post_attention_layernorm"):
+                tensors[f"layers.{i}.{name}.weight"][0] = np.inf
+    notes = load_drafter(_drafter_copy(make_pair, tmp_path, edit_tensors=poison)).weight_notes.notes
+    assert len(notes) == 4 and notes[-1] == "1 more drafter tensors hold NaN or Inf"
+    assert all("holds 1 Inf (of 64 values)" in note for note in notes[:3])
+
+
+def test_a_block_size_given_twice_differently_is_noted(make_pair, tmp_path, capsys):
+    """block_size at the top level and in dflash_config, disagreeing: the nested one runs (as
+    Z Lab's loader reads it), and a note names both, where it used to pass in silence."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    draft = _drafter_copy(make_pair, tmp_path, edit_config=lambda c: (
+        c["dflash_config"].update(block_size=4), c.update(block_size=16)))
+    notes, said = _probe_notes(capsys, target_dir, draft, "--no-probes")
+    assert notes == [f"note: {draft / 'config.json'}: dflash_config.block_size = 4 but block_size "
+                     "= 16 at the top level; the drafter runs with dflash_config's 4 (as Z Lab's "
+                     "loader reads it)"]
+    assert "3 proposals per round" in said, said
+    agreeing = _drafter_copy(make_pair, tmp_path / "agreeing", edit_config=lambda c: c.update(
+        block_size=c["dflash_config"]["block_size"]))
+    assert read_config(agreeing / "config.json").notes == ()
+    saved = save_drafter(load_drafter(draft), tmp_path / "saved")  # one value, in both places
+    assert read_config(saved / "config.json").notes == ()
+
+
+@pytest.mark.parametrize("ids", [[3, 2, 1], [1, 1, 3]])
+def test_target_layer_ids_out_of_order_or_repeated_are_noted(make_pair, tmp_path, capsys, ids):
+    """fc's column blocks follow the ids' order, so ids reordered by hand (or a layer given
+    twice) feed the right layers into the wrong blocks and accept little, with every buffer
+    finite: it runs, with a note naming the field."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    draft = _drafter_copy(make_pair, tmp_path,
+                          edit_config=lambda c: c["dflash_config"].update(target_layer_ids=ids))
+    notes, _ = _probe_notes(capsys, target_dir, draft, "--no-probes")
+    assert notes == [f"note: dflash_config.target_layer_ids = {ids} are not in ascending order "
+                     "without repeats (Z Lab's drafters list them so); fc reads the captured "
+                     "layers in the order given"]

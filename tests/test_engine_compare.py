@@ -364,12 +364,63 @@ def test_a_references_notes_are_shown_as_the_references(make_pair, fixture_root)
     session = load_pair(target_dir, draft_dir, compare=str(small)).open(
         PROMPT, options=SessionOptions(gamma=5, max_tokens=4))
     assert session.info.notes == (
-        f"--compare {small}: block of 5 proposals is beyond the 3 the drafter was trained for",)
+        f"--compare {small}: its config.json differs from the drafter's: dflash_config.block_size "
+        "= 4 (the drafter: 16)",
+        f"--compare {small}: block of 5 proposals is beyond the 3 the drafter was trained for")
     session.close()
     session = load_pair(target_dir, draft_dir, compare="bits=8").open(
         PROMPT, options=SessionOptions(gamma=16, max_tokens=4))
     assert session.info.notes == ("block of 16 proposals is beyond the 15 the drafter was "
                                   "trained for",)  # the same checkpoint: once
+    session.close()
+
+
+def test_a_reference_directorys_config_fields_that_differ_are_named(make_pair, fixture_root):
+    """A porter's config slip (rope_theta, mask_token_id, target_layer_ids) shows in the drift
+    table as the first buffer it touches (ctx_k, the block's x, the capture); compared with a
+    drafter whose config is right, the note names the field and both values."""
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft_dir / "config.json").read_text())
+    tensors = drafter_tensors(config, seed=1)  # the drafter's own weights
+    config["rope_theta"] = 10000.0
+    config["dflash_config"].update(mask_token_id=0, target_layer_ids=[0, 1, 2])
+    wrong = write_drafter(fixture_root / "wrong-config", config, tensors=tensors)
+    session = load_pair(target_dir, wrong, compare=str(draft_dir)).open(
+        PROMPT, options=SessionOptions(gamma=4, max_tokens=4))
+    right = json.loads((draft_dir / "config.json").read_text())
+    assert session.info.notes == (
+        f"--compare {draft_dir}: its config.json differs from the drafter's: rope_theta = "
+        f"{right['rope_theta']!r} (the drafter: 10000.0); dflash_config.target_layer_ids = "
+        f"{right['dflash_config']['target_layer_ids']!r} (the drafter: [0, 1, 2]); "
+        f"dflash_config.mask_token_id = {right['dflash_config']['mask_token_id']!r} (the "
+        "drafter: 0)",)
+    record = session.step_round()
+    assert record.compare.first_divergent.where.startswith("context")
+    session.close()
+    for same in (str(draft_dir), "bits=8", "layer-offset=-1"):  # nothing in config.json differs
+        session = load_pair(target_dir, draft_dir, compare=same).open(
+            PROMPT, options=SessionOptions(gamma=4, max_tokens=4))
+        assert session.info.notes == (), same
+        session.close()
+
+
+def test_a_directory_reference_shifted_by_the_sessions_layer_offset_says_what_it_reads(
+        make_pair, fixture_root):
+    """Wrong ids ([0, 1] for [1, 2]) corrected with --layer-offset 1, compared with the right
+    drafter: the reference runs at the session's offset too, so it reads [2, 3] and its
+    capture parts from the drafter's. The note says so, where it named only the ids."""
+    target_dir, right = make_pair("llama", "DFlash2DraftModel", layer_ids=(1, 2))
+    config = json.loads((right / "config.json").read_text())
+    tensors = drafter_tensors(config, seed=1)
+    config["dflash_config"]["target_layer_ids"] = [0, 1]
+    wrong = write_drafter(fixture_root / "ids-one-low", config, tensors=tensors)
+    session = load_pair(target_dir, wrong, compare=str(right)).open(
+        PROMPT, options=SessionOptions(gamma=4, max_tokens=4, layer_offset=1))
+    assert session.info.notes == (
+        f"--compare {right}: its config.json differs from the drafter's: "
+        "dflash_config.target_layer_ids = [1, 2] (the drafter: [0, 1]); with --layer-offset +1 "
+        "applied to it too, it reads target layers [2, 3] (the drafter: [1, 2])",)
+    assert session.step_round().compare.first_divergent.where == "context capture"
     session.close()
 
 

@@ -67,6 +67,19 @@ def test_probe_line_names_the_first_nonfinite_buffer(make_pair, tmp_path, capsys
     assert summary["first_nonfinite"] == {"round": 0, "stage": "draft", "layer": 1, "name": "ffn_up"}
 
 
+def test_a_layer_offset_says_which_target_layers_are_read(make_pair, capsys):
+    """The session line used to read the same with and without --layer-offset; now the layers
+    read and those config.json names are both said (nothing is said without an offset)."""
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")  # config.json names [1, 2, 3]
+    for flags, said in ((["--layer-offset", "-1"], ["layer offset -1: reading target layers "
+                                                    "[0, 1, 2] (config.json names [1, 2, 3])"]),
+                        ([], [])):
+        assert main(["probe", str(target_dir), "--prompt", "Hi", "--rounds", "1",
+                     "--no-probes", *flags]) == 0
+        err = capsys.readouterr().err.splitlines()
+        assert [line for line in err if line.startswith("layer offset")] == said
+
+
 def test_prompt_file_sends_the_bench_s_prompt(make_pair, tmp_path, capsys):
     """The same file must be the same prompt in probe and bench: its final newline is not part
     of it (one "\n" is its own token inside a chat template and changes every round)."""

@@ -94,6 +94,10 @@ class LiveApp(DebuggerApp):
         self.finish_message = ""  # the engine's words for it (Session.finish_message)
         self.failure: Optional[Failed] = None  # a fatal one: no session to step
         self._slow_said = False  # compare_notes.slow_on_cpu, said once
+        # The session's notes, each said once as a notification: on the status line a note is
+        # cut at 80 columns and gone at the first key, and one may name the cause of what the
+        # probes then show (a NaN weight, a config field a reference differs in).
+        self._notes_said: set[str] = set()
         self.live: Optional[RoundRecord] = None  # the engine's latest record
         self.live_text_before = ""
         self.viewing: Optional[int] = None  # an earlier round on screen (None: the live one)
@@ -393,6 +397,10 @@ class LiveApp(DebuggerApp):
             notes = "; ".join(event.info.notes)
             self.set_status("idle", f"ready after prefill of {event.info.prompt_tokens} tokens: "
                             "s stage · n round · c run" + (f"  (note: {notes})" if notes else ""))
+        for note in event.info.notes:
+            if note not in self._notes_said:  # once, not again at each restart
+                self._notes_said.add(note)
+                self.notify(f"note: {note}", severity="warning", timeout=10)
         slow = slow_on_cpu(event.info)
         if slow and not self._slow_said:  # once, not again at each restart
             self._slow_said = True
