@@ -16,7 +16,7 @@ DEFAULT_POSITION = 256
 
 @dataclass(frozen=True)
 class Breakpoints:
-    nonfinite: bool = True  # a NaN / Inf in any buffer the stage just probed
+    nonfinite: bool = True  # a NaN / Inf in any buffer the stage just probed, or in the drafter's logits
     zero_accepted: bool = False  # verify accepted none of the proposals
     rank_above: bool = False  # the target's token ranks above rank_threshold in the drafter
     rank_threshold: int = DEFAULT_RANK_THRESHOLD
@@ -68,6 +68,10 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
             layer = "" if first.layer is None else f" L{first.layer}"
             found.append(f"non-finite in {first.stage}{layer} {first.name} "
                          f"({len(bad)} buffer{'s' * (len(bad) > 1)})")
+        elif stage == "draft" and record.nonfinite_logit_slots:
+            # no probe saw it (probes off): the engine's own check of the drafter's logits
+            slots = record.nonfinite_logit_slots
+            found.append(f"drafter logits non-finite at slot{'s' * (len(slots) > 1)} {spans(slots)}")
     if stage == "verify":
         if armed.zero_accepted and record.accepted == 0:
             found.append("accepted == 0")

@@ -53,6 +53,9 @@ def round_line(record) -> str:
         line += f"  {record.rollback.kind} {record.rollback.rows}"
     if bad is not None:
         line += f"  FIRST NON-FINITE: {bad.where}"
+    if record.nonfinite_logit_slots:  # probes on or off
+        line += (f"  LOGITS NON-FINITE in {len(record.nonfinite_logit_slots)} of "
+                 f"{record.gamma} slots")
     if record.comm is not None:
         line += f"  comm {record.comm.total_ms:.1f} ms"
     if record.compare is not None:
@@ -65,8 +68,18 @@ def compare_note(compare) -> str:
     note = f"  | reference accepted {compare.accepted:2d}"
     first = compare.first_divergent
     if first is not None:
-        note += f"  DIVERGES: {first.where} ({first.why})"
+        note += f"  DIVERGES: {first.where} ({first.why}{_rms_of(compare, first)})"
     return note
+
+
+def _rms_of(compare, first) -> str:
+    """The first divergent buffer's rms relative error, beside the rel err judged: a buffer
+    with a few huge values reads its real change there (engine/drift.py)."""
+    b = next((b for b in compare.buffers
+              if (b.stage, b.layer, b.buffer) == (first.stage, first.layer, first.buffer)), None)
+    if b is None or b.rms_rel_err is None or first.rel_err is None:
+        return ""
+    return f", rms rel {b.rms_rel_err:.3g}"
 
 
 def once_each(left_out: Iterable) -> list:
@@ -93,6 +106,7 @@ class Tally:
     accepted: list[int] = field(default_factory=list)
     committed: list[int] = field(default_factory=list)
     first_nonfinite: Optional[dict] = None
+    nonfinite_logit_rounds: list[int] = field(default_factory=list)  # round numbers
     # --compare: the reference's counts, the rounds that diverged and the first divergence
     compare_accepted: list[int] = field(default_factory=list)
     compare_diverged: int = 0
@@ -106,6 +120,8 @@ class Tally:
         if bad is not None and self.first_nonfinite is None:
             self.first_nonfinite = {"round": record.round, "stage": bad.stage,
                                     "layer": bad.layer, "name": bad.name}
+        if record.nonfinite_logit_slots:
+            self.nonfinite_logit_rounds.append(record.round)
         if record.compare is not None:
             self.compare_accepted.append(record.compare.accepted)
             first = record.compare.first_divergent
@@ -121,6 +137,13 @@ class Tally:
     @property
     def mean_accepted(self) -> Optional[float]:
         return _mean(self.accepted)
+
+    def nonfinite_line(self) -> Optional[str]:
+        bad = self.nonfinite_logit_rounds
+        if not bad:
+            return None
+        return (f"--- drafter logits NaN/Inf in {len(bad)} of {self.rounds} "
+                f"rounds, first in round {bad[0]}")
 
     def compare_line(self, spec: str, tolerance: float) -> str:
         line = (f"--- reference {spec}: mean accepted {_shown(_mean(self.compare_accepted))}; "
@@ -226,6 +249,8 @@ def run(args) -> int:
     rate = f" ({sum(tally.committed) / seconds:.1f} tokens/s)" if tally.rounds and seconds > 0 else ""
     print(f"--- {len(generated)} tokens in {tally.rounds} rounds, {seconds:.2f} s{rate}; "
           f"mean accepted {_shown(tally.mean_accepted)}", flush=True)
+    if tally.nonfinite_line():
+        print(tally.nonfinite_line(), flush=True)
     if session.finished == "context":  # eos and length stop where one expects; this says why
         _say(f"probe: stopped: {session.finish_message}")
     if args.compare:
@@ -279,6 +304,7 @@ def _write_summary(out: Path, session, info, generated, text, tally: Tally, seco
         "mean_accepted": tally.mean_accepted,
         "finish_reason": session.finished,
         "first_nonfinite": tally.first_nonfinite,
+        "nonfinite_logit_rounds": tally.nonfinite_logit_rounds,
         "seconds": seconds,
         "interrupted": stopped,
         **(tally.compare_summary(compare) if compare else {}),

@@ -52,6 +52,7 @@ def round_json(record: RoundRecord, info: Optional[SessionInfo] = None) -> dict:
                "probes"),
         "first_nonfinite": None if first is None else
             {"stage": first.stage, "layer": first.layer, "name": first.name},
+        "nonfinite_logit_slots": f["nonfinite_logit_slots"],
         "selector": f["selector"],
         "state": {"before": f["state_before"], "after": f["state_after"]},
         **keys("stages", "rollback"),

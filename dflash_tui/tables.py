@@ -39,7 +39,7 @@ ROUNDS = (
 SLOTS = (
     ("round", int), ("slot", int), ("proposal", int), ("target", int), ("accepted", bool),
     ("rank", int), ("p_target", float), ("in_candidates", bool), ("chosen_index", int),
-    ("argmax", int), ("left_argmax", bool),
+    ("argmax", int), ("left_argmax", bool), ("logits_nonfinite", bool),
 )
 BUFFERS = (
     ("round", int), ("stage", str), ("layer", int), ("buffer", str), ("shape", str),
@@ -55,7 +55,7 @@ COMPARE = {
               ("compare_target", int), ("compare_argmax", int), ("compare_left_argmax", bool),
               ("compare_in_candidates", bool)),
     "buffers": (("compare_max_abs_diff", float), ("compare_rel_err", float),
-                ("compare_nonfinite", str)),
+                ("compare_nonfinite", str), ("compare_rms_rel_err", float)),
 }
 
 
@@ -83,6 +83,7 @@ def rows(record: RoundRecord, compared: bool = False) -> dict[str, list[tuple]]:
                                None if c is None else c.ms)]
     ranks = {r.slot: r for r in record.ranks}
     picks = {s.slot: s for s in record.selector.slots} if record.selector is not None else {}
+    bad_logits = record.nonfinite_logit_slots
     slots = []
     for slot, proposal in enumerate(record.proposals or ()):
         rank, pick = ranks.get(slot), picks.get(slot)
@@ -96,6 +97,7 @@ def rows(record: RoundRecord, compared: bool = False) -> dict[str, list[tuple]]:
             None if pick is None else pick.chosen_index,
             None if pick is None else pick.argmax,
             None if pick is None else pick.off_argmax,
+            None if bad_logits is None else slot in bad_logits,
         )
         if compared:
             row += (None,) * 7 if c is None else (
@@ -126,7 +128,7 @@ def _at(cells: tuple, slot: int):
 
 
 def _drift_cells(b) -> tuple:
-    return (None, None, None) if b is None else (b.max_abs_diff, b.rel_err, b.nonfinite)
+    return (None,) * 4 if b is None else (b.max_abs_diff, b.rel_err, b.nonfinite, b.rms_rel_err)
 
 
 def session_records(source: Path, session: Optional[int] = None, damage=None):

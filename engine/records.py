@@ -119,6 +119,15 @@ class Selector:
 
 
 @dataclass(frozen=True)
+class DraftLogits:
+    """What the draft stage adds to its round's record: the proposal slots whose drafter
+    logits hold a NaN or an infinity. Counted every round, probes on or off: a drafter that
+    overflowed otherwise shows only as nothing accepted where no probe runs (the bench)."""
+
+    nonfinite_logit_slots: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Selection:
     """What the select stage adds to its round's record."""
 
@@ -141,7 +150,8 @@ class BufferDrift:
     """One probed buffer of the compare lab, primary against reference, from both sides'
     tensors: max |primary - reference| over the values finite on both sides, and that over
     the reference buffer's absmax (None when it is no number: a value finite on one side
-    only, or a difference from an all-zero reference)."""
+    only, or a difference from an all-zero reference); and rms(primary - reference) over
+    the reference's rms, which a few huge values do not swamp (engine/drift.py)."""
 
     stage: str
     layer: Optional[int]
@@ -149,6 +159,7 @@ class BufferDrift:
     max_abs_diff: float
     rel_err: Optional[float]
     nonfinite: Optional[str] = None  # the side with non-finite values the other lacks: "primary", "reference" or "both"
+    rms_rel_err: Optional[float] = None  # None: no number, or a recording made before it
 
 
 @dataclass(frozen=True)
@@ -273,7 +284,7 @@ class Commitment:
 # probes.PIPELINE and the app's partial records (app/rounds.py) are derived from it.
 STAGES: tuple[tuple[str, Optional[type]], ...] = (
     ("context", None),
-    ("draft", None),
+    ("draft", DraftLogits),
     ("select", Selection),
     ("verify", Verdict),
     ("commit", Commitment),
@@ -313,7 +324,7 @@ class CommTiming:
 @dataclass(frozen=True)
 class RoundRecord:
     """One round as far as it has run. Each stage returns a new one with more filled in:
-    its part of STAGES (Selection, Verdict, Commitment), spread over these fields."""
+    its part of STAGES (DraftLogits, Selection, Verdict, Commitment), spread over these fields."""
 
     round: int
     position: int  # the anchor's absolute position
@@ -324,6 +335,9 @@ class RoundRecord:
     stages: tuple[StageRecord, ...] = ()
     probes: tuple[ProbeRow, ...] = ()
     first_nonfinite: Optional[ProbeRow] = None
+    # proposal slots whose drafter logits hold a NaN or Inf (None: before the draft stage,
+    # or a trace written before the field)
+    nonfinite_logit_slots: Optional[tuple[int, ...]] = None
     proposals: Optional[tuple[int, ...]] = None
     selector: Optional[Selector] = None
     target_tokens: Optional[tuple[int, ...]] = None  # target argmax per verify row
@@ -401,6 +415,7 @@ class SessionInfo:
     compare_tol: Optional[float] = None  # its --compare-tol
     compare_quantization: Optional[str] = None  # the reference drafter's, as drafter_quantization
     distributed: Optional[DistributedInfo] = None  # None: one process holds the whole target
+    mask_token_text: Optional[str] = None  # the mask token's display text (None: older traces)
 
 
 @dataclass(frozen=True)

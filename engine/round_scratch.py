@@ -16,7 +16,7 @@ import numpy as np
 
 from .probes import first_nonfinite
 from .records import (
-    Commitment, EngineState, ProbeRow, RoundRecord, Selection, StageRecord, Verdict,
+    Commitment, DraftLogits, EngineState, ProbeRow, RoundRecord, Selection, StageRecord, Verdict,
 )
 
 
@@ -27,9 +27,15 @@ class Drafted:
     hidden: mx.array  # final-normed block rows 1..gamma [gamma, H]
     logits: mx.array  # [gamma, V]
     hproj: Optional[mx.array]  # DFlash2: the selector's projection of hidden [gamma, r]
+    nonfinite: mx.array  # [gamma] bool: the slot's logits hold a NaN or Inf (nonfinite_rows)
 
     def arrays(self) -> list[mx.array]:
-        return [self.hidden, self.logits, *([] if self.hproj is None else [self.hproj])]
+        return [self.hidden, self.logits, self.nonfinite,
+                *([] if self.hproj is None else [self.hproj])]
+
+    def part(self) -> DraftLogits:
+        """The draft stage's part of the record, once `nonfinite` is computed."""
+        return DraftLogits(tuple(np.flatnonzero(np.array(self.nonfinite)).tolist()))
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,7 @@ class RoundScratch:
     probes: list[ProbeRow] = field(default_factory=list)
     raw: Optional[dict[str, np.ndarray]] = None
     drafted: Optional[Drafted] = None
+    draft_logits: Optional[DraftLogits] = None
     proposal: Optional[Proposal] = None
     selected: Optional[Selected] = None
     verification: Optional[Verification] = None
@@ -112,6 +119,7 @@ class RoundScratch:
     def record(self) -> RoundRecord:
         """The round's record so far: the header, then each stage's part spread over its fields."""
         parts = (
+            self.draft_logits,
             self.selected.part if self.selected else None,
             self.verified.part if self.verified else None,
             self.committed,

@@ -44,7 +44,7 @@ from .errors import ParameterError
 from .memory import bound_buffer_cache
 from .pair_check import check_pair
 from .paths import named_as_draft
-from .probes import ProbeSink
+from .probes import ProbeSink, nonfinite_rows
 from .ranks import rank_arrays, rank_values, slot_ranks
 from .quantize import describe as describe_quantization
 from .records import (
@@ -141,6 +141,7 @@ class Session:
             notes=self._notes(), drafter_quantization=describe_quantization(drafter),
             compare=pair.reference.spec.text if pair.reference is not None else None,
             compare_tol=pair.reference.tolerance if pair.reference is not None else None,
+            mask_token_text=token_display(target.tokenizer, config.mask_token_id),
         )
         self._token_text: dict[int, str] = {}
         # The decode's state (module docstring): prefill() fills it in, once.
@@ -369,6 +370,7 @@ class Session:
         elif stage is Stage.DRAFT:
             r.drafted = self._draft(r, sink)
             self._wait([*r.drafted.arrays(), *sink.pending()])
+            r.draft_logits = r.drafted.part()
         elif stage is Stage.SELECT:
             r.proposal = self._select(r, r.drafted)
             self._wait(r.proposal.arrays())
@@ -417,7 +419,7 @@ class Session:
         # of that work before async_eval returns (it bounds the tasks in flight): the time
         # is the draft's.
         clock.resume(Stage.DRAFT)
-        queued += r.proposal.arrays()
+        queued += [*r.proposal.arrays(), r.drafted.nonfinite]
         mx.async_eval(queued)
         clock.start(Stage.VERIFY)
         r.verification = self._verify(r, r.proposal, r.drafted, sinks[Stage.VERIFY])
@@ -428,6 +430,8 @@ class Session:
         # runs the verify, instead of before it. The sinks keep their buffers alive.
         self._wait([*queued, *verdict, *r.verification.ranks,
                     *(a for sink in sinks.values() for a in sink.pending())])
+        clock.resume(Stage.DRAFT)
+        r.draft_logits = r.drafted.part()
         clock.resume(Stage.SELECT)
         r.selected = self._selection(r, r.proposal)
         clock.resume(Stage.VERIFY)
@@ -514,13 +518,14 @@ class Session:
         sink("final_normed", None, hidden)
         logits = self.drafter.logits(hidden, self.target.lm_head)
         sink("logits", None, logits)
+        nonfinite = nonfinite_rows(logits)
         hproj = None
         if self.config.is_dflash2:
             hproj = self.drafter.candidate_selector.hidden_projection(hidden)
             sink("hproj", None, hproj)
         if self.compare:
             self.compare.draft(r)
-        return Drafted(hidden, logits, hproj)
+        return Drafted(hidden, logits, hproj, nonfinite)
 
     def _select(self, r: RoundScratch, drafted: Drafted) -> Proposal:
         """DFlash2: the selector walk over the top-K lattice. DFlash: argmax (or sample).

@@ -43,7 +43,7 @@ from .ranks import DIFFERS, RanksPanel, rank_style
 from .table import FastTable
 
 SLOT_COLUMNS = ("slot", "drafter", "rank", "acc", "ref", "rank", "acc", "target", "ref target")
-DRIFT_COLUMNS = ("", "stage", "L", "buffer", "rel err", "1e-6…1", "max |Δ|")
+DRIFT_COLUMNS = ("", "stage", "L", "buffer", "rel err", "1e-6…1", "max |Δ|", "rms rel")
 FIRST = "▶"  # the first divergent buffer's mark (as in the summary)
 TOKEN_WIDTH = 9  # a proposal's cell: both sides and their ranks fit 44 columns (80 x 24)
 BAR_WIDTH = 8
@@ -496,6 +496,7 @@ def drift_rows(compare: Optional[Compare], other: Optional[Compare], pinned: boo
             rel_err_cell(b, tol),
             drift_bar(b, tol),
             max_diff_cell(b),
+            rms_rel_cell(b),
         ]
         if pinned:
             cells.append(_other_cell(b, theirs.get(_key(b)), tol))
@@ -528,6 +529,17 @@ def max_diff_cell(b: BufferDrift) -> Text:
     if b.max_abs_diff == 0:
         return Text(DASH if b.nonfinite is not None else "0", justify="right")
     return Text(sci(b.max_abs_diff), justify="right")
+
+
+def rms_rel_cell(b: BufferDrift) -> Text:
+    """rms |Δ| over the reference's rms: a buffer with a few huge values (SmolLM2's capture,
+    ~25,000 among values near 100) reads its real change here, where `rel err` divides it by
+    the largest. Not judged against the tolerance (the tolerance is rel err's): plain. `—`
+    where it is no number, or the recording predates it."""
+    if b.rms_rel_err is None:
+        return Text(DASH, style="dim", justify="right")
+    return Text("0" if b.rms_rel_err == 0 else f"{b.rms_rel_err:.2e}",
+                style="dim" if b.rms_rel_err == 0 else "", justify="right")
 
 
 def drift_bar(b: BufferDrift, tol: float) -> Text:

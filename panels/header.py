@@ -1,4 +1,7 @@
 """Header: who is talking to whom (model, drafter, dtype, backend) and the run's numbers.
+Where the line has room, the identity also says what the drafter is fed: the target layers it
+reads (after --layer-offset) and its mask token (`reads 1,8,14,20,27 mask 16 <empty_output>`);
+the message log keeps the same from the session's start (`session_setup`).
 
 Looking at an earlier round of a live session, the second line starts with a mark saying so
 and where the session is. A γ beyond what the drafter was trained for is marked where γ is
@@ -12,8 +15,12 @@ from typing import Optional
 from rich.text import Text
 from textual.widgets import Static
 
-from .format import DASH, short_path
+from dflash_tui.engine.records import SessionInfo
+
+from .format import DASH, short_path, token_cell
 from .frame import Frame
+
+MASK_TEXT_WIDTH = 16  # characters of the mask token's text the header shows
 
 
 class HeaderPanel(Static):
@@ -41,11 +48,14 @@ class HeaderPanel(Static):
     def show(self, frame: Frame) -> None:
         self._frame = frame
         width = self.content_size.width
-        identity = self._identity(frame)
+        identity = self._identity(frame, setup=True)
         if identity.cell_len > width > 0:
-            # Narrow (80 columns): the target's shape goes first, then the drafter's but its
-            # block, then the block, so that the dtype and backend stay whole (a long model
-            # name cut them to `float…`).
+            # Narrower: the target layers read and the mask token go first (the message log,
+            # `L`, has them from the session's start), then the target's shape, then the
+            # drafter's but its block, then the block, so that the dtype and backend stay
+            # whole (a long model name cut them to `float…`).
+            identity = self._identity(frame)
+        if identity.cell_len > width > 0:
             for drafter_shape in ("whole", "block", "none"):
                 identity = self._identity(frame, target_shape=False, drafter_shape=drafter_shape)
                 if identity.cell_len <= width:
@@ -60,7 +70,7 @@ class HeaderPanel(Static):
         self.update(text, layout=False)
 
     def _identity(self, frame: Frame, target_shape: bool = True,
-                  drafter_shape: str = "whole") -> Text:
+                  drafter_shape: str = "whole", setup: bool = False) -> Text:
         text = Text()
         text.append("dflash-tui", style="bold")
         if frame.mode == "replay":
@@ -89,6 +99,9 @@ class HeaderPanel(Static):
             text.append(f" {info.drafter_quantization}", style="bold yellow")
         if info.layer_offset:  # --layer-offset: the drafter reads other layers than it names
             text.append(f" layers{info.layer_offset:+d}", style="bold yellow")
+        if setup:  # what the drafter is fed: the target layers it reads, its mask token
+            text.append(f" reads {','.join(map(str, info.target_layer_ids))} "
+                        f"mask {mask_token(info)}", style="green")
         text.append(f"  {info.dtype} · {info.backend}", style="yellow")
         group = info.distributed
         if group is not None:
@@ -180,6 +193,25 @@ class HeaderPanel(Static):
             text.append(" capped", style="dim")
         text.append("  ")
         return text
+
+
+def mask_token(info: SessionInfo) -> str:
+    """`16 <empty_output>`: the id the drafter's block is filled with, and its text (a
+    recording made before the text was kept: the id alone)."""
+    if info.mask_token_text is None:
+        return str(info.mask_token_id)
+    return f"{info.mask_token_id} {token_cell(info.mask_token_text, MASK_TEXT_WIDTH)}"
+
+
+def session_setup(info: SessionInfo) -> str:
+    """The session's setup in one line, for the message log (`L`) when it opens: what the
+    header's wide form shows of it, spelled out."""
+    layers = ", ".join(map(str, info.target_layer_ids))
+    offset = (f" (config.json's shifted by --layer-offset {info.layer_offset:+d})"
+              if info.layer_offset else "")
+    return (f"session: {info.drafter_kind} drafter reads target layers {layers}{offset} of "
+            f"{info.target_layers}; mask token {mask_token(info)}; block {info.block_size}; "
+            f"{info.dtype} on {info.backend}")
 
 
 def _tokens(frame: Frame, generated: int) -> int:

@@ -4,7 +4,9 @@ rank      drafter logits strictly above the target token's (0: the drafter's arg
 p(tgt)    the drafter's probability of the target token
 in K      DFlash2: the target token is among the selector's K candidates
 Below the table: the drafter's and the target's top-5 for the selected slot. Slots after
-the first rejection were drafted on a wrong prefix; they are shown dimmed.
+the first rejection were drafted on a wrong prefix; they are shown dimmed. Above it, only
+when the drafter's logits held a NaN or Inf (the engine checks every round, probes on or
+off), a line naming the slots: their proposals and ranks are then noise.
 
 With another round beside it (a pinned one, frame.other), the table adds that round's
 proposal, rank and fate per slot; cells that differ from the round on screen are marked.
@@ -19,6 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
+from dflash_tui.breakpoints import spans
 from dflash_tui.engine.records import RoundRecord, SlotRank
 
 from .format import DASH, column, grid, prob, token_text
@@ -37,6 +40,9 @@ def rank_style(rank: int) -> str:
 class RanksPanel(Vertical):
     DEFAULT_CSS = """
     RanksPanel { height: 1fr; }
+    RanksPanel > #ranks-note {
+        height: 1; padding: 0 1; display: none; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     RanksPanel > FastTable { height: auto; max-height: 65%; }
     RanksPanel > Horizontal { height: 7; margin-top: 1; }
     RanksPanel > Horizontal > Static {
@@ -56,6 +62,7 @@ class RanksPanel(Vertical):
         self._tops: Optional[tuple] = None  # (record, slot, width) the top-5 lists show
 
     def compose(self):
+        yield Static(id="ranks-note")
         table = FastTable(id="ranks-table", grow_only=False, frozen=1)
         table.add_columns(*COLUMNS)
         yield table
@@ -75,6 +82,7 @@ class RanksPanel(Vertical):
             return
         if self._shown is None or not all(a is b for a, b in zip(shown, self._shown)):
             self._fill(record, other, frame.other_label)
+            self._show_note(record)
         self._shown, self._slot = shown, frame.slot
         slot = min(frame.slot, record.gamma - 1) if record is not None and record.gamma else None
         if slot is not None and self.table.cursor_row != slot:
@@ -115,6 +123,13 @@ class RanksPanel(Vertical):
                 rows.append(row)
             table.set_rows(rows)
 
+    def _show_note(self, record: Optional[RoundRecord]) -> None:
+        note = self.query_one("#ranks-note", Static)
+        text = nonfinite_note(record)
+        if text:
+            note.update(Text(text, style="bold red"))
+        note.display = bool(text)
+
     def _show_tops(self, record: Optional[RoundRecord], slot: int) -> None:
         drafter = self.query_one("#ranks-drafter-top", Static)
         target = self.query_one("#ranks-target-top", Static)
@@ -136,6 +151,15 @@ class RanksPanel(Vertical):
                                   mark=rank.target, mark_label="◎", room=room), layout=False)
         target.update(_top_table(f"target, row {slot}", record, rank.target_top,
                                  mark=rank.proposal, mark_label="●", room=room), layout=False)
+
+
+def nonfinite_note(record: Optional[RoundRecord]) -> str:
+    """`✗ drafter logits NaN/Inf: slots 0–14`, or "" when they were finite (or not yet
+    drafted, or recorded before the engine checked)."""
+    bad = record.nonfinite_logit_slots if record is not None else None
+    if not bad:
+        return ""
+    return f"✗ drafter logits NaN/Inf: slot{'s' * (len(bad) > 1)} {spans(bad)}"
 
 
 def _fate(rank: Optional[SlotRank]) -> Text:

@@ -143,13 +143,14 @@ def oracle_proposer(pair, prompt: str, tokens: int, good: int):
     return propose
 
 
-def record_headless(pair, path: Path, rounds: int, gamma: int = 3) -> Path:
+def record_headless(pair, path: Path, rounds: int, gamma: int = 3, probes: bool = True) -> Path:
     """A trace of `rounds` rounds of `pair`, recorded without the app."""
     from dflash_tui.engine.api import load_pair
     from dflash_tui.engine.session import SessionOptions
     from dflash_tui.snapshot import TraceWriter
 
-    session = load_pair(*pair).open("hi", options=SessionOptions(gamma=gamma, max_tokens=1000))
+    session = load_pair(*pair).open("hi", options=SessionOptions(gamma=gamma, max_tokens=1000,
+                                                                 probes=probes))
     writer = TraceWriter(path, session.info, session.prefill_record)
     for record in session.run(rounds):
         writer.write(record)

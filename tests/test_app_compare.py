@@ -334,7 +334,8 @@ def test_export_adds_the_compare_columns_equal_to_the_records(off_by_one, tmp_pa
     rounds, slots, buffers = (read_csv(out / f"{n}.csv") for n in ("rounds", "slots", "buffers"))
     assert list(rounds[0])[-3:] == ["compare_accepted", "compare_first_divergent", "compare_ms"]
     assert list(slots[0])[-7:-4] == ["compare_proposal", "compare_rank", "compare_accepted"]
-    assert list(buffers[0])[-3:] == ["compare_max_abs_diff", "compare_rel_err", "compare_nonfinite"]
+    assert list(buffers[0])[-4:] == ["compare_max_abs_diff", "compare_rel_err", "compare_nonfinite",
+                                     "compare_rms_rel_err"]
     assert [(int(r["compare_accepted"]), r["compare_first_divergent"]) for r in rounds] == \
         [(r.compare.accepted, r.compare.first_divergent.where) for r in records]
     assert [(int(s["compare_proposal"]), int(s["compare_rank"]), s["compare_accepted"]) for s in slots] == \
@@ -348,7 +349,9 @@ def test_export_adds_the_compare_columns_equal_to_the_records(off_by_one, tmp_pa
         assert len(compared) == len(drift)
         for b in compared:
             d = drift.pop((b["stage"], None if b["layer"] == "" else int(b["layer"]), b["buffer"]))
-            assert (number(b["compare_max_abs_diff"]), number(b["compare_rel_err"])) == (d.max_abs_diff, d.rel_err)
+            assert (number(b["compare_max_abs_diff"]), number(b["compare_rel_err"]),
+                    number(b["compare_rms_rel_err"])) == (d.max_abs_diff, d.rel_err, d.rms_rel_err)
+            assert d.rms_rel_err is not None  # the off-by-one: a number in every compared buffer
             assert b["compare_nonfinite"] == (d.nonfinite or "")
     tables = load_trace(trace)
     assert [r["compare_accepted"] for r in tables.rounds] == [r.compare.accepted for r in records]

@@ -71,6 +71,7 @@ def expected_rows(records):
                 "accepted": k.accepted, "rank": k.rank, "p_target": k.p_target,
                 "in_candidates": k.in_candidates, "chosen_index": pick.chosen_index,
                 "argmax": pick.argmax, "left_argmax": pick.chosen != pick.argmax,
+                "logits_nonfinite": k.slot in r.nonfinite_logit_slots,
             })
         for p in r.probes:
             buffers.append({

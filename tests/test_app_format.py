@@ -148,6 +148,24 @@ def test_a_drift_row_non_finite_on_one_side_shows_no_max_diff_of_0():
     assert shown == ["—", sci(2.5e-3), "0", sci(1.5e-3)]
 
 
+def test_a_drift_row_shows_the_rms_relative_error_beside_the_absmax_one():
+    """A buffer with a few huge values read `rel err 1.16e-02` for a real change: the rms
+    column says how much of the buffer moved; `—` where a recording predates it or one side
+    is non-finite."""
+    from dflash_tui.engine.records import BufferDrift, Compare
+    from dflash_tui.panels.compare import DRIFT_COLUMNS, drift_rows
+
+    buffers = (BufferDrift("context", None, "capture", 289.0, 0.0116, rms_rel_err=0.62),
+               BufferDrift("draft", 0, "h", 0.0, 0.0, rms_rel_err=0.0),
+               BufferDrift("draft", 0, "q", 2.5e-3, None, "primary"),
+               BufferDrift("draft", 1, "q", 1.5e-3, 2e-4))  # a trace written before the rms
+    compare = Compare(spec="layer-offset=1", proposals=(), accepted=0, ranks=(), buffers=buffers)
+    column = DRIFT_COLUMNS.index("rms rel")
+    rows = drift_rows(compare, None, pinned=False)
+    assert [row[column].plain for row in rows] == ["6.20e-01", "0", "—", "—"]
+    assert [row[DRIFT_COLUMNS.index("rel err")].plain for row in rows][:2] == ["1.16e-02", "0"]
+
+
 def test_the_reference_tables_title_reads_whole_in_its_width():
     """At 80 columns the title was cut by the panel's edge mid-word (`(its own proposals,
     jud`): the note is shortened, then goes on a line of its own, and a spec wider than the

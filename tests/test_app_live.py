@@ -195,6 +195,7 @@ def test_gamma_keys_take_effect_next_round(pair):
             await press_and_settle(pilot, "n")
             assert app.record.gamma == 3
             assert app.main.query_one("#ranks-table", FastTable).row_count == 3
+            assert not app.main.query_one("#ranks-note").display  # finite logits: no line
             await press_and_settle(pilot, "minus", "minus", "minus")
             assert app.gamma_next == 1  # and not 0: refused with a warning
 
@@ -214,6 +215,10 @@ def test_nonfinite_breakpoint_stops_the_run_and_f_finds_it(nan_pair):
             first = record.first_nonfinite
             assert (first.stage, first.layer) == ("draft", 1)
             assert "non-finite in draft L1 ffn_out (5 buffers)" in app.status.message
+            # the ranks tab, before any rank: the slots whose drafter logits went NaN
+            note = app.main.query_one("#ranks-note")
+            assert note.display and widget_text(app, note).strip() == \
+                f"✗ drafter logits NaN/Inf: slots 0–{record.gamma - 1}"
             await pilot.press("f")
             await pilot.pause()
             assert app.main.query_one("#inspector", TabbedContent).active == "tab-probes"

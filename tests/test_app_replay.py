@@ -253,6 +253,49 @@ def test_replay_play_stops_at_a_nonfinite_breakpoint(nan_pair, tmp_path, faster)
     run(scenario())
 
 
+def test_replay_without_probes_still_shows_the_drafters_nan_logits(nan_pair, tmp_path):
+    """Recorded with probes off (as `probe --no-probes`): no buffer says NaN, but the ranks
+    tab names the slots whose logits were, and play stops at the draft that made them."""
+    trace = record_headless(nan_pair, tmp_path / "nan.jsonl", 2, probes=False)
+
+    async def scenario():
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert app.record.probes == ()
+            note = app.main.query_one("#ranks-note")
+            assert note.display and "✗ drafter logits NaN/Inf: slots 0–2" in widget_text(app, note)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: not app.playing, what="play to stop")
+            assert (app.record.round, app.record.stage) == (1, "draft")
+            assert "drafter logits non-finite at slots 0–2" in app.status.message
+
+    run(scenario())
+
+
+def test_replay_logs_the_setup_of_an_old_trace_without_the_mask_text(tmp_path):
+    """A trace written before the mask token's text was kept: its id alone, whole in `L`
+    and in the wide header."""
+    trace = Path(__file__).parent / "data" / "trace-v1.jsonl"
+
+    async def scenario():
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=(200, 50)) as pilot:
+            await pilot.pause()
+            info = app.info
+            assert info.mask_token_text is None
+            layers = ",".join(map(str, info.target_layer_ids))
+            header = widget_text(app, app.main.query_one("#header"))
+            assert f" reads {layers} mask {info.mask_token_id}  {info.dtype}" in header
+            setups = [e.text for e in app.status_log if e.text.startswith("session: ")]
+            assert setups == [f"session: {info.drafter_kind} drafter reads target layers "
+                              f"{', '.join(map(str, info.target_layer_ids))} of "
+                              f"{info.target_layers}; mask token {info.mask_token_id}; block "
+                              f"{info.block_size}; {info.dtype} on {info.backend}"]
+
+    run(scenario())
+
+
 def test_replay_play_speed_keys_go_round_by_round_and_faster(pair, tmp_path):
     """`c` played a stage every 0.08 s whatever the recording's length (a 5,000-round trace
     took 33 minutes to watch). `+` / `-` set the speed, before `c` or while playing

@@ -82,6 +82,25 @@ def test_breakpoints_fire_on_the_stage_that_makes_them_true(recorded):
                     Breakpoints(nonfinite=False, position=True, position_at=crossed))
 
 
+def test_the_nonfinite_breakpoint_reads_the_drafters_logits_where_no_probe_ran(nan_pair):
+    from dflash_tui.engine import SessionOptions, load_pair
+
+    pair = load_pair(*nan_pair)
+    for probes, expected in ((False, "drafter logits non-finite at slots 0–2"),
+                             (True, "non-finite in draft L1 ffn_out")):
+        session = pair.open("Hello", options=SessionOptions(gamma=3, probes=probes))
+        try:
+            context, draft, select = (session.step_stage() for _ in range(3))
+        finally:
+            session.close()
+        assert draft.stage == "draft" and hits(context, Breakpoints()) == ()
+        found = hits(draft, Breakpoints())
+        assert len(found) == 1 and found[0].startswith(expected)  # the probe's, when there is one
+        assert hits(draft, Breakpoints(nonfinite=False)) == ()
+        # select's record still carries the slots: the stage that made it true fired already
+        assert select.nonfinite_logit_slots == (0, 1, 2) and hits(select, Breakpoints()) == ()
+
+
 def test_slots_left_are_named_as_runs():
     assert spans([5]) == "5"
     assert spans([2, 3, 4, 5, 6, 7, 8]) == "2–8"

@@ -813,7 +813,7 @@ def test_the_header_at_80_columns_leaves_fields_out_whole(pair, tmp_path):
             assert "tok/s" not in numbers and "tokens" not in numbers
             await pilot.resize_terminal(160, 30)
             await wait_for(pilot, lambda: "stage commit" in header(), what="every field, wide")
-            assert "DFlash2 2L H64 K8 block 16  float32 · cpu" in header()
+            assert "DFlash2 2L H64 K8 block 16 reads 1,2,3 mask 3 <|mask|>  float32 · cpu" in header()
 
     run(scenario())
 
@@ -822,7 +822,8 @@ def test_the_header_says_a_layer_offset_is_in_effect(pair, tmp_path):
     """`--layer-offset -1` makes the drafter read other target layers than its config names;
     the header used to look the same with and without it, so a screen (or a replay) of a
     shifted run passed for the drafter's own. At 80 columns with the sample's long name it
-    stays, with the dtype and backend whole."""
+    stays, with the dtype and backend whole. The layers read and the mask token (shown
+    nowhere before) are in the wide header and, at any width, in the message log."""
     import shutil
 
     target = tmp_path / "SmolLM2-135M-Instruct.Q4_1"  # the sample's name
@@ -834,8 +835,12 @@ def test_the_header_says_a_layer_offset_is_in_effect(pair, tmp_path):
             await wait_loaded(pilot)
             identity = widget_text(app, app.main.query_one("#header")).splitlines()[0]
             assert identity.rstrip().endswith("◂ DFlash2 layers-1  float32 · cpu")
+            assert "session: DFlash2 drafter reads target layers 0, 1, 2 (config.json's shifted " \
+                   "by --layer-offset -1) of 4; mask token 3 <|mask|>; block 16; float32 on cpu" \
+                in [e.text for e in app.status_log]
             await pilot.resize_terminal(160, 30)
-            await wait_for(pilot, lambda: "2L H64 K8 block 16 layers-1  float32 · cpu" in
-                           widget_text(app, app.main.query_one("#header")), what="all of it, wide")
+            await wait_for(pilot, lambda: "2L H64 K8 block 16 layers-1 reads 0,1,2 mask 3 <|mask|>"
+                           "  float32 · cpu" in widget_text(app, app.main.query_one("#header")),
+                           what="all of it, wide", timeout=10)
 
     run(scenario())

@@ -610,3 +610,33 @@ def test_slots_with_compare_tabulate_the_references_slots_too(make_pair, prompts
     assert [(c["workload"], c["block"]) for c in written["compare"]["slots"]] == [
         ("prose", 2), ("code", 2), ("all", 2)]
     assert all(c["speed"]["compare_ms_per_round"] > 0 for c in written["cells"])
+
+
+def test_a_drafter_gone_nan_is_named_in_the_text_json_and_csv(nan_pair, prompts_dir, tmp_path,
+                                                               capsys):
+    """The bench runs with probes off: non-finite logits were shown only as 0.00 accepted."""
+    target_dir, draft_dir = nan_pair
+    out_json, out_csv = tmp_path / "b.json", tmp_path / "b.csv"
+    rc, stdout, _ = bench(capsys, target_dir, "--draft", draft_dir, "--prompts", prompts_dir,
+                          "--blocks", "2", "--max-tokens", 6, "--limit", 1,
+                          "--json", out_json, "--csv", out_csv)
+    assert rc == 0
+    data = json.loads(out_json.read_text())
+    for run in data["runs"]:
+        assert run["nonfinite_logit_slots_per_round"] == run["gamma_per_round"]
+        assert run["nonfinite_logit_rounds"] == run["rounds"] > 0
+    cells = {c["workload"]: c for c in data["cells"]}
+    assert all(c["nonfinite_logit_rounds"] == c["rounds"] for c in cells.values())
+    rows = {r["workload"]: r for r in csv.DictReader(out_csv.open())}
+    assert int(rows["all"]["nonfinite_logit_rounds"]) == cells["all"]["rounds"]
+    prose, code, total = cells["prose"]["rounds"], cells["code"]["rounds"], cells["all"]["rounds"]
+    line = " ".join(stdout.split())  # rich wraps the line at the console's width
+    assert (f"DRAFTER LOGITS NaN/Inf in {total} of {total} rounds "
+            f"(prose block 2: {prose} of {prose}, code block 2: {code} of {code}): ") in line
+
+
+def test_a_healthy_drafter_says_nothing_of_nonfinite_logits(pair, prompts_dir, capsys):
+    target_dir, _ = pair
+    rc, stdout, _ = bench(capsys, target_dir, "--prompts", prompts_dir, "--blocks", "2",
+                          "--max-tokens", 6, "--limit", 1)
+    assert rc == 0 and "non-finite" not in stdout

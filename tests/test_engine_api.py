@@ -73,3 +73,15 @@ def test_a_session_keeps_no_history(pair):
     assert session.rounds_done == 4 and session.current.round == 3
     assert session.step_stage().round == 4
     session.close()
+
+
+def test_the_session_info_names_the_mask_token_with_its_text(pair):
+    """The TUI shows the mask token's text (its header and message log): the engine, which
+    holds the tokenizer, writes it into the session's identity, and the trace keeps it."""
+    from dflash_tui.snapshot import session_from_json, session_json
+
+    session = pair.open("Hello", prefill=False)
+    info = session.info
+    assert (info.mask_token_id, info.mask_token_text) == (3, "<|mask|>")
+    assert session_from_json(session_json(info)) == info
+    session.close()

@@ -67,6 +67,26 @@ def test_probe_line_names_the_first_nonfinite_buffer(make_pair, tmp_path, capsys
     assert summary["first_nonfinite"] == {"round": 0, "stage": "draft", "layer": 1, "name": "ffn_up"}
 
 
+def test_probe_says_the_drafters_logits_went_nan_with_probes_off(nan_pair, tmp_path, capsys):
+    target_dir, draft_dir = nan_pair
+    code = main(["probe", str(target_dir), "--draft", str(draft_dir), "--prompt", "Hi",
+                 "--block", "3", "--rounds", "2", "--no-probes", "--out", str(tmp_path / "o")])
+    assert code == 0
+    out = capsys.readouterr().out.splitlines()
+    lines = [l for l in out if l.startswith("round ")]
+    assert len(lines) == 2 and all("LOGITS NON-FINITE in 3 of 3 slots" in l for l in lines)
+    assert not any("FIRST NON-FINITE" in l for l in lines)  # no probe ran
+    assert "--- drafter logits NaN/Inf in 2 of 2 rounds, first in round 0" in out
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["nonfinite_logit_rounds"] == [0, 1] and summary["first_nonfinite"] is None
+
+
+def test_a_healthy_probe_line_says_nothing_of_nonfinite_logits(make_pair, capsys):
+    target_dir, _ = make_pair("llama", "DFlash2DraftModel")
+    assert main(["probe", str(target_dir), "--prompt", "Hi", "--rounds", "2", "--no-probes"]) == 0
+    assert "NON-FINITE" not in capsys.readouterr().out.upper()
+
+
 def test_a_layer_offset_says_which_target_layers_are_read(make_pair, capsys):
     """The session line used to read the same with and without --layer-offset; now the layers
     read and those config.json names are both said (nothing is said without an offset)."""

@@ -26,6 +26,7 @@ from ..compare_notes import slow_on_cpu
 from ..engine.records import RoundRecord
 from ..panels.footer import KeyBar
 from ..panels.frame import Frame
+from ..panels.header import session_setup
 from ..sample import PROMPTS_DIR
 from ..trace_rounds import TraceRounds
 from .debugger import SEARCH_NEXT, SESSION, STEP, DebuggerApp
@@ -393,6 +394,7 @@ class LiveApp(DebuggerApp):
         self.round_label = ""
         self.failure = None
         self.update_status_right()
+        self.status_log.add("info", session_setup(event.info))  # `L`: whole, at 80 columns too
         if not self.running:
             notes = "; ".join(event.info.notes)
             self.set_status("idle", f"ready after prefill of {event.info.prompt_tokens} tokens: "

@@ -27,6 +27,7 @@ from textual.binding import Binding
 from ..breakpoints import Breakpoints, hits
 from ..engine.records import RoundRecord
 from ..panels.format import short_path
+from ..panels.header import session_setup
 from .debugger import SEARCH_NEXT, STEP, DebuggerApp
 from .play_speed import PLAY_SPEEDS, PlayClock
 from .reading_pass import ReadingPass, RoundsRead
@@ -162,6 +163,8 @@ class ReplayApp(DebuggerApp):
         full = self._full()
         before = self._text_before(full)
         record = record_at_stage(full, self.stage, before)
+        if session.info is not self.info:  # `L` has each session's setup, as a live run's
+            self.status_log.add("info", session_setup(session.info))
         self.info, self.prefill = session.info, session.prefill
         self.record = record
         self.text_before = before

@@ -44,6 +44,7 @@ def cell_json(c: Cell) -> dict:
                           "eligible": p.eligible, "acceptance": p.acceptance,
                           "conditional": p.conditional} for p in c.positions],
         "checked": c.checked, "diverged": c.diverged,
+        "nonfinite_logit_rounds": c.nonfinite_logit_rounds,
         "speed": {  # wall clock: not reproducible to the digit
             "decode_tokens": c.decode_tokens, "decode_seconds": c.decode_s,
             "tokens_per_s": c.tokens_per_s, "target_decode_tokens": c.target_decode_tokens,
@@ -64,6 +65,9 @@ def _run_json(run: SpecRun, decode: Optional[Decode]) -> dict:
         "gamma_per_round": [r.gamma for r in run.rounds],
         "accepted_per_round": [r.accepted for r in run.rounds],
         "committed_per_round": [r.committed for r in run.rounds],
+        # per round, the proposal slots whose drafter logits held a NaN or Inf
+        "nonfinite_logit_slots_per_round": [r.nonfinite_logit_slots for r in run.rounds],
+        "nonfinite_logit_rounds": run.nonfinite_logit_rounds,
         "lossless": (run.divergence is None) if run.checked else None,
         "divergence": _divergence(run.divergence),
         "speed": {"prefill_seconds": run.prefill_s, "decode_seconds": run.decode_s},
@@ -136,7 +140,7 @@ def csv_header(blocks) -> list[str]:
             + [f"accept_at_{i}" for i in range(1, width + 1)]
             + [f"alpha_{i}" for i in range(1, width + 1)]
             + ["decode_tokens", "decode_seconds", "tokens_per_s", "target_tokens_per_s",
-               "speedup", "checked", "diverged"])
+               "speedup", "checked", "diverged", "nonfinite_logit_rounds"])
 
 
 def _csv_value(v) -> str:
@@ -158,5 +162,5 @@ def to_csv(result: BenchResult) -> str:
             + [p.acceptance for p in c.positions] + pad
             + [p.conditional for p in c.positions] + pad
             + [c.decode_tokens, c.decode_s, c.tokens_per_s, c.target_tokens_per_s, c.speedup,
-               c.checked, c.diverged])])
+               c.checked, c.diverged, c.nonfinite_logit_rounds])])
     return buffer.getvalue()

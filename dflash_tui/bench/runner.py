@@ -121,6 +121,11 @@ class BenchResult:
         return not self.divergent
 
 
+def nonfinite_logits(bad: int, rounds: int) -> str:
+    """The words the bench's progress and report use for rounds with non-finite logits."""
+    return f"drafter logits NaN/Inf in {bad} of {rounds} rounds"
+
+
 def oracle_proposer(prompt_len: int, reference: BaselineRun, eos: set[int]) -> Proposer:
     """Proposals forced to the target's own greedy continuation: a drafter that cannot miss
     (the ceiling for a block on this machine). Past the reference's end (EOS) it pads."""
@@ -254,6 +259,8 @@ class BenchRunner:
         accepted = sum(r.accepted for r in rounds)
         summary = (f"{len(tokens)} tokens in {len(rounds)} rounds, "
                    f"{accepted / max(len(rounds), 1):.2f} accepted/round, {decode_s:.2f} s")
+        if run.nonfinite_logit_rounds:
+            summary += f", {nonfinite_logits(run.nonfinite_logit_rounds, len(rounds))}"
         if finish == "context":
             summary += f", stopped at the target's context ({self.target.context_length} positions)"
         if divergence is not None:

@@ -29,6 +29,9 @@ class RoundStat:
     compare_divergent: Optional[str] = None
     compare_ms: Optional[float] = None  # the reference's own time this round
     compare_left_out: tuple = ()  # records.LeftOut: buffers its drift could not compare
+    # proposal slots whose drafter logits held a NaN or Inf: with probes off (the bench's
+    # way), the only sign of an overflowed drafter besides nothing accepted
+    nonfinite_logit_slots: int = 0
 
     @property
     def rejected(self) -> bool:
@@ -44,7 +47,8 @@ def round_stat(record: RoundRecord) -> RoundStat:
                      compare_accepted=None if c is None else c.accepted,
                      compare_divergent=first.where if first else None,
                      compare_ms=None if c is None else c.ms,
-                     compare_left_out=() if c is None else c.left_out)
+                     compare_left_out=() if c is None else c.left_out,
+                     nonfinite_logit_slots=len(record.nonfinite_logit_slots or ()))
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,15 @@ class SpecRun:
     def decode_tokens(self) -> int:
         """Tokens the rounds committed (the first generated token comes from the prefill)."""
         return sum(r.committed for r in self.rounds)
+
+    @property
+    def nonfinite_logit_rounds(self) -> int:
+        return nonfinite_logit_rounds(self.rounds)
+
+
+def nonfinite_logit_rounds(rounds: Sequence[RoundStat]) -> int:
+    """Rounds in which the drafter's logits held a NaN or Inf in some slot."""
+    return sum(1 for r in rounds if r.nonfinite_logit_slots)
 
 
 @dataclass(frozen=True)
@@ -134,6 +147,7 @@ class Cell:
     # --compare: the reference's own time, mean per round: part of decode_s (the wall clock
     # of the rounds), in none of stage_ms; None without a reference
     compare_ms: Optional[float] = None
+    nonfinite_logit_rounds: int = 0  # rounds whose drafter logits held a NaN or Inf
 
     @property
     def mean_accepted(self) -> Optional[float]:
@@ -213,6 +227,7 @@ def cell(workload: str, block: int, runs: Sequence[SpecRun],
         checked=sum(1 for run in runs if run.checked),
         diverged=sum(1 for run in runs if run.divergence is not None),
         compare_ms=mean_compare_ms(rounds),
+        nonfinite_logit_rounds=nonfinite_logit_rounds(rounds),
     )
 
 

@@ -11,7 +11,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .runner import BenchResult
+from .runner import BenchResult, nonfinite_logits
 from .stats import ALL, Cell, fastest, mean_compare_ms
 
 DASH = "-"
@@ -197,6 +197,23 @@ def lossless_lines(result: BenchResult) -> list[Text]:
     return lines
 
 
+def nonfinite_lines(result: BenchResult) -> list[Text]:
+    """Where the drafter's logits went NaN or Inf: pooled, then per workload and block. With
+    the bench's probes off it is the one sign of an overflowed drafter besides acceptance
+    at 0 (`dflash-tui probe` on one of its prompts finds the first buffer that went bad)."""
+    cells = [c for c in result.cells() if c.workload != ALL]
+    bad = [c for c in cells if c.nonfinite_logit_rounds]
+    if not bad:
+        return []
+    each = ", ".join(f"{c.workload} block {c.block}: {c.nonfinite_logit_rounds} of {c.rounds}"
+                     for c in bad)
+    total = nonfinite_logits(sum(c.nonfinite_logit_rounds for c in cells),
+                             sum(c.rounds for c in cells))
+    return [Text(f"{total.replace('drafter logits', 'DRAFTER LOGITS')} ({each}): `dflash-tui "
+                 "probe` on one of its prompts names the first buffer that went non-finite",
+                 style="bold red")]
+
+
 def divergence_line(run) -> str:
     d = run.divergence
     ref = "end of text" if d.reference is None else f"token {d.reference}"
@@ -214,5 +231,5 @@ def print_report(console: Console, result: BenchResult) -> None:
     for note_block, notes in sorted(result.notes.items()):
         for note in notes:
             console.print(f"note (block {note_block}): {note}", style="yellow")
-    for line in lossless_lines(result):
+    for line in nonfinite_lines(result) + lossless_lines(result):
         console.print(line)
