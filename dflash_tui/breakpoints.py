@@ -48,7 +48,7 @@ class Breakpoints:
 
 # (field, menu label) in menu order; the numbers are edited beside their toggles.
 TOGGLES = (
-    ("nonfinite", "any non-finite probe (NaN / Inf)"),
+    ("nonfinite", "any NaN / Inf (a probe, or the drafter's logits)"),
     ("zero_accepted", "accepted == 0"),
     ("rank_above", "true-token rank above"),
     ("off_argmax", "selector path leaves the argmax"),

@@ -100,11 +100,11 @@ def test_an_armed_row_reads_differently_without_colour():
         app = Host(Breakpoints(nonfinite=True, zero_accepted=False))
         async with app.run_test(size=(80, 24)) as pilot:
             await menu(pilot)
-            armed, off = row_line(app, "any non-finite"), row_line(app, "accepted == 0")
+            armed, off = row_line(app, "any NaN / Inf"), row_line(app, "accepted == 0")
             assert f"▐{ARMED}▌" in armed and f"▐{ARMED}▌" not in off and "▐ ▌" in off
             await pilot.press("a", "n")
             await pilot.pause()
-            assert "▐ ▌" in row_line(app, "any non-finite")
+            assert "▐ ▌" in row_line(app, "any NaN / Inf")
             assert f"▐{ARMED}▌" in row_line(app, "accepted == 0")
             await pilot.press("escape")
             await answered(pilot)

@@ -549,7 +549,7 @@ def test_palette_says_what_a_breakpoint_entry_will_do(pair):
         async with app.run_test(size=SIZE) as pilot:
             await wait_loaded(pilot)
             titles = [title for title, _, _ in app.palette_commands()]
-            assert "Disarm breakpoint: any non-finite probe (NaN / Inf)" in titles  # on by default
+            assert "Disarm breakpoint: any NaN / Inf (a probe, or the drafter's logits)" in titles  # on by default
             assert "Arm breakpoint: accepted == 0" in titles
             await pilot.press("ctrl+p")
             await wait_for(pilot, lambda: app.screen is not app.main, what="the palette")
