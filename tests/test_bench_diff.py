@@ -183,6 +183,25 @@ def test_what_only_one_bench_ran_is_named_and_left_out(benches, tmp_path, capsys
     assert set(body(stdout)) == {("prose", 2), ("prose", 4)}  # one workload: no "all" row
 
 
+def test_a_drafter_whose_logits_went_nan_is_named_for_that_bench_only(benches, nan_pair, tmp_path,
+                                                                        capsys):
+    """Its zeros are a numeric failure, not a weak drafter; the table alone read as a fall."""
+    target_dir, draft_dir = nan_pair
+    broken = tmp_path / "nan.json"
+    prompts = benches[0].parent / "prompts"
+    assert main(["bench", str(target_dir), "--draft", str(draft_dir), "--prompts", str(prompts),
+                 "--blocks", "2,4", "--max-tokens", str(MAX_TOKENS), "--json", str(broken)]) == 0
+    rounds = sum(r["rounds"] for r in json.loads(broken.read_text())["runs"])
+    rc, stdout, _ = run(capsys, benches[0], broken)
+    assert rc == 0
+    said = " ".join(stdout.split())  # rich wraps at the console's width
+    assert (f"note: {broken}: the drafter's logits held NaN/Inf in {rounds:,} of {rounds:,} "
+            "rounds (12 of 12 runs)") in said
+    assert f"note: {benches[0]}: the drafter's logits" not in said
+    rc, stdout, _ = run(capsys, benches[0], benches[1])
+    assert rc == 0 and "NaN/Inf" not in stdout
+
+
 def test_odd_but_readable_fields_do_not_stop_it(benches, tmp_path, capsys):
     def odd(record):
         record["settings"], record["drafter"] = [1], "x"
@@ -235,6 +254,8 @@ def _first_run(key, value):
     (lambda t, b: [_with(b, t, "str.json", _first_run("accepted_per_round", "1234")), b[0]],
      "str.json: runs[0].accepted_per_round: expected a list of counts >= 0"),
     (lambda t, b: [b[0], _with(b, t, "foreign.json", _foreign)], "share no prompt at any block"),
+    (lambda t, b: [_with(b, t, "nf.json", _first_run("nonfinite_logit_rounds", 99)), b[0]],
+     "nf.json: runs[0].nonfinite_logit_rounds = 99: expected a count from 0 to the run's"),
     (lambda t, b: [_with(b, t, "huge.json", _first_run("accepted_per_round", [1, 10**400])), b[0]],
      "huge.json: runs[0].accepted_per_round[1] = a 401-digit number: expected a list of counts "
      ">= 0, at most the run's block (2)"),

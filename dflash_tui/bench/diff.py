@@ -42,6 +42,7 @@ class PromptRun:
 
     accepted: int
     rounds: int
+    nonfinite: int = 0  # rounds whose drafter logits held a NaN or Inf (0 in older files)
 
     @property
     def mean(self) -> Optional[float]:
@@ -166,7 +167,12 @@ def _counts(path: Path, k: int, run: dict, block: int) -> PromptRun:
         if not (isinstance(a, int) and not isinstance(a, bool) and 0 <= a <= block):
             raise InputError(f"{path}: runs[{k}].accepted_per_round[{r}] = {_short(a)}: expected "
                              f"a list of counts >= 0, at most the run's block ({block})")
-    return PromptRun(sum(per_round), len(per_round))
+    nonfinite = run.get("nonfinite_logit_rounds", 0)  # absent: a bench from before the count
+    if not (isinstance(nonfinite, int) and not isinstance(nonfinite, bool)
+            and 0 <= nonfinite <= len(per_round)):
+        raise InputError(f"{path}: runs[{k}].nonfinite_logit_rounds = {_short(nonfinite)}: "
+                         f"expected a count from 0 to the run's {len(per_round)} rounds")
+    return PromptRun(sum(per_round), len(per_round), nonfinite)
 
 
 def _short(value, limit: int = 40) -> str:
@@ -200,6 +206,16 @@ def notes(a: Bench, b: Bench) -> list[str]:
         if bench.unfinished:
             out.append(f"{bench.path}: {bench.unfinished} runs of prompts it did not finish at "
                        "every block are left out, as its own tables leave them")
+    for bench in (a, b):
+        # a drafter that overflowed accepts nothing for a numeric reason, not a weak guess:
+        # the change in the table is then that failure's, which the means alone do not say
+        bad = [run for run in bench.runs.values() if run.nonfinite]
+        if bad:
+            rounds = sum(run.rounds for run in bench.runs.values())
+            out.append(f"{bench.path}: the drafter's logits held NaN/Inf in "
+                       f"{sum(run.nonfinite for run in bad):,} of {rounds:,} rounds ({len(bad)} "
+                       f"of {len(bench.runs)} runs): its accepted counts there reflect a numeric "
+                       "failure (`dflash-tui probe` names the first non-finite buffer)")
     for bench, other in ((a, b), (b, a)):
         alone = bench.runs.keys() - other.runs.keys()
         if alone:
