@@ -70,8 +70,7 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
                          f"({len(bad)} buffer{'s' * (len(bad) > 1)})")
         elif stage == "draft" and record.nonfinite_logit_slots:
             # no probe saw it (probes off): the engine's own check of the drafter's logits
-            slots = record.nonfinite_logit_slots
-            found.append(f"drafter logits non-finite at slot{'s' * (len(slots) > 1)} {spans(slots)}")
+            found.append(f"drafter logits non-finite at {slot_spans(record.nonfinite_logit_slots)}")
     if stage == "verify":
         if armed.zero_accepted and record.accepted == 0:
             found.append("accepted == 0")
@@ -82,7 +81,7 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
     if stage == "select" and armed.off_argmax and record.selector is not None:
         off = record.selector.off_argmax_slots
         if off:
-            found.append(f"selector left the argmax at slot{'s' * (len(off) > 1)} {spans(off)}")
+            found.append(f"selector left the argmax at {slot_spans(off)}")
     if armed.position:
         before = record.stages[-1].before.anchor_position if record.stages else record.position
         after = record.state_after.anchor_position
@@ -107,6 +106,11 @@ def spans(slots) -> str:
             out.append(str(slot) if slot == start else f"{start}–{slot}")
             start = None
     return ", ".join(out)
+
+
+def slot_spans(slots) -> str:
+    """`slot 3`, or `slots 1–3, 5` (spans)."""
+    return f"slot{'s' * (len(slots) > 1)} {spans(slots)}"
 
 
 def _worst_rank(record: RoundRecord):

@@ -249,8 +249,9 @@ def run(args) -> int:
     rate = f" ({sum(tally.committed) / seconds:.1f} tokens/s)" if tally.rounds and seconds > 0 else ""
     print(f"--- {len(generated)} tokens in {tally.rounds} rounds, {seconds:.2f} s{rate}; "
           f"mean accepted {_shown(tally.mean_accepted)}", flush=True)
-    if tally.nonfinite_line():
-        print(tally.nonfinite_line(), flush=True)
+    nonfinite = tally.nonfinite_line()
+    if nonfinite:
+        print(nonfinite, flush=True)
     if session.finished == "context":  # eos and length stop where one expects; this says why
         _say(f"probe: stopped: {session.finish_message}")
     if args.compare:

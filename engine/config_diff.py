@@ -11,14 +11,8 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from .draft_config import DraftConfig
+from .draft_config import DFLASH_KEYS, DraftConfig
 
-# Fields config.json keeps under dflash_config (Z Lab's layout; DraftConfig.to_json)
-NESTED = frozenset({
-    "target_layer_ids", "mask_token_id", "block_size", "input_embedding_scale",
-    "output_multiplier", "final_logit_softcapping", "conv_kernel_size", "conv_group_size",
-    "selector_rank", "selector_top_k",
-})
 # Not the model's arithmetic: a quantized reference says so itself (its quantization, in
 # the session's info); `extra` is the training recipe and the like; `conflicts` are notes.
 SKIPPED = frozenset({"quantization", "extra", "conflicts"})
@@ -28,7 +22,7 @@ NAMED = 4  # fields named one by one; a reference of another shape differs in ma
 def _field_name(name: str) -> str:
     if name == "kind":
         return "architectures"
-    return f"dflash_config.{name}" if name in NESTED else name
+    return f"dflash_config.{name}" if name in DFLASH_KEYS else name
 
 
 def _shown(value: Any) -> str:

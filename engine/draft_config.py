@@ -97,12 +97,7 @@ class DraftConfig:
         d = asdict(self)
         extra = d.pop("extra")
         d.pop("conflicts")  # the nested value is the one written, in both places
-        dflash_keys = (
-            "target_layer_ids", "mask_token_id", "block_size", "input_embedding_scale",
-            "output_multiplier", "final_logit_softcapping", "conv_kernel_size",
-            "conv_group_size", "selector_rank", "selector_top_k",
-        )
-        dflash = {k: d.pop(k) for k in dflash_keys}
+        dflash = {k: d.pop(k) for k in DFLASH_KEYS}
         dflash["target_layer_ids"] = list(dflash["target_layer_ids"])
         if not self.is_dflash2:
             for k in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"):
@@ -117,6 +112,13 @@ class DraftConfig:
         out.update(extra)
         return out
 
+
+# The fields config.json keeps under dflash_config (Z Lab's layout), in the order written
+DFLASH_KEYS = (
+    "target_layer_ids", "mask_token_id", "block_size", "input_embedding_scale",
+    "output_multiplier", "final_logit_softcapping", "conv_kernel_size",
+    "conv_group_size", "selector_rank", "selector_top_k",
+)
 
 _KNOWN = {
     "architectures", "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",

@@ -21,7 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from dflash_tui.breakpoints import spans
+from dflash_tui.breakpoints import slot_spans
 from dflash_tui.engine.records import RoundRecord, SlotRank
 
 from .format import DASH, column, grid, prob, token_text
@@ -159,7 +159,7 @@ def nonfinite_note(record: Optional[RoundRecord]) -> str:
     bad = record.nonfinite_logit_slots if record is not None else None
     if not bad:
         return ""
-    return f"✗ drafter logits NaN/Inf: slot{'s' * (len(bad) > 1)} {spans(bad)}"
+    return f"✗ drafter logits NaN/Inf: {slot_spans(bad)}"
 
 
 def _fate(rank: Optional[SlotRank]) -> Text:

@@ -17,7 +17,7 @@ from rich.text import Text
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
-from dflash_tui.breakpoints import spans
+from dflash_tui.breakpoints import slot_spans
 from dflash_tui.engine.records import RoundRecord, SelectorSlot
 
 from .format import DASH, column, grid, prob, token_text
@@ -136,7 +136,7 @@ class SelectorPanel(Vertical):
         # shows about 39 characters of this line, and "walk left the argmax at slot" after
         # the top-K lost the numbers
         self._note(Text.assemble(
-            (f"off argmax at slot{'s' * (len(off) > 1)} {spans(off)}", "bold magenta") if off
+            (f"off argmax at {slot_spans(off)}", "bold magenta") if off
             else ("walk followed the argmax", "green"),
             (f"  top-K {selector.top_k}", "dim"),
         ))

@@ -65,8 +65,8 @@ def _run_json(run: SpecRun, decode: Optional[Decode]) -> dict:
         "gamma_per_round": [r.gamma for r in run.rounds],
         "accepted_per_round": [r.accepted for r in run.rounds],
         "committed_per_round": [r.committed for r in run.rounds],
-        # per round, the proposal slots whose drafter logits held a NaN or Inf
-        "nonfinite_logit_slots_per_round": [r.nonfinite_logit_slots for r in run.rounds],
+        # per round, how many proposal slots' drafter logits held a NaN or Inf
+        "nonfinite_logit_slots_per_round": [r.nonfinite_logit_count for r in run.rounds],
         "nonfinite_logit_rounds": run.nonfinite_logit_rounds,
         "lossless": (run.divergence is None) if run.checked else None,
         "divergence": _divergence(run.divergence),

@@ -121,9 +121,9 @@ class BenchResult:
         return not self.divergent
 
 
-def nonfinite_logits(bad: int, rounds: int) -> str:
+def nonfinite_logits(bad: int, rounds: int, whose: str = "drafter logits") -> str:
     """The words the bench's progress and report use for rounds with non-finite logits."""
-    return f"drafter logits NaN/Inf in {bad} of {rounds} rounds"
+    return f"{whose} NaN/Inf in {bad} of {rounds} rounds"
 
 
 def oracle_proposer(prompt_len: int, reference: BaselineRun, eos: set[int]) -> Proposer:

@@ -29,9 +29,9 @@ class RoundStat:
     compare_divergent: Optional[str] = None
     compare_ms: Optional[float] = None  # the reference's own time this round
     compare_left_out: tuple = ()  # records.LeftOut: buffers its drift could not compare
-    # proposal slots whose drafter logits held a NaN or Inf: with probes off (the bench's
-    # way), the only sign of an overflowed drafter besides nothing accepted
-    nonfinite_logit_slots: int = 0
+    # how many proposal slots' drafter logits held a NaN or Inf: with probes off (the
+    # bench's way), the only sign of an overflowed drafter besides nothing accepted
+    nonfinite_logit_count: int = 0
 
     @property
     def rejected(self) -> bool:
@@ -48,7 +48,7 @@ def round_stat(record: RoundRecord) -> RoundStat:
                      compare_divergent=first.where if first else None,
                      compare_ms=None if c is None else c.ms,
                      compare_left_out=() if c is None else c.left_out,
-                     nonfinite_logit_slots=len(record.nonfinite_logit_slots or ()))
+                     nonfinite_logit_count=len(record.nonfinite_logit_slots or ()))
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class SpecRun:
 
 def nonfinite_logit_rounds(rounds: Sequence[RoundStat]) -> int:
     """Rounds in which the drafter's logits held a NaN or Inf in some slot."""
-    return sum(1 for r in rounds if r.nonfinite_logit_slots)
+    return sum(1 for r in rounds if r.nonfinite_logit_count)
 
 
 @dataclass(frozen=True)

@@ -208,8 +208,8 @@ def nonfinite_lines(result: BenchResult) -> list[Text]:
     each = ", ".join(f"{c.workload} block {c.block}: {c.nonfinite_logit_rounds} of {c.rounds}"
                      for c in bad)
     total = nonfinite_logits(sum(c.nonfinite_logit_rounds for c in cells),
-                             sum(c.rounds for c in cells))
-    return [Text(f"{total.replace('drafter logits', 'DRAFTER LOGITS')} ({each}): `dflash-tui "
+                             sum(c.rounds for c in cells), whose="DRAFTER LOGITS")
+    return [Text(f"{total} ({each}): `dflash-tui "
                  "probe` on one of its prompts names the first buffer that went non-finite",
                  style="bold red")]
 
