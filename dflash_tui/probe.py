@@ -64,12 +64,26 @@ def round_line(record) -> str:
 
 
 def compare_note(compare) -> str:
-    """--compare: the reference's accepted count and where it first parts from the primary."""
+    """--compare: the reference's accepted count, its logits gone non-finite, where it first
+    parts from the primary, and where a buffer first went non-finite on one side only when
+    that is further on (a rounding-level divergence before an overflow would hide it)."""
     note = f"  | reference accepted {compare.accepted:2d}"
+    if compare.nonfinite_logit_slots:
+        note += (f"  LOGITS NON-FINITE in {len(compare.nonfinite_logit_slots)} of "
+                 f"{len(compare.proposals)} slots")
     first = compare.first_divergent
     if first is not None:
         note += f"  DIVERGES: {first.where} ({first.why}{_rms_of(compare, first)})"
+    bad = compare.nonfinite_after_first
+    if bad is not None:
+        note += f"; NON-FINITE first at {bad.where} ({nonfinite_side(bad.nonfinite)})"
     return note
+
+
+def nonfinite_side(side: str) -> str:
+    """BufferDrift.nonfinite in words: which configuration holds the NaN / Inf."""
+    return {"primary": "on the drafter side only", "reference": "on the reference side only",
+            "both": "on each side, where the other is finite"}.get(side, side)
 
 
 def _rms_of(compare, first) -> str:
@@ -112,6 +126,11 @@ class Tally:
     compare_diverged: int = 0
     compare_first: Optional[dict] = None
     compare_left_out: list = field(default_factory=list)  # records.LeftOut, once each
+    # rounds whose reference logits held a NaN or Inf; rounds with a buffer non-finite on one
+    # side only, and the first of those buffers
+    compare_nonfinite_logit_rounds: list[int] = field(default_factory=list)
+    compare_nonfinite: int = 0
+    compare_first_nonfinite: Optional[dict] = None
 
     def add(self, record) -> None:
         self.accepted.append(record.accepted)
@@ -129,6 +148,12 @@ class Tally:
             if first is not None and self.compare_first is None:
                 self.compare_first = {"round": record.round, **encode(first)}
             self.compare_left_out = once_each([*self.compare_left_out, *record.compare.left_out])
+            if record.compare.nonfinite_logit_slots:
+                self.compare_nonfinite_logit_rounds.append(record.round)
+            bad = record.compare.first_nonfinite
+            self.compare_nonfinite += bad is not None
+            if bad is not None and self.compare_first_nonfinite is None:
+                self.compare_first_nonfinite = {"round": record.round, **encode(bad)}
 
     @property
     def rounds(self) -> int:
@@ -155,11 +180,31 @@ class Tally:
             line += f", first in round {first['round']} at {first['stage']}{layer} {first['buffer']}"
         return line
 
+    def compare_nonfinite_line(self, spec: str) -> Optional[str]:
+        """Where the reference (or the drafter, against it) went NaN / Inf: its logits, and
+        the first buffer non-finite on one side only. None when neither did."""
+        logits, bad = self.compare_nonfinite_logit_rounds, self.compare_first_nonfinite
+        if not logits and bad is None:
+            return None
+        parts = []
+        if logits:
+            parts.append(f"logits NaN/Inf in {len(logits)} of {self.rounds} rounds, first in "
+                         f"round {logits[0]}")
+        if bad is not None:
+            layer = "" if bad["layer"] is None else f" layer {bad['layer']}"
+            parts.append(f"a buffer non-finite on one side only in {self.compare_nonfinite} of "
+                         f"{self.rounds} rounds, first in round {bad['round']} at "
+                         f"{bad['stage']}{layer} {bad['buffer']} "
+                         f"({nonfinite_side(bad['nonfinite'])})")
+        return f"--- reference {spec}: " + "; ".join(parts)
+
     def compare_summary(self, spec: str) -> dict:
         return {"compare": spec, "compare_accepted_per_round": self.compare_accepted,
                 "compare_mean_accepted": _mean(self.compare_accepted),
                 "compare_first_divergent": self.compare_first,
-                "compare_left_out": [encode(b) for b in self.compare_left_out]}
+                "compare_left_out": [encode(b) for b in self.compare_left_out],
+                "compare_nonfinite_logit_rounds": self.compare_nonfinite_logit_rounds,
+                "compare_first_nonfinite": self.compare_first_nonfinite}
 
 
 def _mean(values: list[int]) -> Optional[float]:
@@ -256,6 +301,9 @@ def run(args) -> int:
         _say(f"probe: stopped: {session.finish_message}")
     if args.compare:
         print(tally.compare_line(args.compare.text, args.compare_tol), flush=True)
+        nonfinite = tally.compare_nonfinite_line(args.compare.text)
+        if nonfinite:
+            print(nonfinite, flush=True)
         if tally.compare_left_out:
             print(f"--- {left_out_line(tally.compare_left_out)}", flush=True)
     print(text, flush=True)

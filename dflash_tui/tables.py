@@ -53,7 +53,7 @@ COMPARE = {
     "rounds": (("compare_accepted", int), ("compare_first_divergent", str), ("compare_ms", float)),
     "slots": (("compare_proposal", int), ("compare_rank", int), ("compare_accepted", bool),
               ("compare_target", int), ("compare_argmax", int), ("compare_left_argmax", bool),
-              ("compare_in_candidates", bool)),
+              ("compare_in_candidates", bool), ("compare_logits_nonfinite", bool)),
     "buffers": (("compare_max_abs_diff", float), ("compare_rel_err", float),
                 ("compare_nonfinite", str), ("compare_rms_rel_err", float)),
 }
@@ -100,10 +100,11 @@ def rows(record: RoundRecord, compared: bool = False) -> dict[str, list[tuple]]:
             None if bad_logits is None else slot in bad_logits,
         )
         if compared:
-            row += (None,) * 7 if c is None else (
+            row += (None,) * 8 if c is None else (
                 c.proposals[slot], c.ranks[slot], slot < c.accepted,
                 *(_at(cells, slot) for cells in (c.targets, c.argmax, c.left_argmax,
-                                                 c.in_candidates)))
+                                                 c.in_candidates)),
+                None if c.nonfinite_logit_slots is None else slot in c.nonfinite_logit_slots)
         slots.append(row)
     drift = {(b.stage, b.layer, b.buffer): b for b in c.buffers} if c is not None else {}
     buffers = []

@@ -123,6 +123,7 @@ class _Queued:
     proposal: "Proposal"
     drift: Drift
     left_out: tuple[LeftOut, ...]  # the buffers the drift could not compare
+    nonfinite: mx.array  # [gamma] bool: its logits hold a NaN or Inf (probes.nonfinite_rows)
     capture: Optional[mx.array] = None  # its capture rows of the verify pass
     ranks: Optional[mx.array] = None  # [gamma]
 
@@ -211,7 +212,8 @@ class Comparison:
     @_timed
     def draft(self, r: "RoundScratch") -> None:
         drafted = self.shadow._draft(r, self._probe("draft"))
-        self._queued = _Queued(drafted.logits, self.shadow._select(r, drafted), *self._drift())
+        self._queued = _Queued(drafted.logits, self.shadow._select(r, drafted), *self._drift(),
+                               drafted.nonfinite)
 
     @_timed
     def verify(self, r: "RoundScratch", logits: mx.array, target_argmax: mx.array) -> None:
@@ -227,7 +229,7 @@ class Comparison:
         self.shadow.capture = q.capture[:, : part.accepted + 1]
         self.shadow.capture_base = r.position
         walk = [q.proposal.lattice[0], q.proposal.picks] if q.proposal.lattice else []
-        self.session._wait([q.proposal.tokens, q.ranks, *walk, *q.drift.pending()])
+        self.session._wait([q.proposal.tokens, q.ranks, q.nonfinite, *walk, *q.drift.pending()])
         proposals = np.array(q.proposal.tokens).tolist()
         primary = list(selected.part.proposals)
         accepted, unknown = known_accepted(proposals, primary, list(part.target_tokens))
@@ -252,6 +254,7 @@ class Comparison:
             first_divergent=first_divergent(buffers, tol),
             reverified=unknown is not None, targets=tuple(targets), argmax=argmax,
             left_argmax=left, in_candidates=in_k, left_out=q.left_out,
+            nonfinite_logit_slots=tuple(np.flatnonzero(np.array(q.nonfinite)).tolist()),
             ms=(self.seconds - self._round_start + time.perf_counter() - t0) * 1000,
         )
 

@@ -217,6 +217,29 @@ class Compare:
     # The reference's own time this round, host and device (its stages' work and the wait
     # for it, a second verify): kept out of the primary's stage times
     ms: float = 0.0
+    # The proposal slots whose reference logits hold a NaN or Inf, as the drafter's own
+    # (RoundRecord.nonfinite_logit_slots): a reference that overflowed (float16) proposes
+    # garbage and accepts nothing. None: a recording made before the field.
+    nonfinite_logit_slots: Optional[tuple[int, ...]] = None
+
+    @property
+    def first_nonfinite(self) -> Optional[Divergent]:
+        """The first buffer (pipeline order) non-finite on one side only: where a
+        configuration overflowed. A first divergence at rounding level (a bfloat16 drafter
+        against a float16 reference, about 1% everywhere) comes before it and would hide
+        it, so it is named on its own."""
+        b = next((b for b in self.buffers if b.nonfinite is not None), None)
+        return None if b is None else Divergent(b.stage, b.layer, b.buffer, b.rel_err,
+                                                b.nonfinite)
+
+    @property
+    def nonfinite_after_first(self) -> Optional[Divergent]:
+        """first_nonfinite where the first divergent buffer is another one (where it is the
+        same, the divergence already says so)."""
+        bad, first = self.first_nonfinite, self.first_divergent
+        if bad is None or (first is not None and first.where == bad.where):
+            return None
+        return bad
 
     def judged_at(self, tolerance: float) -> "Compare":
         """The round judged again at another tolerance (replay and export --compare-tol):

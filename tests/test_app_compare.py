@@ -333,7 +333,9 @@ def test_export_adds_the_compare_columns_equal_to_the_records(off_by_one, tmp_pa
     assert cli.main(["export", str(trace), "--out", str(out)]) == 0
     rounds, slots, buffers = (read_csv(out / f"{n}.csv") for n in ("rounds", "slots", "buffers"))
     assert list(rounds[0])[-3:] == ["compare_accepted", "compare_first_divergent", "compare_ms"]
-    assert list(slots[0])[-7:-4] == ["compare_proposal", "compare_rank", "compare_accepted"]
+    assert list(slots[0])[-8:-5] == ["compare_proposal", "compare_rank", "compare_accepted"]
+    assert list(slots[0])[-1] == "compare_logits_nonfinite"
+    assert {s["compare_logits_nonfinite"] for s in slots} == {"false"}  # a healthy reference
     assert list(buffers[0])[-4:] == ["compare_max_abs_diff", "compare_rel_err", "compare_nonfinite",
                                      "compare_rms_rel_err"]
     assert [(int(r["compare_accepted"]), r["compare_first_divergent"]) for r in rounds] == \
@@ -921,5 +923,37 @@ def test_at_80x24_the_reference_tables_title_reads_whole(pair):
             assert shown[0] == f"per slot, reference {OFF_BY_ONE}", shown
             assert shown[-1].startswith("(") and shown[-1].endswith(")"), shown
             assert title.region.right <= panel.region.right, (title.region, panel.region)
+
+    run(scenario())
+
+
+def test_an_overflow_behind_the_first_divergence_is_named_and_marked(fp16_overflow_pair):
+    """A float16 reference that overflows, at a tolerance its rounding passes (a bfloat16
+    drafter against float16 at the default): the summary names, under the ▶ line, the
+    buffer where it first went NaN / Inf and (where the line has room, never cut) in how
+    many slots its logits did; the drift table marks that row ✗. The ▶ line alone named a
+    rounding-level buffer, the overflow only findable by scrolling some thirty rows."""
+    def nonfinite_line(app) -> str:
+        return next((l.strip() for l in summary(app).splitlines() if "✗" in l), "")
+
+    async def scenario():
+        app = LiveApp(launch(fp16_overflow_pair, compare="dtype=float16", compare_tol=1e-5),
+                      show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "5", "n")
+            c = app.record.compare
+            first, bad = c.first_divergent, c.first_nonfinite
+            assert first.nonfinite is None and bad.nonfinite == "reference"
+            assert f"▶ {first.stage}" in summary(app)
+            named = f"✗ n/f from draft L0 {bad.buffer}, ref only"
+            assert nonfinite_line(app) == named  # at 80 columns the count is left out, whole
+            marks = [(row[0], row[1], row[3]) for row in drift_rows(app) if row[0]]
+            assert marks == [("▶", first.stage, first.buffer), ("✗", "draft", bad.buffer)]
+            await pilot.resize_terminal(120, 35)
+            gamma = app.record.gamma
+            await wait_for(pilot, lambda: nonfinite_line(app) == f"{named}; logits {gamma}/{gamma}",
+                           what="the logits count on a wider line")
+            await pilot.press("q")
 
     run(scenario())

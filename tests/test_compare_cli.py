@@ -246,6 +246,83 @@ def test_bench_compare_json_carries_the_drift_the_text_states(nan_pair, tmp_path
     assert all(c["checked"] == c["prompts"] and c["diverged"] == 0 for c in data["cells"])
 
 
+def test_probe_names_where_a_reference_overflowed_behind_a_rounding_divergence(
+        fp16_overflow_pair, tmp_path, capsys):
+    """A float16 reference that overflows, judged at a tolerance its rounding passes (as a
+    bfloat16 drafter against float16 is at the default): its round lines, last lines,
+    summary.json and export say that its logits went NaN / Inf and at which buffer it first
+    went non-finite, not only the rounding-level first divergence before it (which was all
+    they said)."""
+    from dflash_tui.tables import load_trace
+
+    target_dir, draft_dir = fp16_overflow_pair
+    out = tmp_path / "out"
+    assert main(["probe", str(target_dir), "--draft", str(draft_dir), "--prompt", "Hello",
+                 "--block", "3", "--rounds", "3", "--no-probes", "--compare", "dtype=float16",
+                 "--compare-tol", "1e-5", "--out", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    records = [round_from_json(json.loads((out / f"round-{i:04d}.json").read_text()))
+               for i in range(3)]
+    bad = records[0].compare.first_nonfinite
+    assert bad.where.startswith("draft layer 0 ") and bad.nonfinite == "reference"
+    lines = [l for l in stdout.splitlines() if l.startswith("round ")]
+    for line, record in zip(lines, records):
+        reference = line.split("| reference accepted")[1]
+        first = record.compare.first_divergent
+        assert first.nonfinite is None and f"DIVERGES: {first.where} (rel err" in reference
+        assert "LOGITS NON-FINITE in 3 of 3 slots" in reference
+        assert reference.endswith(f"; NON-FINITE first at {record.compare.first_nonfinite.where} "
+                                  "(on the reference side only)")
+        assert "LOGITS NON-FINITE" not in line.split("|")[0]  # the float32 drafter holds it
+    assert (f"--- reference dtype=float16: logits NaN/Inf in 3 of 3 rounds, first in round 0; "
+            f"a buffer non-finite on one side only in 3 of 3 rounds, first in round 0 at "
+            f"{bad.where} (on the reference side only)") in stdout.splitlines()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["compare_nonfinite_logit_rounds"] == [0, 1, 2]
+    assert summary["nonfinite_logit_rounds"] == []
+    assert summary["compare_first_nonfinite"] == {
+        "round": 0, "stage": "draft", "layer": 0, "buffer": bad.buffer, "rel_err": None,
+        "nonfinite": "reference"}
+    assert all(s["compare_logits_nonfinite"] and not s["logits_nonfinite"]
+               for s in load_trace(out).slots)
+
+
+def test_bench_counts_each_sides_nonfinite_logits_in_its_own_cells(
+        fp16_overflow_pair, nan_pair, make_pair, tmp_path, capsys):
+    """The reference's cells in the bench JSON count the reference's NaN / Inf logit rounds,
+    not the drafter's (they carried the drafter's count: 0 for a float16 reference that
+    overflowed in every round, every round for a healthy reference beside a NaN drafter),
+    and the report says where the reference went non-finite."""
+    target_dir, overflow_dir = fp16_overflow_pair
+    _, nan_dir = nan_pair
+    _, good_dir = make_pair("llama", "DFlash2DraftModel")
+
+    def bench(draft, spec, name):
+        out = tmp_path / name
+        assert main(["bench", str(target_dir), "--draft", str(draft), "--blocks", "3",
+                     "--limit", "1", "--max-tokens", "6", "--compare", spec,
+                     "--json", str(out)]) == 0
+        return json.loads(out.read_text()), " ".join(capsys.readouterr().out.split())
+
+    data, stdout = bench(overflow_dir, "dtype=float16", "overflow.json")
+    rounds = sum(c["rounds"] for c in data["cells"] if c["workload"] != "all")
+    assert all(c["nonfinite_logit_rounds"] == 0 for c in data["cells"])
+    assert all(c["nonfinite_logit_rounds"] == c["rounds"] > 0 for c in data["compare"]["cells"])
+    assert f"REFERENCE LOGITS NaN/Inf in {rounds} of {rounds} rounds" in stdout
+    compare = data["compare"]
+    assert compare["rounds_nonfinite"] == rounds
+    assert all(w.startswith("draft layer 0 ") and w.endswith(" on the reference side")
+               for w in compare["first_nonfinite"])
+    assert sum(compare["first_nonfinite"].values()) == rounds
+
+    data, stdout = bench(nan_dir, str(good_dir), "nan.json")
+    assert all(c["nonfinite_logit_rounds"] == c["rounds"] > 0 for c in data["cells"])
+    assert all(c["nonfinite_logit_rounds"] == 0 for c in data["compare"]["cells"])
+    assert "REFERENCE LOGITS" not in stdout and "DRAFTER LOGITS NaN/Inf" in stdout
+    assert data["compare"]["first_nonfinite"] == {
+        "draft layer 1 ffn_out on the drafter side": data["compare"]["rounds_compared"]}
+
+
 def test_the_divergence_line_counts_every_diverged_round():
     """Past the four commonest first divergent buffers, the rest are counted, so the line's
     numbers add up to the rounds it says diverged."""

@@ -138,6 +138,38 @@ def test_an_fp16_overflow_diverges_where_it_overflows_and_the_residual_scale_rem
         assert 0 < worst < record.compare.tolerance  # float16 rounding, nothing more
 
 
+def test_an_overflow_behind_a_rounding_divergence_is_named_and_its_logits_counted(
+        fp16_overflow_pair):
+    """A float16 reference that overflows, at a tolerance its rounding passes (a bfloat16
+    drafter against float16 sits there at the default 0.01): the first divergent buffer is
+    rounding, well before the overflow, so the record names the first buffer non-finite on
+    one side only on its own, and counts the reference's NaN / Inf logit slots as the
+    drafter's own are counted. A practitioner asking why float16 collapses reads both."""
+    target_dir, draft_dir = fp16_overflow_pair
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare="dtype=float16",
+                                   compare_tol=1e-5), probes=False)
+    for record in records:
+        c = record.compare
+        first, bad = c.first_divergent, c.first_nonfinite
+        assert first.nonfinite is None and first.rel_err > 1e-5  # rounding: a number
+        assert (bad.stage, bad.layer, bad.nonfinite) == ("draft", 0, "reference")
+        assert bad.buffer in ("ffn_out", "conv_f2")  # the MLP's output, or the conv after it
+        assert first.where != bad.where and c.nonfinite_after_first == bad
+        assert c.nonfinite_logit_slots == tuple(range(record.gamma))  # every slot garbage
+        assert record.nonfinite_logit_slots == ()  # the float32 drafter holds 1e5
+    # at the default tolerance the overflow is the first divergence: named once, there
+    _, records = _rounds(load_pair(target_dir, draft_dir, compare="dtype=float16"), probes=False)
+    for record in records:
+        c = record.compare
+        assert c.first_divergent == c.first_nonfinite and c.nonfinite_after_first is None
+        assert c.nonfinite_logit_slots == tuple(range(record.gamma))
+    # the residual scale keeps float16 finite: nothing to name, no logit slot counted
+    _, records = _rounds(load_pair(target_dir, draft_dir,
+                                   compare="dtype=float16,residual-scale=16"), probes=False)
+    assert all(r.compare.first_nonfinite is None and r.compare.nonfinite_logit_slots == ()
+               for r in records)
+
+
 def _proposer(truth: list[int], prompt_len: int, wrong_at):
     """The target's greedy continuation, with a wrong token at slot wrong_at(gamma) (gamma:
     none)."""

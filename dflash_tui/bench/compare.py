@@ -10,21 +10,25 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
-from typing import Sequence
+from typing import Optional, Sequence
 
 from rich.console import Group
 from rich.text import Text
 
 from ..engine.codec import encode
 from ..probe import left_out_line, once_each
-from .runner import BenchResult
+from .runner import BenchResult, nonfinite_logits
 from .stats import Cell
 from .tables import DASH, _section, _table, num, position_rows
 
 
 def reference_result(result: BenchResult) -> BenchResult:
-    """The same runs, each round's accepted count replaced by the reference's."""
-    runs = [replace(run, rounds=tuple(replace(r, accepted=r.compare_accepted) for r in run.rounds))
+    """The same runs, each round's accepted count and non-finite logit count replaced by the
+    reference's (its cells then count its own NaN / Inf rounds, not the drafter's)."""
+    runs = [replace(run, rounds=tuple(
+                replace(r, accepted=r.compare_accepted,
+                        nonfinite_logit_count=r.compare_nonfinite_logit_count)
+                for r in run.rounds))
             for run in result.spec_runs]
     return replace(result, spec_runs=runs)
 
@@ -80,13 +84,39 @@ def divergence_line(result: BenchResult) -> Text:
     return Text(line)
 
 
+def nonfinite_line(result: BenchResult) -> Optional[Text]:
+    """Where the reference (or the drafter, against it) went NaN / Inf, pooled: rounds whose
+    reference logits held one, and rounds with a buffer non-finite on one side only, by the
+    first such buffer. The divergence line names the first buffer beyond the tolerance,
+    which against a bfloat16 drafter is float16's rounding, well before an overflow."""
+    rounds = _rounds(result)
+    logits = sum(1 for r in rounds if r.compare_nonfinite_logit_count)
+    where = Counter(r.compare_nonfinite for r in rounds if r.compare_nonfinite)
+    if not logits and not where:
+        return None
+    parts = []
+    if logits:
+        parts.append(nonfinite_logits(logits, len(rounds), whose="REFERENCE LOGITS"))
+    if where:
+        ranked = where.most_common()
+        named = ", ".join(f"{w} ({n})" for w, n in ranked[:SHOWN_BUFFERS])
+        rest = sum(n for _, n in ranked[SHOWN_BUFFERS:])
+        parts.append(f"a buffer non-finite on one side only in {sum(where.values())} of "
+                     f"{len(rounds)} rounds; first at: {named}"
+                     + (f" and {rest} more" if rest else ""))
+    return Text("; ".join(parts), style="bold red")
+
+
 def drift_json(rounds) -> dict:
-    """What the divergence line says, for a set of rounds: how many had the reference beside
-    them, how many diverged beyond the tolerance, and by their first divergent buffer (most
-    rounds first)."""
+    """What the divergence and non-finite lines say, for a set of rounds: how many had the
+    reference beside them, how many diverged beyond the tolerance, and by their first
+    divergent buffer (most rounds first); how many had a buffer non-finite on one side only,
+    by the first of them."""
     where = first_divergent(rounds)
+    bad = Counter(r.compare_nonfinite for r in rounds if r.compare_nonfinite)
     return {"rounds_compared": len(rounds), "rounds_diverged": sum(where.values()),
-            "first_divergent": dict(where.most_common())}
+            "first_divergent": dict(where.most_common()),
+            "rounds_nonfinite": sum(bad.values()), "first_nonfinite": dict(bad.most_common())}
 
 
 def render(result: BenchResult) -> Group:
@@ -112,6 +142,7 @@ def render(result: BenchResult) -> Group:
             "as the drafter's table above, with the reference's accepted counts; rounds and "
             "tokens are the drafter's decode."),
         divergence_line(result),
+        *([bad] if (bad := nonfinite_line(result)) is not None else []),
         *([Text(left_out_line(missing))] if missing else []),
     )
 

@@ -261,6 +261,9 @@ class BenchRunner:
                    f"{accepted / max(len(rounds), 1):.2f} accepted/round, {decode_s:.2f} s")
         if run.nonfinite_logit_rounds:
             summary += f", {nonfinite_logits(run.nonfinite_logit_rounds, len(rounds))}"
+        reference_bad = sum(1 for r in rounds if r.compare_nonfinite_logit_count)
+        if reference_bad:  # --compare: a reference that overflowed says so as it happens
+            summary += f", {nonfinite_logits(reference_bad, len(rounds), 'reference logits')}"
         if finish == "context":
             summary += f", stopped at the target's context ({self.target.context_length} positions)"
         if divergence is not None:

@@ -32,15 +32,25 @@ class RoundStat:
     # how many proposal slots' drafter logits held a NaN or Inf: with probes off (the
     # bench's way), the only sign of an overflowed drafter besides nothing accepted
     nonfinite_logit_count: int = 0
+    # --compare: the same count of the reference's logits, and the first buffer non-finite
+    # on one side only (`draft layer 0 ffn_out on the reference side`), or None
+    compare_nonfinite_logit_count: int = 0
+    compare_nonfinite: Optional[str] = None
 
     @property
     def rejected(self) -> bool:
         return self.accepted < self.gamma
 
 
+# Compare's non-finite side, as the bench's lines name it after the buffer
+NONFINITE_SIDES = {"primary": "on the drafter side", "reference": "on the reference side",
+                   "both": "on both sides"}
+
+
 def round_stat(record: RoundRecord) -> RoundStat:
     ms = record.timings_ms
     c, first = record.compare, record.compare and record.compare.first_divergent
+    bad = c.first_nonfinite if c is not None else None
     return RoundStat(gamma=record.gamma, accepted=int(record.accepted),
                      committed=len(record.committed_tokens),
                      stage_ms=tuple(ms.get(s, 0.0) for s in STAGE_ORDER),
@@ -48,7 +58,11 @@ def round_stat(record: RoundRecord) -> RoundStat:
                      compare_divergent=first.where if first else None,
                      compare_ms=None if c is None else c.ms,
                      compare_left_out=() if c is None else c.left_out,
-                     nonfinite_logit_count=len(record.nonfinite_logit_slots or ()))
+                     nonfinite_logit_count=len(record.nonfinite_logit_slots or ()),
+                     compare_nonfinite_logit_count=0 if c is None else
+                     len(c.nonfinite_logit_slots or ()),
+                     compare_nonfinite=None if bad is None else
+                     f"{bad.where} {NONFINITE_SIDES.get(bad.nonfinite, bad.nonfinite)}")
 
 
 @dataclass(frozen=True)
