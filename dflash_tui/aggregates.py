@@ -31,7 +31,8 @@ from typing import Optional
 
 import numpy as np
 
-from .history import ACCEPTED, IN_K, IN_K_KNOWN, JUDGED, LEFT_ARGMAX, PROPOSED, History
+from .history import ACCEPTED, IN_K, IN_K_KNOWN, JUDGED, LEFT_ARGMAX, NONFINITE, PROPOSED, \
+    History
 from .walk_effect import helped_hurt
 
 # A miss where the target's own top token had less than this probability is the target's
@@ -146,6 +147,25 @@ class SlotStats:
     off_in_k: int = 0
     off_in_k_known: int = 0
     top_k: Optional[int] = None  # the selector's K in the span's rounds (the largest; None: none)
+    # Slots whose logits held a NaN or Inf (a drafter or reference that overflowed): their
+    # rank is no rank (rank_of puts the target's token last, vocabulary - 1, a number that
+    # reads like a real one) and their candidates are noise, so they are left out of the
+    # rank and K counts above and counted here: proposed, of them reached, and of them
+    # with a selector's candidates (DFlash2)
+    nonfinite: int = 0
+    nonfinite_reached: int = 0
+    nonfinite_in_k_known: int = 0
+
+    @property
+    def ranks_nonfinite(self) -> bool:
+        """Every reached slot with a rank had non-finite logits: argmax, mean, off and the
+        near-miss cells read n/f, not a dash (unreached) nor a number."""
+        return self.ranked == 0 and self.nonfinite_reached > 0
+
+    @property
+    def in_k_nonfinite(self) -> bool:
+        """As ranks_nonfinite, for the in K cell."""
+        return self.in_k_known == 0 and self.nonfinite_in_k_known > 0
 
     @property
     def at_least(self) -> Optional[float]:
@@ -207,12 +227,14 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
     out = []
     for s in range(width):
         f = flags[:, s]
+        bad = (f & NONFINITE) > 0  # its rank and candidates are noise (SlotStats.nonfinite)
         reached = (f & JUDGED) > 0
+        ranked_rows = reached & ~bad
         p1 = target_p1[:, s]  # as wide as flags: History appends both rows per round
         missed = reached & ((f & ACCEPTED) == 0) & ~np.isnan(p1)
-        ranks = rank[reached, s]
+        ranks = rank[ranked_rows, s]
         ranks = ranks[ranks >= 0]
-        off = reached & (rank[:, s] > 0)  # the argmax missed: how near was the target's token
+        off = ranked_rows & (rank[:, s] > 0)  # the argmax missed: how near was the target's token
         off_known = off & ((f & IN_K_KNOWN) > 0)
         left = (f & LEFT_ARGMAX) > 0
         judged_left = left & reached
@@ -227,7 +249,8 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
             rank0=int((ranks == 0).sum()), ranked=len(ranks),
             rank_mean=float(ranks.mean()) if len(ranks) else None,
             rank_median=float(np.median(ranks)) if len(ranks) else None,
-            in_k=int(((f & IN_K) > 0).sum()), in_k_known=int(((f & IN_K_KNOWN) > 0).sum()),
+            in_k=int((((f & IN_K) > 0) & ~bad).sum()),
+            in_k_known=int((((f & IN_K_KNOWN) > 0) & ~bad).sum()),
             left=int(left.sum()), helped=int(helped.sum()), hurt=int(hurt.sum()),
             neutral=int((judged_left & ~helped & ~hurt).sum()),
             missed=int(missed.sum()), torn=int((missed & (p1 < TORN)).sum()),
@@ -236,6 +259,9 @@ def slot_stats(history: History, span: Span, slots: Optional[int] = None) -> lis
             off_top5=int(((ranks > 0) & (ranks <= 4)).sum()),
             off_in_k=int((off_known & ((f & IN_K) > 0)).sum()), off_in_k_known=int(off_known.sum()),
             top_k=top_k or None,
+            nonfinite=int((bad & ((f & PROPOSED) > 0)).sum()),
+            nonfinite_reached=int((bad & reached).sum()),
+            nonfinite_in_k_known=int((bad & ((f & IN_K_KNOWN) > 0)).sum()),
         ))
     return out
 

@@ -8,7 +8,9 @@ true, so resuming after a stop never trips again on the same evidence.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from .engine.records import RoundRecord
+from typing import Optional
+
+from .engine.records import Compare, Divergent, RoundRecord
 
 DEFAULT_RANK_THRESHOLD = 20
 DEFAULT_POSITION = 256
@@ -16,7 +18,9 @@ DEFAULT_POSITION = 256
 
 @dataclass(frozen=True)
 class Breakpoints:
-    nonfinite: bool = True  # a NaN / Inf in any buffer the stage just probed, or in the drafter's logits
+    # a NaN / Inf in any buffer the stage just probed, or in the drafter's logits; with
+    # --compare, on the reference's side too (at commit, where its record comes)
+    nonfinite: bool = True
     zero_accepted: bool = False  # verify accepted none of the proposals
     rank_above: bool = False  # the target's token ranks above rank_threshold in the drafter
     rank_threshold: int = DEFAULT_RANK_THRESHOLD
@@ -55,6 +59,15 @@ TOGGLES = (
     ("position", "position reached"),
     ("diverge", "configurations diverge beyond tol (--compare)"),
 )
+# A session with --compare: the row's label says the reference's NaN / Inf stop it too.
+# Whole at 80 columns on the menu's focused row (51 characters at most).
+COMPARE_LABELS = {"nonfinite": "any NaN / Inf (a probe, logits, or the reference)"}
+
+
+def toggles(compare: bool) -> tuple[tuple[str, str], ...]:
+    """TOGGLES as a session with (compare) or without --compare reads them."""
+    return tuple((name, COMPARE_LABELS.get(name, label) if compare else label)
+                 for name, label in TOGGLES)
 
 
 def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
@@ -71,6 +84,10 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
         elif stage == "draft" and record.nonfinite_logit_slots:
             # no probe saw it (probes off): the engine's own check of the drafter's logits
             found.append(f"drafter logits non-finite at {slot_spans(record.nonfinite_logit_slots)}")
+        if stage == "commit" and record.compare is not None:
+            reference = reference_nonfinite(record.compare)
+            if reference is not None:
+                found.append(reference)
     if stage == "verify":
         if armed.zero_accepted and record.accepted == 0:
             found.append("accepted == 0")
@@ -89,10 +106,35 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
             found.append(f"position {after} reached (≥ {armed.position_at})")
     if stage == "commit" and armed.diverge and record.compare is not None:
         first = record.compare.first_divergent
-        if first is not None:
+        # where it is the reference's first non-finite buffer, the non-finite stop said it
+        said = armed.nonfinite and first is not None and first == _reference_buffer(record.compare)
+        if first is not None and not said:
             # the buffer first: at 80 columns it is what must not be cut
             found.append(f"diverged at {first.where}: {first.why} (tol {record.compare.tolerance:g})")
     return tuple(found)
+
+
+def reference_nonfinite(compare: Compare) -> Optional[str]:
+    """--compare: where the reference went NaN / Inf this round, or None. A float16
+    reference that overflows behind a rounding-level divergence (a bfloat16 drafter at the
+    default tolerance) stops here, not only on "diverge", which such a pair meets every
+    round. Short, so that after `⚑ round 1234 commit: ` a diverge stop's words can follow
+    at 80 columns: the buffer where it went bad (its logits, the count, are tab 5's), or
+    its logits where no buffer was non-finite on its side only (both sides alike)."""
+    bad, slots = _reference_buffer(compare), compare.nonfinite_logit_slots
+    if bad is not None:
+        layer = "" if bad.layer is None else f" L{bad.layer}"
+        return f"reference non-finite from {bad.stage}{layer} {bad.buffer}"
+    if slots:
+        return f"reference logits non-finite at {slot_spans(slots)}"
+    return None
+
+
+def _reference_buffer(compare: Compare) -> Optional[Divergent]:
+    """The first buffer (pipeline order) holding a NaN / Inf on the reference's side that
+    the drafter's lacks (the drafter's own are its probes' to name)."""
+    b = next((b for b in compare.buffers if b.nonfinite in ("reference", "both")), None)
+    return None if b is None else Divergent(b.stage, b.layer, b.buffer, b.rel_err, b.nonfinite)
 
 
 def spans(slots) -> str:

@@ -33,6 +33,7 @@ JUDGED = 4  # every earlier slot was accepted: its rank says something (not afte
 IN_K = 8  # DFlash2: the target's token was among the selector's K candidates
 IN_K_KNOWN = 16  # the round had a selector (DFlash2)
 LEFT_ARGMAX = 32  # the selector's walk picked something other than the slot's argmax
+NONFINITE = 64  # the side's logits at this slot held a NaN or Inf: its rank is no rank
 
 BufferKey = tuple  # (stage, layer or None, name)
 
@@ -49,6 +50,7 @@ class Side:
     ranks: tuple[tuple, ...]  # (slot, rank, the target's own top probability or nan, in K or None)
     walk: tuple[tuple, ...]  # DFlash2: (slot, pick, argmax, the walk left the argmax)
     top_k: int = 0  # DFlash2: the selector's K (0: no selector, or not recorded)
+    nonfinite: tuple[int, ...] = ()  # the slots whose logits held a NaN or Inf
 
 
 def drafter_side(record: RoundRecord) -> Side:
@@ -58,7 +60,8 @@ def drafter_side(record: RoundRecord) -> Side:
         (s.slot, s.chosen, s.argmax, s.off_argmax) for s in record.selector.slots)
     return Side(tuple(record.proposals or ()), record.accepted,
                 tuple(record.target_tokens or ()), ranks, walk,
-                0 if record.selector is None else record.selector.top_k)
+                0 if record.selector is None else record.selector.top_k,
+                tuple(record.nonfinite_logit_slots or ()))
 
 
 def reference_side(record: RoundRecord) -> Side:
@@ -76,7 +79,7 @@ def reference_side(record: RoundRecord) -> Side:
     walk = tuple((s, c.proposals[s], argmax, left)
                  for s, (argmax, left) in enumerate(zip(c.argmax, c.left_argmax)))
     return Side(c.proposals, c.accepted, tuple(-1 if t is None else t for t in c.targets),
-                ranks, walk)
+                ranks, walk, nonfinite=tuple(c.nonfinite_logit_slots or ()))
 
 
 class Growing:
@@ -200,6 +203,9 @@ class History:
             rank[slot], target_p1[slot] = slot_rank, p1
             if in_k is not None:
                 flags[slot] |= IN_K_KNOWN | (IN_K if in_k else 0)
+        for slot in side.nonfinite:
+            if slot < gamma:
+                flags[slot] |= NONFINITE
         for slot, chosen, best, left in side.walk:
             if slot < gamma:
                 pick[slot], argmax[slot] = chosen, best

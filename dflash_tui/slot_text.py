@@ -7,6 +7,23 @@ from __future__ import annotations
 from typing import Optional
 
 
+# A cell counted from ranks (argmax, mean, off, the near-miss cells) or candidates (in K)
+# where every such slot had NaN / Inf logits (SlotStats.nonfinite): rank_of's vocabulary - 1
+# there read like a real rank (off 319 for a float16 reference that overflowed).
+NONFINITE = "n/f"
+
+
+def ranked(stats, cell: str) -> str:
+    """A rank-counted cell of a SlotStats, or n/f where its reached slots' logits were all
+    non-finite."""
+    return NONFINITE if stats.ranks_nonfinite else cell
+
+
+def in_k(stats, cell: str) -> str:
+    """The in K cell, or n/f as `ranked`."""
+    return NONFINITE if stats.in_k_nonfinite else cell
+
+
 def off_rank(median: Optional[float], dash: str = "-") -> str:
     """A median rank where the drafter's argmax missed (a whole number or a half) in five
     characters at most, the aggregates tab's column: 2.5, 861, 1588, then 1e+05; never cut
@@ -25,7 +42,10 @@ NEAR_HEADER = ["miss", "2nd", "≤5", "≤K", ">K"]
 
 def near_cells(stats, dash: str = "-") -> list[str]:
     """A SlotStats's near-miss cells: the misses counted, then the cumulative shares (2nd,
-    within the top 5, among the selector's K candidates) and the share beyond K."""
+    within the top 5, among the selector's K candidates) and the share beyond K; n/f where
+    its reached slots' logits were all non-finite."""
+    if stats.ranks_nonfinite:
+        return [NONFINITE] * len(NEAR_HEADER)
     return [str(stats.off_ranked), *(percent(x, dash) for x in (
         stats.off_second_rate, stats.off_top5_rate, stats.off_in_k_rate,
         stats.off_beyond_k_rate))]

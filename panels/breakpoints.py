@@ -21,7 +21,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label
 
-from dflash_tui.breakpoints import TOGGLES, Breakpoints
+from dflash_tui.breakpoints import TOGGLES, Breakpoints, toggles
 
 NUMBERS = {"rank_above": "rank_threshold", "position": "position_at"}
 ROW_OF = {field: name for name, field in NUMBERS.items()}  # a number field's row
@@ -116,7 +116,7 @@ class BreakpointsScreen(ModalScreen[Breakpoints | None]):
         with Vertical() as box:
             box.border_title = TITLE
             box.border_subtitle = f"{' '.join(ROW_KEYS.values())} toggle · ^s apply · esc cancel"
-            for name, label in TOGGLES:
+            for name, label in toggles(self.compare):
                 with Horizontal():
                     idle = name in COMPARE_ONLY and not self.compare
                     yield ArmedBox(f"{ROW_KEYS[name]}  {IDLE_LABELS[name] if idle else label}",

@@ -12,7 +12,8 @@
            (reference cells that differ from the drafter's are marked), the target's token,
            and the reference's own target where it differs (its rank is counted against
            that); a rank ends in ↷ where the walk left the argmax (rank 0: the argmax was
-           right), so "argmax or walk?" reads off both sides alike
+           right), so "argmax or walk?" reads off both sides alike; n/f where that
+           side's logits at the slot held a NaN or Inf
   drift    every buffer both sides probed, in pipeline order: the relative error with a bar
            on a log scale (1e-6 to 1; red beyond the tolerance), max |drafter - ref|; the
            first divergent buffer is marked ▶ (the first non-finite one, further on, ✗), a
@@ -42,7 +43,7 @@ from .aggregates import DrawnWhenShown, bar
 from .format import DASH, grid, sci, token_text
 from .frame import Frame
 from .history import sparkline
-from .ranks import DIFFERS, RanksPanel, rank_style
+from .ranks import DIFFERS, RanksPanel, bad_slot, rank_style, rank_text
 from .table import FastTable
 
 SLOT_COLUMNS = ("slot", "drafter", "rank", "acc", "ref", "rank", "acc", "target", "ref target")
@@ -430,7 +431,8 @@ def _drafter_cells(record: RoundRecord, slot: int, mine: Optional[SlotRank], wal
         return cells + [Text("…", style="dim"), Text("…", style="dim")]
     left = None if walk is None else walk_mark(walk.off_argmax, walk.chosen, walk.argmax,
                                                mine.target, dim)
-    return cells + [rank_cell(mine.rank, dim or rank_style(mine.rank), left),
+    return cells + [rank_cell(mine.rank, dim or rank_style(mine.rank), left,
+                              bad_slot(record.nonfinite_logit_slots, slot)),
                     _fate(mine.accepted, mine.after_rejection)]
 
 
@@ -451,8 +453,10 @@ def _reference_cells(record: RoundRecord, compare: Compare, slot: int, mine: Opt
         if left is not None:
             rank_cell_.append_text(left)
     else:
-        rank_cell_ = rank_cell(rank, dim or rank_style(rank), left)
-        if mine is None or mine.rank != rank:  # the number only: the walk's mark keeps its colour
+        nonfinite = bad_slot(compare.nonfinite_logit_slots, slot)
+        rank_cell_ = rank_cell(rank, dim or rank_style(rank), left, nonfinite)
+        if not nonfinite and (mine is None or mine.rank != rank):
+            # the number only: the walk's mark keeps its colour
             rank_cell_.stylize(DIFFERS, 0, len(str(rank)))
     fate = _fate(accepted, after)
     if mine is None or (mine.accepted, mine.after_rejection) != (accepted, after):
@@ -479,10 +483,11 @@ def _at(cells: tuple, slot: int, default):
     return cells[slot] if slot < len(cells) else default
 
 
-def rank_cell(rank: int, style: str, left: Optional[Text]) -> Text:
-    """The rank (0: the argmax was the target's token), then, for DFlash2, one cell for the
-    walk (`walk_mark`): a blank where it kept the argmax, so the digits line up."""
-    cell = Text(str(rank), style=style, justify="right")
+def rank_cell(rank: int, style: str, left: Optional[Text], nonfinite: bool = False) -> Text:
+    """The rank (0: the argmax was the target's token; n/f where the slot's logits held a
+    NaN or Inf), then, for DFlash2, one cell for the walk (`walk_mark`): a blank where it
+    kept the argmax, so the digits line up."""
+    cell = rank_text(rank, style, nonfinite)
     if left is not None:
         cell.append_text(left)
     return cell

@@ -1,6 +1,7 @@
 """Ranks: per slot the proposal, the target's own token, and how the drafter rated it.
 
-rank      drafter logits strictly above the target token's (0: the drafter's argmax)
+rank      drafter logits strictly above the target token's (0: the drafter's argmax;
+          n/f where the slot's logits held a NaN or Inf: no rank)
 p(tgt)    the drafter's probability of the target token
 in K      DFlash2: the target token is among the selector's K candidates
 Below the table: the drafter's and the target's top-5 for the selected slot. Slots after
@@ -24,7 +25,7 @@ from textual.widgets import Static
 from dflash_tui.breakpoints import slot_spans
 from dflash_tui.engine.records import RoundRecord, SlotRank
 
-from .format import DASH, column, grid, prob, token_text
+from .format import DASH, NONFINITE, column, grid, prob, token_text
 from .frame import Frame
 from .table import FastTable
 
@@ -153,6 +154,20 @@ class RanksPanel(Vertical):
                                  mark=rank.proposal, mark_label="●", room=room), layout=False)
 
 
+def rank_text(rank: int, style: str, nonfinite: bool) -> Text:
+    """A slot's rank, or n/f where its logits held a NaN or Inf (the record's
+    nonfinite_logit_slots): rank_of puts the target's token last there, vocabulary - 1,
+    which read like a real rank."""
+    if nonfinite:
+        return Text(NONFINITE, style="bold red", justify="right")
+    return Text(str(rank), style=style, justify="right")
+
+
+def bad_slot(slots: Optional[tuple[int, ...]], slot: int) -> bool:
+    """`slot` is among a record's non-finite logit slots (None: recorded before the check)."""
+    return slots is not None and slot in slots
+
+
 def nonfinite_note(record: Optional[RoundRecord]) -> str:
     """`✗ drafter logits NaN/Inf: slots 0–14`, or "" when they were finite (or not yet
     drafted, or recorded before the engine checked)."""
@@ -180,7 +195,8 @@ def _row(record: RoundRecord, slot: int, proposal: int, rank: Optional[SlotRank]
     in_k = DASH if rank.in_candidates is None else ("yes" if rank.in_candidates else "no")
     return cells + [
         token_text(record.text(rank.target), dim),
-        Text(str(rank.rank), style=dim or rank_style(rank.rank), justify="right"),
+        rank_text(rank.rank, dim or rank_style(rank.rank),
+                  bad_slot(record.nonfinite_logit_slots, slot)),
         Text(prob(rank.p_target), style=dim, justify="right"),
         Text(in_k, style=dim or ("" if rank.in_candidates in (None, True) else "red")),
         _fate(rank),
@@ -201,7 +217,8 @@ def _other_cells(record: RoundRecord, other: RoundRecord, slot: int, mine: Optio
     fate = _fate(theirs)
     if mine is None or (mine.accepted, mine.after_rejection) != (theirs.accepted, theirs.after_rejection):
         fate.stylize(DIFFERS)
-    return cells + [Text(str(theirs.rank), style="" if same_rank else DIFFERS, justify="right"), fate]
+    return cells + [rank_text(theirs.rank, "" if same_rank else DIFFERS,
+                              bad_slot(other.nonfinite_logit_slots, slot)), fate]
 
 
 def _top_table(title: str, record: RoundRecord, top, mark: int, mark_label: str, room: int) -> Text:

@@ -170,3 +170,19 @@ def test_the_menu_title_reads_whole_at_80_columns():
 
     for size in ((80, 24), (200, 50)):
         run(scenario(size))
+
+
+def test_the_nonfinite_row_says_the_reference_stops_it_under_compare():
+    """With --compare the default-armed NaN / Inf row also stops where the reference went
+    non-finite (it did not: only diverge stopped there), and says so, whole at 80 columns
+    on the focused row; without --compare it names only the drafter's side."""
+    async def scenario(compare, label):
+        app = Host(Breakpoints(), compare=compare)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await menu(pilot)
+            assert screen.focused.id == "bp-nonfinite"  # the focused row: its border narrows it
+            line = row_line(app, "any NaN / Inf")
+            assert f"n  {label}" in line and "…" not in line, line
+
+    run(scenario(True, "any NaN / Inf (a probe, logits, or the reference)"))
+    run(scenario(False, "any NaN / Inf (a probe, or the drafter's logits)"))

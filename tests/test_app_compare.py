@@ -957,3 +957,104 @@ def test_an_overflow_behind_the_first_divergence_is_named_and_marked(fp16_overfl
             await pilot.press("q")
 
     run(scenario())
+
+
+def test_the_nonfinite_breakpoint_stops_where_the_reference_overflowed(fp16_overflow_pair):
+    """A drafter that holds 1e5 against a float16 reference that overflows: the
+    default-armed NaN / Inf breakpoint stops at each round's commit (the reference's record
+    comes with it), saying the reference and the buffer where it went bad; no other stage
+    stops. It did not fire at all: only "diverge" stopped there, which against bfloat16
+    fires at rounding level every round. With diverge armed too, a first divergence that is
+    that same buffer (the default tolerance, float32) is said once; one at rounding level
+    (a tolerance float16's rounding passes) follows it."""
+    from dflash_tui.engine import SessionOptions, load_pair
+
+    for dtype, tol, armed, sentences in (("bfloat16", None, Breakpoints(), 1),
+                                         ("float32", None, Breakpoints(diverge=True), 1),
+                                         ("float32", 1e-5, Breakpoints(diverge=True), 2)):
+        session = load_pair(*fp16_overflow_pair, dtype=dtype, compare="dtype=float16",
+                            compare_tol=tol).open("The quick brown fox",
+                                                  options=SessionOptions(gamma=4))
+        for _ in range(2 * 5):
+            record = session.step_stage()
+            found = hits(record, armed)
+            if record.stage != "commit":
+                assert found == (), (record.stage, found)
+                continue
+            c = record.compare
+            bad = c.first_nonfinite
+            assert bad.nonfinite == "reference" and record.nonfinite_logit_slots == ()
+            assert c.nonfinite_logit_slots == (0, 1, 2, 3)
+            assert found[:1] == (f"reference non-finite from draft L0 {bad.buffer}",), found
+            assert len(found) == sentences, found
+            if sentences == 2:
+                assert c.first_divergent.nonfinite is None
+                assert found[1].startswith(f"diverged at {c.first_divergent.where}: rel err ")
+            assert hits(record, Breakpoints(nonfinite=False)) == ()
+        session.close()
+
+
+def test_at_80x24_a_reference_overflow_stop_and_the_tol_hint_both_read(fp16_overflow_pair):
+    """At 80 columns the --compare-tol notification (arming diverge against another float
+    type) covered the status line's right half, so the stop reason under it read
+    `⚑ round 0 commit: diverged at draft la▌`. Notifications now sit above the status line
+    and the key bar; the stop reason is whole, the reference's overflow first."""
+    from textual.widgets._toast import Toast
+
+    async def scenario():
+        app = LiveApp(launch(fp16_overflow_pair, dtype="bfloat16", compare="dtype=float16"),
+                      show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=(80, 24), notifications=True) as pilot:  # (off by default)
+            await wait_loaded(pilot)
+            await toggle_diverge(pilot)
+            assert tol_hints(app) == 1
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.status.kind == "breakpoint", what="the stop")
+            await wait_idle(pilot)
+            toasts = list(app.screen.query(Toast))
+            assert toasts, "the hint is still up: else this proves nothing"
+            line = app.main.query_one("#status").region
+            assert all(t.region.bottom <= line.y for t in toasts), \
+                [(t.region, line) for t in toasts]
+            shown = widget_text(app, app.main.query_one("#status"))
+            stop = f"⚑ round 0 commit: reference non-finite from draft L0 "
+            assert shown.lstrip().startswith(stop), shown
+            assert app.record.compare.first_nonfinite.buffer in shown
+
+    run(scenario())
+
+
+def test_a_rank_from_nonfinite_logits_reads_nf_on_either_side(fp16_overflow_pair, nan_pair,
+                                                              make_pair):
+    """The compare tab's slot table showed 319 (the fixture vocabulary - 1: rank_of puts the
+    target's token last where the logits are NaN) as the rank of a float16 reference that
+    overflowed, a number that reads like a real rank. Such a slot's rank reads n/f, on the
+    reference's side and on the drafter's (the ranks tab too), and only there; tab 4's
+    per-slot tables read n/f for the rank-counted cells, as bench --slots does."""
+    def rank_cells(app, column: int) -> list[str]:
+        return [row[column].rstrip(" ↷") for row in slot_rows(app)]
+
+    async def scenario(pair, spec, bad_column, good_column):
+        app = LiveApp(launch(pair, compare=spec), show_timings=False, export_dir=Path("out"),
+                      armed=Breakpoints(nonfinite=False))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "5", "n")
+            record = app.record
+            bad = rank_cells(app, bad_column)
+            assert bad[0] == "n/f" and all(cell in ("n/f", "—") for cell in bad), bad
+            assert all(cell.isdigit() or cell == "—" for cell in rank_cells(app, good_column))
+            assert "319" not in bad
+            await press_and_settle(pilot, "1")
+            ranks = [row[3] for row in table_rows(app.main.query_one("#ranks-table", FastTable))]
+            drafter_bad = bool(record.nonfinite_logit_slots)
+            assert all((cell == "n/f") == drafter_bad for cell in ranks), ranks
+            # tab 4 counts the round as bench --slots does: slot 0's argmax, mean, off, in K
+            await press_and_settle(pilot, "4")
+            for table, side_bad in (("#agg-slots", drafter_bad), ("#agg-ref-slots", not drafter_bad)):
+                slot0 = table_rows(app.main.query_one(table, FastTable))[0]
+                assert (slot0[4:8] == ["n/f"] * 4) == side_bad, (table, slot0)
+
+    run(scenario(fp16_overflow_pair, "dtype=float16", 5, 2))  # the reference overflowed
+    healthy = make_pair("llama", "DFlash2DraftModel")[1]
+    run(scenario(nan_pair, str(healthy), 2, 5))  # the drafter's NaN weight

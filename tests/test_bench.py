@@ -640,3 +640,43 @@ def test_a_healthy_drafter_says_nothing_of_nonfinite_logits(pair, prompts_dir, c
     rc, stdout, _ = bench(capsys, target_dir, "--prompts", prompts_dir, "--blocks", "2",
                           "--max-tokens", 6, "--limit", 1)
     assert rc == 0 and "non-finite" not in stdout
+
+
+def test_slots_show_a_slot_whose_logits_went_nonfinite_as_nonfinite(
+        fp16_overflow_pair, nan_pair, prompts_dir, tmp_path, capsys):
+    """--slots: where a side's logits held NaN / Inf (a float16 reference that overflowed,
+    a drafter with a NaN weight), its rank is no rank: rank_of puts the target's token last,
+    so the reference's `off` read 319 (the fixture vocabulary - 1) beside argmax 0%, as if
+    the true token had really ranked last. Its argmax, off and in K cells and its
+    argmax-missed row read n/f, the JSON counts those slots and leaves them out of the
+    rank counts; the side whose logits were finite keeps its numbers."""
+    def per_slot(stdout: str, side: str) -> tuple[list, list]:
+        part = stdout.split(f"Per slot, over every round of each workload{side}")[1]
+        return table_rows(part, "block 2 "), table_rows(part, "block 2, argmax missed")
+
+    target_dir, overflow_dir = fp16_overflow_pair
+    out = tmp_path / "overflow.json"
+    rc, stdout, _ = bench(capsys, target_dir, "--draft", overflow_dir, "--prompts", prompts_dir,
+                          "--blocks", "2", "--max-tokens", "6", "--slots",
+                          "--compare", "dtype=float16", "--json", out)
+    assert rc == 0
+    slots, near = per_slot(stdout, ", reference dtype=float16")
+    slot0 = [row for row in slots if row[1] == "0"]
+    assert slot0 and all(row[5:8] == ["n/f"] * 3 for row in slot0), slot0  # argmax off in K
+    assert all(row[2:] == ["n/f"] * 5 for row in near if row[1] == "0"), near
+    assert "n/f = the slot's logits held a NaN or Inf" in " ".join(stdout.split())
+    mine, _ = per_slot(stdout, "  [")  # the drafter's own table: float32 holds 1e5
+    assert not any("n/f" in row for row in mine)
+    written = json.loads(out.read_text())
+    for cell in written["compare"]["slots"]:
+        s = cell["slots"][0]
+        assert s["nonfinite"] == s["proposed"] > 0 and s["nonfinite_reached"] == s["reached"]
+        assert (s["ranked"], s["off_rank_median"], s["in_k_known"]) == (0, None, 0)
+    assert all(s["nonfinite"] == 0 for c in written["slots"] for s in c["slots"])
+
+    _, nan_dir = nan_pair  # the drafter's own NaN logits: its table reads the same
+    rc, stdout, _ = bench(capsys, target_dir, "--draft", nan_dir, "--prompts", prompts_dir,
+                          "--blocks", "2", "--max-tokens", "6", "--slots")
+    assert rc == 0
+    slots, _ = per_slot(stdout, "  [")
+    assert all(row[5:8] == ["n/f"] * 3 for row in slots if row[1] == "0"), slots

@@ -25,7 +25,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker
 
-from ..breakpoints import TOGGLES, Breakpoints
+from ..breakpoints import Breakpoints, toggles
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
 from ..panels.aggregates import range_text
 from ..panels.compare import NO_REFERENCE, ComparePanel
@@ -619,7 +619,7 @@ class DebuggerApp(SearchActions, ExportActions, BreakpointActions, App[int]):
             ("Help", "keys and colours", self.action_help),
             ("Message log", f"the last status messages, whole ({LOG_KEY})", self.action_messages),
         ]
-        for name, label in TOGGLES:
+        for name, label in toggles(self.compared()):
             armed = getattr(self.armed, name)
             commands.append((f"{'Disarm' if armed else 'Arm'} breakpoint: {label}",
                              f"now {'armed' if armed else 'off'}; toggles it",

@@ -24,7 +24,7 @@ from rich.text import Text
 from ..aggregates import TORN, SlotStats, every_round, slot_stats
 from ..engine.records import RoundRecord
 from ..history import History, drafter_side, reference_side
-from ..slot_text import NEAR_HEADER, near_cells, off_rank, percent
+from ..slot_text import NEAR_HEADER, in_k, near_cells, off_rank, percent, ranked
 from .prompts import ALL
 
 # One table per block, no vertical rules: the twelve columns fit 80 columns.
@@ -80,9 +80,9 @@ def slot_rows(stats, block: int) -> list[list[str]]:
             continue
         for s in slots:
             rows.append([workload, str(s.slot), percent(s.at_least), str(s.reached),
-                         percent(s.acceptance), percent(s.rank0_rate), off_rank(s.off_rank_median),
-                         percent(s.recall), percent(s.torn_rate), str(s.left), str(s.helped),
-                         str(s.hurt)])
+                         percent(s.acceptance), ranked(s, percent(s.rank0_rate)),
+                         ranked(s, off_rank(s.off_rank_median)), in_k(s, percent(s.recall)),
+                         percent(s.torn_rate), str(s.left), str(s.helped), str(s.hurt)])
     return rows
 
 
@@ -140,7 +140,9 @@ def to_json(stats) -> list[dict]:
          "off_second_rate": s.off_second_rate, "off_top5_rate": s.off_top5_rate,
          "off_in_k_rate": s.off_in_k_rate, "off_beyond_k_rate": s.off_beyond_k_rate,
          "missed": s.missed, "torn": s.torn, "left": s.left, "helped": s.helped,
-         "hurt": s.hurt, "neutral": s.neutral} for s in slots]}
+         "hurt": s.hurt, "neutral": s.neutral, "nonfinite": s.nonfinite,
+         "nonfinite_reached": s.nonfinite_reached,
+         "nonfinite_in_k_known": s.nonfinite_in_k_known} for s in slots]}
         for workload, block, slots in stats]
 
 
@@ -163,10 +165,15 @@ def render(result) -> Group:
                        style="bold"),
                   *(table for block in result.settings.blocks
                     for table in (slot_table(stats, block), near_table(stats, block)))]
-    parts.append(Text(CAPTION + (REFERENCE_CAPTION if result.compare else ""), style="dim"))
+    nonfinite = any(s.nonfinite for _, stats in sides for _, _, slots in stats for s in slots)
+    parts.append(Text(CAPTION + (REFERENCE_CAPTION if result.compare else "")
+                      + (NONFINITE_CAPTION if nonfinite else ""), style="dim"))
     return Group(*parts)
 
 
 REFERENCE_CAPTION = (" The reference's slots are its own proposals, judged against the "
                      "target's tokens after its own accepted prefix (torn: where that prefix "
                      "is the drafter's too).")
+NONFINITE_CAPTION = (" n/f = the slot's logits held a NaN or Inf in every reached round (its "
+                     "rank there, the vocabulary - 1, is no rank); rounds whose logits did are "
+                     "left out of argmax, off, in K and the argmax-missed table.")

@@ -70,6 +70,9 @@ class MainScreen(Screen):
     MainScreen.-restarting #body { opacity: 45%; }
     /* zoomed: the inspector leaves the lines kept below it (ALLOW_IN_MAXIMIZED_VIEW) room */
     MainScreen.-maximized-view #inspector { height: 1fr; }
+    /* notifications sit above the status line and the key bar (Textual's leave one line):
+       at 80 columns a toast is 40 wide and hid a breakpoint's stop reason under it */
+    MainScreen ToastRack { margin-bottom: 2; }
     """
     AUTO_FOCUS = "#ranks-table"
     # zoomed (m), the inspector keeps the status line, the question line and the keys: a
