@@ -51,10 +51,15 @@ def near_cells(stats, dash: str = "-") -> list[str]:
         stats.off_beyond_k_rate))]
 
 
-def near_title(top_k) -> str:
-    """What the near-miss table counts, with the selector's K where the records give it."""
+def near_title(top_k, width: Optional[int] = None) -> str:
+    """What the near-miss table counts, with the selector's K where the records give it
+    (the `≤K` and `>K` columns mean nothing without it), fitted to `width` (None: no limit):
+    the words shortened, K kept. At 80 columns tab 4 has 41, and the whole title cut off
+    its K: `argmax missed: the true token's rank (K =`."""
     k = "" if not top_k else f" (K = {top_k})"
-    return f"argmax missed: the true token's rank{k}"  # whole at 80 columns (tab 4)
+    titles = [f"argmax missed: the true token's rank{k}", f"argmax missed: true token's rank{k}",
+              f"argmax missed: true rank{k}"]
+    return next((t for t in titles if width is None or len(t) <= width), titles[-1])
 
 
 def percent(x, dash: str = "-") -> str:

@@ -75,6 +75,7 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         self._sizes: dict[str, tuple[int, int]] = {}  # section -> (lines, width) on screen
         self._title: Optional[tuple] = None  # render_title's arguments on screen
         self._ref_spec: Optional[str] = None  # the reference table's title's spec on screen
+        self._near_k: dict[str, Optional[int]] = {}  # near-miss table -> the K in its title
 
     def compose(self):
         yield Static(id="agg-title")
@@ -172,6 +173,8 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             self._draw_title()
         if self._ref_spec is not None:
             self._draw_ref_title()
+        for name in self._near_k:
+            self._draw_near_title(name)
 
     def _fill_reference(self, reference, spec: Optional[str], chosen: Optional[tuple]) -> None:
         """The reference's per-slot table: slot_stats over its side of the same rounds (the
@@ -200,10 +203,13 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
 
     def _fill_near(self, name: str, stats) -> None:
         """A near-miss table and its title (the selector's K in it)."""
-        top_k = next((s.top_k for s in stats if s.top_k), None)
-        self.query_one(f"#{name}-title", Static).update(
-            Text(slot_text.near_title(top_k), style="bold"))
+        self._near_k[name] = next((s.top_k for s in stats if s.top_k), None)
+        self._draw_near_title(name)
         self.query_one(f"#{name}", FastTable).set_rows(near_rows(stats))
+
+    def _draw_near_title(self, name: str) -> None:
+        self.query_one(f"#{name}-title", Static).update(
+            Text(slot_text.near_title(self._near_k.get(name), self._title_width()), style="bold"))
 
     def on_fast_table_row_highlighted(self, event: FastTable.RowHighlighted) -> None:
         event.stop()
@@ -312,12 +318,14 @@ def slot_legend() -> Text:
 
     return Text("P>=: accepted ≥ s+1 · reach: every earlier slot accepted · acc: once reached"
                 "\nargmax: the drafter's argmax was the target's token (reached slots)"
-                "\nmean: the target token's mean rank (reached slots) · in K: recall"
+                "\nmean: the target token's mean rank (reached slots)"
+                "\nin K: recall over every proposed slot (reached or not, unlike ≤K)"
                 "\noff: the token's median rank where the drafter's argmax missed it"
                 "\nmiss: reached slots where the argmax missed; of them, the target token"
                 "\n  was 2nd, in the top 5, among the K candidates (≤K) or beyond K"
                 f"\ntorn: of the misses, the share where the target's own top token had p < {TORN:g}"
-                "\nleft: the walk left the argmax; it helped / hurt / neither", style="dim")
+                "\nleft: the walk left the argmax (any proposed slot); on reached slots"
+                "\n  it helped / hurt / neither, so help + hurt + neut ≤ left", style="dim")
 
 
 def rank_mean(mean: Optional[float]) -> str:

@@ -338,6 +338,29 @@ def test_the_aggregates_title_keeps_the_mean_whole_at_80_columns(pair):
     run(scenario())
 
 
+def test_the_near_miss_title_keeps_its_k_at_80_columns(pair):
+    """The title over `≤K` and `>K` says what K is; at 80 x 24 the panel's edge cut it to
+    `argmax missed: the true token's rank (K =`. Shortened there, whole when zoomed."""
+    async def scenario():
+        app = live_app(pair, proposer=varied(pair))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "4")
+            top_k = records_of(app)[-1].selector.top_k
+            title = app.main.query_one("#agg-near-title")
+            panel = title.parent
+            for zoomed in (False, True):
+                panel.scroll_to_widget(title, animate=False)  # below the slot table
+                await pilot.pause()
+                shown = widget_text(app, title).strip()
+                assert shown.startswith("argmax missed: ") and shown.endswith(f"(K = {top_k})"), shown
+                assert ("the true token's" in shown) == zoomed, shown
+                assert title.region.right <= panel.region.right, (title.region, panel.region)
+                await press_and_settle(pilot, "m")
+
+    run(scenario())
+
+
 def test_a_pinned_round_shows_beside_another_with_differences_marked(pair):
     proposer = varied(pair)
 

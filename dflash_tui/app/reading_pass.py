@@ -172,6 +172,10 @@ class ReadingPass:
     def _add(self, s: int, record: RoundRecord) -> None:
         from ..history import History, reference_side
 
+        if not record.complete:
+            # a snapshot exported mid-round: not judged yet, so no round of the aggregates
+            # (the live app's history holds completed rounds alone); replay still shows it
+            return
         history, reference = self.histories(s)
         history.add(record)
         if record.compare is not None:

@@ -288,17 +288,31 @@ def _directory_entries(path: Path) -> Iterator[Union[Header, RoundRecord]]:
 
 
 def _snapshot_entries(objects, path: Path) -> Iterator[Union[Header, RoundRecord]]:
-    """Snapshots (already in round order): one session, its identity from the first."""
+    """Snapshots (already in round order): one session, its identity from the first.
+
+    A round exported more than once (`x` at several stages of it, or twice) is one round:
+    the export furthest through it, the last of those. It holds every stage before its own,
+    which replay rebuilds, so nothing shown is lost; each export counted as a round of its
+    own made replay's aggregates and `export`'s tables count that round several times, its
+    mid-round exports as rounds that accepted nothing."""
     header = False
+    held: Optional[RoundRecord] = None  # the last round read, given once another begins
     for file, obj in objects:
         try:
             if not header:
                 info = session_from_json(obj["session"]) if obj.get("session") else None
                 yield Header(info, None)
                 header = True
-            yield round_from_json(obj)
+            record = round_from_json(obj)
         except (KeyError, TypeError, ValueError, RecursionError) as error:
             raise InputError(f"{file}: damaged snapshot ({type(error).__name__}: {one_line(error)})") from None
+        if held is not None and held.round != record.round:
+            yield held
+            held = None
+        if held is None or len(record.stages) >= len(held.stages):
+            held = record
+    if held is not None:
+        yield held
 
 
 def _round_order(file: Path) -> tuple:

@@ -120,12 +120,14 @@ CAPTION = ("P>= = share of rounds proposing the slot that accepted it and all be
            "reach = rounds whose earlier slots were all accepted; acc = accepted once reached; "
            "argmax = the drafter's top token was the target's (reached slots); off = where it "
            "was not, the median rank of the target's token in the drafter's logits; in K = "
-           "among the selector's candidates; "
+           "among the selector's candidates, over every proposed slot (reached or not, unlike "
+           "≤K); "
            "miss = reached slots where the argmax was wrong; of them, the target's token was "
            "2nd, within the top 5 (≤5), among the selector's K candidates (≤K) or beyond K; "
            f"torn = of the misses, the share where the target's own top token had p < {TORN:g}; "
-           "left = the selector's walk left the argmax, which helped (help: the argmax was wrong, "
-           "the pick right) or hurt (the other way) on reached slots.")
+           "left = the selector's walk left the argmax, on any proposed slot; on the reached ones "
+           "it helped (help: the argmax was wrong, the pick right) or hurt (the other way), so "
+           "help + hurt ≤ left.")
 
 
 def to_json(stats) -> list[dict]:
