@@ -54,8 +54,7 @@ class Side:
 
 
 def drafter_side(record: RoundRecord) -> Side:
-    ranks = tuple((r.slot, r.rank, r.target_top[0].prob if r.target_top else math.nan,
-                   r.in_candidates) for r in record.ranks)
+    ranks = tuple((r.slot, r.rank, _nan(r.target_p1), r.in_candidates) for r in record.ranks)
     walk = () if record.selector is None else tuple(
         (s.slot, s.chosen, s.argmax, s.off_argmax) for s in record.selector.slots)
     return Side(tuple(record.proposals or ()), record.accepted,
@@ -67,19 +66,23 @@ def drafter_side(record: RoundRecord) -> Side:
 def reference_side(record: RoundRecord) -> Side:
     """The reference's slots (records.Compare): judged against the target's tokens after its
     own proposals. The target's top probability is the primary's where the two sides'
-    prefixes agree (the same verify row), unknown past that. Its pick is its proposal (the
-    walk's own choice: only tests force a reference's proposals). Its selector's K is not
-    recorded (a reference checkpoint may set another): top_k 0."""
+    prefixes agree (the same verify row), unknown past that (RoundRecord.reference_target_p1).
+    Its pick is its proposal (the walk's own choice: only tests force a reference's
+    proposals). Its selector's K is its own (a reference checkpoint may set another); a
+    recording made before Compare.top_k has none: 0."""
     c = record.compare
-    p1 = {r.slot: r.target_top[0].prob for r in record.ranks if r.target_top}
-    primary = tuple(record.proposals or ())
-    ranks = tuple(
-        (s, rank, p1.get(s, math.nan) if c.proposals[:s] == primary[:s] else math.nan,
-         c.in_candidates[s] if c.in_candidates else None) for s, rank in enumerate(c.ranks))
+    p1 = record.reference_target_p1()
+    ranks = tuple((s, rank, _nan(p1[s]), c.in_candidates[s] if c.in_candidates else None)
+                  for s, rank in enumerate(c.ranks))
     walk = tuple((s, c.proposals[s], argmax, left)
                  for s, (argmax, left) in enumerate(zip(c.argmax, c.left_argmax)))
     return Side(c.proposals, c.accepted, tuple(-1 if t is None else t for t in c.targets),
-                ranks, walk, nonfinite=tuple(c.nonfinite_logit_slots or ()))
+                ranks, walk, c.top_k or 0, tuple(c.nonfinite_logit_slots or ()))
+
+
+def _nan(p: Optional[float]) -> float:
+    """A probability as History's float column holds it (nan: not recorded)."""
+    return math.nan if p is None else p
 
 
 class Growing:

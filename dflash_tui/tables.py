@@ -34,12 +34,12 @@ ROUNDS = (
     ("round", int), ("position", int), ("gamma", int), ("accepted", int), ("bonus", int),
     ("committed", int), ("rollback_kind", str), ("rollback_rows", int),
     *((f"ms_{stage}", float) for stage in STAGE_ORDER),
-    ("first_nonfinite", str),
+    ("first_nonfinite", str), ("top_k", int),
 )
 SLOTS = (
     ("round", int), ("slot", int), ("proposal", int), ("target", int), ("accepted", bool),
     ("rank", int), ("p_target", float), ("in_candidates", bool), ("chosen_index", int),
-    ("argmax", int), ("left_argmax", bool), ("logits_nonfinite", bool),
+    ("argmax", int), ("left_argmax", bool), ("logits_nonfinite", bool), ("target_p1", float),
 )
 BUFFERS = (
     ("round", int), ("stage", str), ("layer", int), ("buffer", str), ("shape", str),
@@ -50,10 +50,12 @@ BUFFERS = (
 TABLES = {"rounds": ROUNDS, "slots": SLOTS, "buffers": BUFFERS}
 # --compare: the reference configuration's columns, after each table's own
 COMPARE = {
-    "rounds": (("compare_accepted", int), ("compare_first_divergent", str), ("compare_ms", float)),
+    "rounds": (("compare_accepted", int), ("compare_first_divergent", str), ("compare_ms", float),
+               ("compare_top_k", int)),
     "slots": (("compare_proposal", int), ("compare_rank", int), ("compare_accepted", bool),
               ("compare_target", int), ("compare_argmax", int), ("compare_left_argmax", bool),
-              ("compare_in_candidates", bool), ("compare_logits_nonfinite", bool)),
+              ("compare_in_candidates", bool), ("compare_logits_nonfinite", bool),
+              ("compare_target_p1", float)),
     "buffers": (("compare_max_abs_diff", float), ("compare_rel_err", float),
                 ("compare_nonfinite", str), ("compare_rms_rel_err", float)),
 }
@@ -75,15 +77,18 @@ def rows(record: RoundRecord, compared: bool = False) -> dict[str, list[tuple]]:
         len(record.committed_tokens), record.rollback.kind, record.rollback.rows,
         *(timings.get(stage) for stage in STAGE_ORDER),
         None if first is None else first.where,
+        None if record.selector is None else record.selector.top_k,
     )]
     if compared:
         divergent = c.first_divergent if c is not None else None
         rounds = [rounds[0] + (None if c is None else c.accepted,
                                None if divergent is None else divergent.where,
-                               None if c is None else c.ms)]
+                               None if c is None else c.ms,
+                               None if c is None else c.top_k)]
     ranks = {r.slot: r for r in record.ranks}
     picks = {s.slot: s for s in record.selector.slots} if record.selector is not None else {}
     bad_logits = record.nonfinite_logit_slots
+    reference_p1 = record.reference_target_p1() if c is not None else ()
     slots = []
     for slot, proposal in enumerate(record.proposals or ()):
         rank, pick = ranks.get(slot), picks.get(slot)
@@ -98,13 +103,15 @@ def rows(record: RoundRecord, compared: bool = False) -> dict[str, list[tuple]]:
             None if pick is None else pick.argmax,
             None if pick is None else pick.off_argmax,
             None if bad_logits is None else slot in bad_logits,
+            None if rank is None else rank.target_p1,
         )
         if compared:
-            row += (None,) * 8 if c is None else (
+            row += (None,) * 9 if c is None else (
                 c.proposals[slot], c.ranks[slot], slot < c.accepted,
                 *(_at(cells, slot) for cells in (c.targets, c.argmax, c.left_argmax,
                                                  c.in_candidates)),
-                None if c.nonfinite_logit_slots is None else slot in c.nonfinite_logit_slots)
+                None if c.nonfinite_logit_slots is None else slot in c.nonfinite_logit_slots,
+                _at(reference_p1, slot))
         slots.append(row)
     drift = {(b.stage, b.layer, b.buffer): b for b in c.buffers} if c is not None else {}
     buffers = []

@@ -241,7 +241,7 @@ class Comparison:
             accepted = unknown + greedy_prefix(proposals[unknown:], more)
             # its ranks there are of the target's tokens after its own prefix, not the primary's
             targets[unknown:], ranks[unknown:] = more, more_ranks
-        argmax, left, in_k = _walk(walk, targets)
+        argmax, left, in_k, top_k = _walk(walk, targets)
         self.session._remember_text(r, [*proposals, *(t for t in targets if t is not None), *argmax])
         buffers = q.drift.rows()
         tol = self.reference.tolerance
@@ -255,7 +255,7 @@ class Comparison:
             reverified=unknown is not None, targets=tuple(targets), argmax=argmax,
             left_argmax=left, in_candidates=in_k, left_out=q.left_out,
             nonfinite_logit_slots=tuple(np.flatnonzero(np.array(q.nonfinite)).tolist()),
-            ms=(self.seconds - self._round_start + time.perf_counter() - t0) * 1000,
+            top_k=top_k, ms=(self.seconds - self._round_start + time.perf_counter() - t0) * 1000,
         )
 
     # ---- helpers --------------------------------------------------------------------------
@@ -320,18 +320,20 @@ def known_targets(reference: list[int], primary: list[int], targets: list[int]
     return [targets[s] if s <= same else None for s in range(len(reference))]
 
 
-def _walk(walk: list, targets: list[Optional[int]]) -> tuple[tuple, tuple, tuple]:
+def _walk(walk: list, targets: list[Optional[int]]
+          ) -> tuple[tuple, tuple, tuple, Optional[int]]:
     """DFlash2's selector, read back: per slot the argmax (its best-unary candidate), whether
     the walk left it, and whether the target's token was among the candidates (None where
-    that token is unknown). DFlash has no selector: all three empty."""
+    that token is unknown); and K, the candidates per slot (as the drafter's Selector.top_k).
+    DFlash has no selector: all three empty, K None."""
     if not walk:
-        return (), (), ()
+        return (), (), (), None
     candidates, picks = np.array(walk[0]), np.array(walk[1])
     argmax = candidates[:, 0]
     chosen = candidates[np.arange(len(picks)), picks]
     in_k = tuple(None if t is None else bool((row == t).any())
                  for row, t in zip(candidates, targets))
-    return tuple(argmax.tolist()), tuple((chosen != argmax).tolist()), in_k
+    return tuple(argmax.tolist()), tuple((chosen != argmax).tolist()), in_k, int(candidates.shape[1])
 
 
 def _shape_of(tensor: Optional[mx.array]) -> Optional[tuple[int, ...]]:

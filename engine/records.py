@@ -87,6 +87,12 @@ class SlotRank:
     drafter_top: tuple[TopToken, ...] = ()
     target_top: tuple[TopToken, ...] = ()
 
+    @property
+    def target_p1(self) -> Optional[float]:
+        """The target's own probability of its top token at this verify row (None: not
+        recorded): where it is low the target was torn, and no drafter could be sure."""
+        return self.target_top[0].prob if self.target_top else None
+
 
 @dataclass(frozen=True)
 class SelectorSlot:
@@ -221,6 +227,10 @@ class Compare:
     # (RoundRecord.nonfinite_logit_slots): a reference that overflowed (float16) proposes
     # garbage and accepts nothing. None: a recording made before the field.
     nonfinite_logit_slots: Optional[tuple[int, ...]] = None
+    # DFlash2: its selector's K, which a reference checkpoint may set apart from the
+    # drafter's; what its `in_candidates` counts against. None: DFlash, or a recording made
+    # before the field.
+    top_k: Optional[int] = None
 
     @property
     def first_nonfinite(self) -> Optional[Divergent]:
@@ -391,6 +401,17 @@ class RoundRecord:
 
     def text(self, token: Optional[int]) -> str:
         return "" if token is None else self.token_text.get(token, f"<{token}>")
+
+    def reference_target_p1(self) -> tuple[Optional[float], ...]:
+        """Per slot of the --compare reference's proposals: the target's own top
+        probability at its verify row where the reference's prefix is the drafter's (the
+        same row, whose probabilities the drafter's ranks hold); None past where the two
+        sides' proposals part (a second verify keeps no probabilities), and without ranks."""
+        if self.compare is None:
+            return ()
+        p1 = {r.slot: r.target_p1 for r in self.ranks}
+        theirs, mine = self.compare.proposals, tuple(self.proposals or ())
+        return tuple(p1.get(s) if theirs[:s] == mine[:s] else None for s in range(len(theirs)))
 
 
 @dataclass(frozen=True)

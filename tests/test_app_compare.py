@@ -332,14 +332,21 @@ def test_export_adds_the_compare_columns_equal_to_the_records(off_by_one, tmp_pa
     out = tmp_path / "tables"
     assert cli.main(["export", str(trace), "--out", str(out)]) == 0
     rounds, slots, buffers = (read_csv(out / f"{n}.csv") for n in ("rounds", "slots", "buffers"))
-    assert list(rounds[0])[-3:] == ["compare_accepted", "compare_first_divergent", "compare_ms"]
-    assert list(slots[0])[-8:-5] == ["compare_proposal", "compare_rank", "compare_accepted"]
-    assert list(slots[0])[-1] == "compare_logits_nonfinite"
+    assert list(rounds[0])[-4:] == ["compare_accepted", "compare_first_divergent", "compare_ms",
+                                    "compare_top_k"]
+    assert list(slots[0])[-9:-6] == ["compare_proposal", "compare_rank", "compare_accepted"]
+    assert list(slots[0])[-2:] == ["compare_logits_nonfinite", "compare_target_p1"]
     assert {s["compare_logits_nonfinite"] for s in slots} == {"false"}  # a healthy reference
     assert list(buffers[0])[-4:] == ["compare_max_abs_diff", "compare_rel_err", "compare_nonfinite",
                                      "compare_rms_rel_err"]
     assert [(int(r["compare_accepted"]), r["compare_first_divergent"]) for r in rounds] == \
         [(r.compare.accepted, r.compare.first_divergent.where) for r in records]
+    # the reference's K (here the drafter's own checkpoint's), and where its prefix is the
+    # drafter's, the target's top probability of that verify row
+    assert [int(r["compare_top_k"]) for r in rounds] == [r.selector.top_k for r in records]
+    assert [number(s["compare_target_p1"]) for s in slots] == [
+        r.ranks[i].target_top[0].prob if r.compare.proposals[:i] == r.proposals[:i] else None
+        for r in records for i in range(r.gamma)]
     assert [(int(s["compare_proposal"]), int(s["compare_rank"]), s["compare_accepted"]) for s in slots] == \
         [(p, k, "true" if i < r.compare.accepted else "false") for r in records
          for i, (p, k) in enumerate(zip(r.compare.proposals, r.compare.ranks))]

@@ -63,6 +63,7 @@ def expected_rows(records):
             "rollback_kind": r.rollback.kind, "rollback_rows": r.rollback.rows,
             **{f"ms_{s.stage}": s.ms for s in r.stages},
             "first_nonfinite": None if first is None else first.where,
+            "top_k": r.selector.top_k,
         })
         for k in r.ranks:
             pick = r.selector.slots[k.slot]
@@ -72,6 +73,7 @@ def expected_rows(records):
                 "in_candidates": k.in_candidates, "chosen_index": pick.chosen_index,
                 "argmax": pick.argmax, "left_argmax": pick.chosen != pick.argmax,
                 "logits_nonfinite": k.slot in r.nonfinite_logit_slots,
+                "target_p1": k.target_top[0].prob,
             })
         for p in r.probes:
             buffers.append({
