@@ -85,7 +85,7 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
             # no probe saw it (probes off): the engine's own check of the drafter's logits
             found.append(f"drafter logits non-finite at {slot_spans(record.nonfinite_logit_slots)}")
         if stage == "commit" and record.compare is not None:
-            reference = reference_nonfinite(record.compare)
+            reference = reference_nonfinite(record.compare, record.nonfinite_logit_slots)
             if reference is not None:
                 found.append(reference)
     if stage == "verify":
@@ -114,17 +114,24 @@ def hits(record: RoundRecord, armed: Breakpoints) -> tuple[str, ...]:
     return tuple(found)
 
 
-def reference_nonfinite(compare: Compare) -> Optional[str]:
+def reference_nonfinite(compare: Compare,
+                        drafter_slots: Optional[tuple[int, ...]] = None) -> Optional[str]:
     """--compare: where the reference went NaN / Inf this round, or None. A float16
     reference that overflows behind a rounding-level divergence (a bfloat16 drafter at the
     default tolerance) stops here, not only on "diverge", which such a pair meets every
     round. Short, so that after `⚑ round 1234 commit: ` a diverge stop's words can follow
     at 80 columns: the buffer where it went bad (its logits, the count, are tab 5's), or
-    its logits where no buffer was non-finite on its side only (both sides alike)."""
-    bad, slots = _reference_buffer(compare), compare.nonfinite_logit_slots
+    its logits where no buffer was non-finite on its side only (both sides alike).
+
+    Its logits count only at slots where the drafter's (`drafter_slots`, the round's
+    nonfinite_logit_slots) were finite: a reference of a drafter with a NaN weight (another
+    dtype of it) is NaN where the drafter is, and the drafter's own stop, at draft, said
+    that already; counted again, a run stopped twice a round on the same NaN."""
+    bad = _reference_buffer(compare)
     if bad is not None:
         layer = "" if bad.layer is None else f" L{bad.layer}"
         return f"reference non-finite from {bad.stage}{layer} {bad.buffer}"
+    slots = [s for s in compare.nonfinite_logit_slots or () if s not in (drafter_slots or ())]
     if slots:
         return f"reference logits non-finite at {slot_spans(slots)}"
     return None
@@ -134,7 +141,7 @@ def _reference_buffer(compare: Compare) -> Optional[Divergent]:
     """The first buffer (pipeline order) holding a NaN / Inf on the reference's side that
     the drafter's lacks (the drafter's own are its probes' to name)."""
     b = next((b for b in compare.buffers if b.nonfinite in ("reference", "both")), None)
-    return None if b is None else Divergent(b.stage, b.layer, b.buffer, b.rel_err, b.nonfinite)
+    return None if b is None else Divergent.at(b)
 
 
 def spans(slots) -> str:

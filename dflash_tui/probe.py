@@ -20,6 +20,7 @@ from .compare_notes import slow_on_cpu
 from .engine.api import load_pair
 from .engine.codec import encode
 from .engine.errors import InputError
+from .engine.records import nonfinite_side
 from .engine.session import SessionOptions
 from .outputs import clear_run, model_parts, not_a_model_folder, run_dir, writing
 from .panels.format import token_cell
@@ -78,12 +79,6 @@ def compare_note(compare) -> str:
     if bad is not None:
         note += f"; NON-FINITE first at {bad.where} ({nonfinite_side(bad.nonfinite)})"
     return note
-
-
-def nonfinite_side(side: str) -> str:
-    """BufferDrift.nonfinite in words: which configuration holds the NaN / Inf."""
-    return {"primary": "on the drafter side only", "reference": "on the reference side only",
-            "both": "on each side, where the other is finite"}.get(side, side)
 
 
 def _rms_of(compare, first) -> str:

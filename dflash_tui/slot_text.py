@@ -7,20 +7,22 @@ from __future__ import annotations
 from typing import Optional
 
 
+# A value that was NaN or Inf, as every table writes it (the panels' too: panels/format.py).
 # A cell counted from ranks (argmax, mean, off, the near-miss cells) or candidates (in K)
-# where every such slot had NaN / Inf logits (SlotStats.nonfinite): rank_of's vocabulary - 1
-# there read like a real rank (off 319 for a float16 reference that overflowed).
+# reads it where every such slot had NaN / Inf logits (SlotStats.nonfinite): rank_of's
+# vocabulary - 1 there read like a real rank (off 319 for a float16 reference that overflowed).
 NONFINITE = "n/f"
 
 
-def ranked(stats, cell: str) -> str:
-    """A rank-counted cell of a SlotStats, or n/f where its reached slots' logits were all
-    non-finite."""
+def from_ranks(stats, cell: str) -> str:
+    """A cell of a SlotStats counted from its reached slots' ranks, or n/f where their
+    logits were all non-finite."""
     return NONFINITE if stats.ranks_nonfinite else cell
 
 
-def in_k(stats, cell: str) -> str:
-    """The in K cell, or n/f as `ranked`."""
+def from_candidates(stats, cell: str) -> str:
+    """The in K cell (counted from the selector's candidates, every proposed slot), or n/f
+    where their logits were all non-finite."""
     return NONFINITE if stats.in_k_nonfinite else cell
 
 

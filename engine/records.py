@@ -168,6 +168,13 @@ class BufferDrift:
     rms_rel_err: Optional[float] = None  # None: no number, or a recording made before it
 
 
+def nonfinite_side(side: str) -> str:
+    """BufferDrift.nonfinite in words, one vocabulary for every line that names the side
+    (probe, bench, a divergence's `why`): the primary is the drafter to the user."""
+    return {"primary": "on the drafter side only", "reference": "on the reference side only",
+            "both": "on each side, where the other is finite"}.get(side, side)
+
+
 @dataclass(frozen=True)
 class Divergent:
     """Where two configurations part: the first buffer in pipeline order whose relative
@@ -179,6 +186,10 @@ class Divergent:
     rel_err: Optional[float]  # None: no number (BufferDrift)
     nonfinite: Optional[str] = None  # as BufferDrift's
 
+    @classmethod
+    def at(cls, b: BufferDrift) -> "Divergent":
+        return cls(b.stage, b.layer, b.buffer, b.rel_err, b.nonfinite)
+
     @property
     def where(self) -> str:
         return _where(self.stage, self.layer, self.buffer)
@@ -186,8 +197,7 @@ class Divergent:
     @property
     def why(self) -> str:
         if self.nonfinite is not None:
-            return {"both": "non-finite values on each side the other lacks"}.get(
-                self.nonfinite, f"non-finite on the {self.nonfinite} side only")
+            return f"non-finite {nonfinite_side(self.nonfinite)}"
         if self.rel_err is None:
             return "differs from an all-zero reference"
         return f"rel err {self.rel_err:.3g}"
@@ -239,8 +249,7 @@ class Compare:
         against a float16 reference, about 1% everywhere) comes before it and would hide
         it, so it is named on its own."""
         b = next((b for b in self.buffers if b.nonfinite is not None), None)
-        return None if b is None else Divergent(b.stage, b.layer, b.buffer, b.rel_err,
-                                                b.nonfinite)
+        return None if b is None else Divergent.at(b)
 
     @property
     def nonfinite_after_first(self) -> Optional[Divergent]:
@@ -287,9 +296,7 @@ def first_divergent(buffers: tuple[BufferDrift, ...], tolerance: float) -> Optio
     (Compare.judged_at): from the same recorded relative errors, the same answer as a live
     run at that tolerance."""
     first = next((b for b in buffers if b.rel_err is None or b.rel_err > tolerance), None)
-    if first is None:
-        return None
-    return Divergent(first.stage, first.layer, first.buffer, first.rel_err, first.nonfinite)
+    return None if first is None else Divergent.at(first)
 
 
 def _where(stage: str, layer: Optional[int], buffer: str) -> str:

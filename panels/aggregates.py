@@ -288,11 +288,12 @@ def reference_title(spec: str, width: Optional[int] = None) -> Text:
 
 
 def slot_rows(stats) -> list[list[Text]]:
-    rows, ranked = [], slot_text.ranked
+    rows, from_ranks = [], slot_text.from_ranks
     for s in stats:
         cells = [str(s.slot), pct(s.at_least), str(s.reached), pct(s.acceptance),
-                 ranked(s, pct(s.rank0_rate)), ranked(s, rank_mean(s.rank_mean)),
-                 ranked(s, off_rank(s.off_rank_median)), slot_text.in_k(s, pct(s.recall)),
+                 from_ranks(s, pct(s.rank0_rate)), from_ranks(s, rank_mean(s.rank_mean)),
+                 from_ranks(s, off_rank(s.off_rank_median)),
+                 slot_text.from_candidates(s, pct(s.recall)),
                  pct(s.torn_rate), str(s.left),
                  _count(s.helped, "green"), _count(s.hurt, "red"), str(s.neutral)]
         rows.append([c if isinstance(c, Text) else Text(c, justify="right") for c in cells])

@@ -40,10 +40,10 @@ from dflash_tui.engine.records import BufferDrift, Compare, RoundRecord, SlotRan
 from dflash_tui.walk_effect import helped_hurt
 
 from .aggregates import DrawnWhenShown, bar
-from .format import DASH, grid, sci, token_text
+from .format import DASH, NONFINITE, grid, sci, token_text
 from .frame import Frame
 from .history import sparkline
-from .ranks import DIFFERS, RanksPanel, bad_slot, rank_style, rank_text
+from .ranks import DIFFERS, RanksPanel, logits_nonfinite_at, rank_style, rank_text
 from .table import FastTable
 
 SLOT_COLUMNS = ("slot", "drafter", "rank", "acc", "ref", "rank", "acc", "target", "ref target")
@@ -51,15 +51,14 @@ DRIFT_COLUMNS = ("", "stage", "L", "buffer", "rel err", "1e-6…1", "max |Δ|", 
 FIRST = "▶"  # the first divergent buffer's mark (as in the summary)
 # The first buffer non-finite on one side only, where the ▶ one is an earlier buffer (a
 # bfloat16 drafter against a float16 reference parts at rounding level before it overflows)
-NONFINITE = "✗"
+NONFINITE_MARK = "✗"
 TOKEN_WIDTH = 9  # a proposal's cell: both sides and their ranks fit 44 columns (80 x 24)
 BAR_WIDTH = 8
 LOG_FLOOR = 6  # the bar starts at a relative error of 10^-6 and is full at 1
 TREND = 60  # rounds in the per-round sparklines at most
-# A buffer non-finite on one side only: the side, as the bar's cell says it.
+# A buffer non-finite on one side only: the side, in the bar's cell (8 columns) and, in the
+# same words, on the summary's ✗ line that names the row
 NONFINITE_SIDE = {"primary": "drafter", "reference": "ref only", "both": "both"}
-# ... and as the summary's n/f line says it
-NONFINITE_WORDS = {"primary": "drafter only", "reference": "ref only", "both": "both sides"}
 SUMMARY_HEADER = ["accepted", "drafter", "ref", "Δ", "diverged"]
 SUMMARY_WIDTHS = [11, 7, 5, 6, 8]
 NO_REFERENCE = "no reference configuration in this session: run with --compare SPEC"
@@ -369,13 +368,13 @@ def nonfinite_line(compare: Compare, width: Optional[int] = None) -> Optional[Te
     gamma = len(compare.proposals)
     if bad is not None:
         layer = "" if bad.layer is None else f" L{bad.layer}"
-        side = NONFINITE_WORDS.get(bad.nonfinite, bad.nonfinite)
-        text = f"{NONFINITE} n/f from {bad.stage}{layer} {bad.buffer}, {side}"
+        side = NONFINITE_SIDE.get(bad.nonfinite, bad.nonfinite)
+        text = f"{NONFINITE_MARK} {NONFINITE} from {bad.stage}{layer} {bad.buffer}, {side}"
         logits = f"; logits {len(slots)}/{gamma}" if slots else ""
         if width is None or len(text) + len(logits) <= width:
             text += logits
     elif slots:
-        text = f"{NONFINITE} ref logits n/f in {len(slots)} of {gamma} slots"
+        text = f"{NONFINITE_MARK} ref logits {NONFINITE} in {len(slots)} of {gamma} slots"
     else:
         return None
     return Text(text, style="bold red")
@@ -432,7 +431,7 @@ def _drafter_cells(record: RoundRecord, slot: int, mine: Optional[SlotRank], wal
     left = None if walk is None else walk_mark(walk.off_argmax, walk.chosen, walk.argmax,
                                                mine.target, dim)
     return cells + [rank_cell(mine.rank, dim or rank_style(mine.rank), left,
-                              bad_slot(record.nonfinite_logit_slots, slot)),
+                              logits_nonfinite_at(record.nonfinite_logit_slots, slot)),
                     _fate(mine.accepted, mine.after_rejection)]
 
 
@@ -453,7 +452,7 @@ def _reference_cells(record: RoundRecord, compare: Compare, slot: int, mine: Opt
         if left is not None:
             rank_cell_.append_text(left)
     else:
-        nonfinite = bad_slot(compare.nonfinite_logit_slots, slot)
+        nonfinite = logits_nonfinite_at(compare.nonfinite_logit_slots, slot)
         rank_cell_ = rank_cell(rank, dim or rank_style(rank), left, nonfinite)
         if not nonfinite and (mine is None or mine.rank != rank):
             # the number only: the walk's mark keeps its colour
@@ -530,7 +529,7 @@ def drift_rows(compare: Optional[Compare], other: Optional[Compare], pinned: boo
         beyond = _beyond(b, tol)
         name_style = "bold red" if is_first or is_bad else "yellow" if beyond else ""
         cells = [
-            Text(FIRST if is_first else NONFINITE if is_bad else "", style="bold red"),
+            Text(FIRST if is_first else NONFINITE_MARK if is_bad else "", style="bold red"),
             Text(b.stage, style="dim"),
             Text(DASH if b.layer is None else str(b.layer)),
             Text(b.buffer, style=name_style),
@@ -556,7 +555,7 @@ def _beyond(b: BufferDrift, tol: float) -> bool:
 
 def rel_err_cell(b: BufferDrift, tol: float) -> Text:
     if b.nonfinite is not None:
-        return Text("n/f", style="bold red", justify="right")
+        return Text(NONFINITE, style="bold red", justify="right")
     if b.rel_err is None:  # a difference from an all-zero reference
         return Text("∞", style="bold red", justify="right")
     text = "0" if b.rel_err == 0 else f"{b.rel_err:.2e}"

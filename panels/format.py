@@ -11,6 +11,8 @@ from typing import Optional
 
 from rich.text import Text
 
+from dflash_tui.slot_text import NONFINITE  # n/f: one spelling, bench --slots' too
+
 DASH = "—"
 # Whitespace and control characters a token may carry, shown as visible glyphs.
 _VISIBLE = str.maketrans({"\n": "↵", "\t": "⇥", "\r": "␍", " ": "␣", "\x00": "␀"})
@@ -31,9 +33,6 @@ def num(x: Optional[float], digits: int = 4) -> str:
         text = f"{x:.{digits}g}"
         return text
     return f"{x:.{max(digits - 2, 1)}e}"
-
-
-NONFINITE = "n/f"
 
 
 def score(x: Optional[float], digits: int = 4) -> str:

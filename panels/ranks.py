@@ -163,7 +163,7 @@ def rank_text(rank: int, style: str, nonfinite: bool) -> Text:
     return Text(str(rank), style=style, justify="right")
 
 
-def bad_slot(slots: Optional[tuple[int, ...]], slot: int) -> bool:
+def logits_nonfinite_at(slots: Optional[tuple[int, ...]], slot: int) -> bool:
     """`slot` is among a record's non-finite logit slots (None: recorded before the check)."""
     return slots is not None and slot in slots
 
@@ -196,7 +196,7 @@ def _row(record: RoundRecord, slot: int, proposal: int, rank: Optional[SlotRank]
     return cells + [
         token_text(record.text(rank.target), dim),
         rank_text(rank.rank, dim or rank_style(rank.rank),
-                  bad_slot(record.nonfinite_logit_slots, slot)),
+                  logits_nonfinite_at(record.nonfinite_logit_slots, slot)),
         Text(prob(rank.p_target), style=dim, justify="right"),
         Text(in_k, style=dim or ("" if rank.in_candidates in (None, True) else "red")),
         _fate(rank),
@@ -218,7 +218,7 @@ def _other_cells(record: RoundRecord, other: RoundRecord, slot: int, mine: Optio
     if mine is None or (mine.accepted, mine.after_rejection) != (theirs.accepted, theirs.after_rejection):
         fate.stylize(DIFFERS)
     return cells + [rank_text(theirs.rank, "" if same_rank else DIFFERS,
-                              bad_slot(other.nonfinite_logit_slots, slot)), fate]
+                              logits_nonfinite_at(other.nonfinite_logit_slots, slot)), fate]
 
 
 def _top_table(title: str, record: RoundRecord, top, mark: int, mark_label: str, room: int) -> Text:

@@ -151,9 +151,11 @@ def test_probe_bench_and_export_count_the_same_slots_for_one_decode(trained_pair
         reached = slot <= accepted
         target_token, pick, argmax = int(row["target"]), int(row["proposal"]), int(row["argmax"])
         left = row["left_argmax"] == "true"
+        ranked = row["logits_nonfinite"] != "true"  # a NaN / Inf row's rank is no rank
         counts = counted.setdefault(slot, [0] * 8)
         for i, hit in enumerate((True, row["accepted"] == "true", reached,
-                                 reached and row["rank"] == "0", row["in_candidates"] == "true",
+                                 reached and ranked and row["rank"] == "0",
+                                 ranked and row["in_candidates"] == "true",
                                  left, left and reached and pick == target_token != argmax,
                                  left and reached and argmax == target_token != pick)):
             counts[i] += hit

@@ -1001,6 +1001,28 @@ def test_the_nonfinite_breakpoint_stops_where_the_reference_overflowed(fp16_over
         session.close()
 
 
+def test_a_nan_drafters_reference_stops_once_a_round_not_again_at_commit(nan_pair):
+    """A drafter with a NaN weight against another dtype of itself: the reference is NaN
+    where the drafter is, no buffer on its side only. The NaN / Inf breakpoint stops at
+    draft (probes on: the probe; off: the drafter's logits) and not again at commit: the
+    reference's logits there were the same evidence, and `c` from the draft stop stopped
+    at commit with `reference logits non-finite at slots 0–3` in every round."""
+    from dflash_tui.engine import SessionOptions, load_pair
+
+    for probes in (True, False):
+        session = load_pair(*nan_pair, compare="dtype=float16").open(
+            "The quick brown fox", options=SessionOptions(gamma=4, probes=probes))
+        stops = []
+        for _ in range(2 * 5):
+            record = session.step_stage()
+            if record.stage == "commit":  # else this proves nothing
+                assert record.compare.nonfinite_logit_slots == record.nonfinite_logit_slots != ()
+            if hits(record, Breakpoints()):
+                stops.append((record.round, record.stage))
+        session.close()
+        assert stops == [(0, "draft"), (1, "draft")], (probes, stops)
+
+
 def test_at_80x24_a_reference_overflow_stop_and_the_tol_hint_both_read(fp16_overflow_pair):
     """At 80 columns the --compare-tol notification (arming diverge against another float
     type) covered the status line's right half, so the stop reason under it read

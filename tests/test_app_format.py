@@ -148,6 +148,21 @@ def test_a_drift_row_non_finite_on_one_side_shows_no_max_diff_of_0():
     assert shown == ["—", sci(2.5e-3), "0", sci(1.5e-3)]
 
 
+def test_the_summarys_nonfinite_line_names_the_side_as_its_marked_row_does():
+    """Under the ▶ line (a rounding-level divergence), `✗ n/f from ...` names the side that
+    went NaN / Inf in the words of the drift row it marks ✗ (`drafter`, `ref only`,
+    `both`): it said `drafter only` and `both sides` beside a row reading `drafter`, `both`."""
+    from dflash_tui.engine.records import BufferDrift, Compare, first_divergent
+    from dflash_tui.panels.compare import drift_rows, nonfinite_line
+
+    for side in ("primary", "reference", "both"):
+        buffers = (BufferDrift("draft", 0, "q", 2.5e-3, 0.02), BufferDrift("draft", 0, "h", 0.0, None, side))
+        compare = Compare(spec="dtype=float16", proposals=(1, 2), accepted=0, ranks=(0, 0),
+                          buffers=buffers, first_divergent=first_divergent(buffers, 0.01))
+        marked, = [row for row in drift_rows(compare, None, pinned=False) if row[0].plain == "✗"]
+        assert nonfinite_line(compare).plain == f"✗ n/f from draft L0 h, {marked[5].plain}", side
+
+
 def test_a_drift_row_shows_the_rms_relative_error_beside_the_absmax_one():
     """A buffer with a few huge values read `rel err 1.16e-02` for a real change: the rms
     column says how much of the buffer moved; `—` where a recording predates it or one side

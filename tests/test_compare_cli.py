@@ -311,7 +311,9 @@ def test_bench_counts_each_sides_nonfinite_logits_in_its_own_cells(
     assert f"REFERENCE LOGITS NaN/Inf in {rounds} of {rounds} rounds" in stdout
     compare = data["compare"]
     assert compare["rounds_nonfinite"] == rounds
-    assert all(w.startswith("draft layer 0 ") and w.endswith(" on the reference side")
+    # in probe's words for the side (one vocabulary: the bench said `on the reference side`,
+    # `on the drafter side`, `on both sides`, probe `... only`, and the ▶ line `primary`)
+    assert all(w.startswith("draft layer 0 ") and w.endswith(" on the reference side only")
                for w in compare["first_nonfinite"])
     assert sum(compare["first_nonfinite"].values()) == rounds
 
@@ -320,7 +322,7 @@ def test_bench_counts_each_sides_nonfinite_logits_in_its_own_cells(
     assert all(c["nonfinite_logit_rounds"] == 0 for c in data["compare"]["cells"])
     assert "REFERENCE LOGITS" not in stdout and "DRAFTER LOGITS NaN/Inf" in stdout
     assert data["compare"]["first_nonfinite"] == {
-        "draft layer 1 ffn_out on the drafter side": data["compare"]["rounds_compared"]}
+        "draft layer 1 ffn_out on the drafter side only": data["compare"]["rounds_compared"]}
 
 
 def test_the_divergence_line_counts_every_diverged_round():

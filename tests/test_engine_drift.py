@@ -66,3 +66,22 @@ def test_an_all_zero_reference_has_no_ratio_unless_equal():
     zero = np.zeros((4, 8), np.float32)
     assert _drift(zero, zero).rms_rel_err == 0.0
     assert _drift(zero + 1, zero).rms_rel_err is None
+
+
+def test_the_side_holding_a_nan_reads_in_the_drafters_words():
+    """The ▶ line's and the diverge stop's `why` named the side `primary` (`non-finite on
+    the primary side only`) where probe's NON-FINITE note said `on the drafter side only`
+    and the bench `on the drafter side`: one vocabulary now (records.nonfinite_side)."""
+    from dflash_tui.engine.records import first_divergent
+
+    reference = _capture_like()
+    primary, reference_nan = reference.copy(), reference.copy()
+    primary[3, 4] = np.nan
+    reference_nan[5, 6] = np.inf
+    words = {}
+    for p, r in ((primary, reference), (reference, reference_nan), (primary, reference_nan)):
+        b = _drift(p, r)
+        words[b.nonfinite] = first_divergent((b,), 0.01).why
+    assert words == {"primary": "non-finite on the drafter side only",
+                     "reference": "non-finite on the reference side only",
+                     "both": "non-finite on each side, where the other is finite"}

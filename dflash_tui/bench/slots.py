@@ -24,7 +24,7 @@ from rich.text import Text
 from ..aggregates import TORN, SlotStats, every_round, slot_stats
 from ..engine.records import RoundRecord
 from ..history import History, drafter_side, reference_side
-from ..slot_text import NEAR_HEADER, in_k, near_cells, off_rank, percent, ranked
+from ..slot_text import NEAR_HEADER, from_candidates, from_ranks, near_cells, off_rank, percent
 from .prompts import ALL
 
 # One table per block, no vertical rules: the twelve columns fit 80 columns.
@@ -80,8 +80,9 @@ def slot_rows(stats, block: int) -> list[list[str]]:
             continue
         for s in slots:
             rows.append([workload, str(s.slot), percent(s.at_least), str(s.reached),
-                         percent(s.acceptance), ranked(s, percent(s.rank0_rate)),
-                         ranked(s, off_rank(s.off_rank_median)), in_k(s, percent(s.recall)),
+                         percent(s.acceptance), from_ranks(s, percent(s.rank0_rate)),
+                         from_ranks(s, off_rank(s.off_rank_median)),
+                         from_candidates(s, percent(s.recall)),
                          percent(s.torn_rate), str(s.left), str(s.helped), str(s.hurt)])
     return rows
 
@@ -176,6 +177,7 @@ def render(result) -> Group:
 REFERENCE_CAPTION = (" The reference's slots are its own proposals, judged against the "
                      "target's tokens after its own accepted prefix (torn: where that prefix "
                      "is the drafter's too).")
-NONFINITE_CAPTION = (" n/f = the slot's logits held a NaN or Inf in every reached round (its "
-                     "rank there, the vocabulary - 1, is no rank); rounds whose logits did are "
+NONFINITE_CAPTION = (" n/f = the slot's logits held a NaN or Inf in every round the cell "
+                     "counts (argmax, off: the reached ones; in K: every proposed one), where "
+                     "its rank, the vocabulary - 1, is no rank; rounds whose logits did are "
                      "left out of argmax, off, in K and the argmax-missed table.")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from ..engine.baseline import BaselineRun, Divergence
-from ..engine.records import RoundRecord, STAGE_ORDER
+from ..engine.records import RoundRecord, STAGE_ORDER, nonfinite_side
 from .prompts import ALL, Prompt  # noqa: F401 (ALL, the pooled row: imported from here)
 
 
@@ -33,18 +33,13 @@ class RoundStat:
     # bench's way), the only sign of an overflowed drafter besides nothing accepted
     nonfinite_logit_count: int = 0
     # --compare: the same count of the reference's logits, and the first buffer non-finite
-    # on one side only (`draft layer 0 ffn_out on the reference side`), or None
+    # on one side only (`draft layer 0 ffn_out on the reference side only`), or None
     compare_nonfinite_logit_count: int = 0
     compare_nonfinite: Optional[str] = None
 
     @property
     def rejected(self) -> bool:
         return self.accepted < self.gamma
-
-
-# Compare's non-finite side, as the bench's lines name it after the buffer
-NONFINITE_SIDES = {"primary": "on the drafter side", "reference": "on the reference side",
-                   "both": "on both sides"}
 
 
 def round_stat(record: RoundRecord) -> RoundStat:
@@ -62,7 +57,7 @@ def round_stat(record: RoundRecord) -> RoundStat:
                      compare_nonfinite_logit_count=0 if c is None else
                      len(c.nonfinite_logit_slots or ()),
                      compare_nonfinite=None if bad is None else
-                     f"{bad.where} {NONFINITE_SIDES.get(bad.nonfinite, bad.nonfinite)}")
+                     f"{bad.where} {nonfinite_side(bad.nonfinite)}")
 
 
 @dataclass(frozen=True)
