@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Optional
 
@@ -23,8 +24,8 @@ from dflash_tui.app.replay_app import ReplayApp
 from dflash_tui.breakpoints import Breakpoints
 from dflash_tui.panels.probes import ProbesPanel
 
-from app_helpers import SIZE, live_app, press_and_settle, record_headless, run, wait_for, \
-    wait_idle, wait_loaded
+from app_helpers import SIZE, WAIT, live_app, press_and_settle, record_headless, run, \
+    wait_for, wait_idle, wait_loaded
 
 ROUNDS = 8
 CHARS = {"number_sign": "#", "slash": "/", "minus": "-", "full_stop": ".", "space": " "}
@@ -154,6 +155,85 @@ def test_an_export_after_stage_keys_exports_the_stage_they_led_to(trace):
             exported, = Path("out").glob("*/round-*.json")
             snapshot = json.loads(exported.read_text())
             assert (snapshot["round"], snapshot["stage"]) == (2, "verify")
+
+    run(scenario())
+
+
+def gated_proposer():
+    """Forced proposals that hold the engine's select stage until the gate opens: keys typed
+    meanwhile are handled while the stage they asked for is still computing, every time."""
+    gate = threading.Event()
+    gate.set()
+
+    def propose(committed: list[int], gamma: int) -> list[int]:
+        assert gate.wait(WAIT), "the test never opened the gate"
+        return [0] * gamma
+
+    return gate, propose
+
+
+def exported(app) -> list[tuple[int, str]]:
+    """(round, stage) of each JSON export, in the order written."""
+    paths = sorted(Path("out").glob("*/round-*.json"), key=lambda p: p.stat().st_mtime_ns)
+    return [(s["round"], s["stage"]) for s in (json.loads(p.read_text()) for p in paths)]
+
+
+@pytest.mark.parametrize("keys, where", [
+    # x exported round 1's draft, the stage on screen while s's select was computing
+    (["s", "s", "s", "x"], (1, "select")),
+    # x exported round 0, the round on screen while n's round was computing
+    (["n", "x"], (1, "commit")),
+])
+def test_the_live_app_exports_the_stage_the_keys_before_x_led_to(pair, keys, where):
+    """The live app: x typed after step keys exports what those steps led to, though the
+    engine has not run them when x is handled (it queues behind them on the engine)."""
+    gate, propose = gated_proposer()
+
+    async def scenario():
+        app = live_app(pair, proposer=propose)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            gate.clear()
+            try:
+                burst(app, *keys)
+                await handled(pilot)
+            finally:
+                gate.set()
+            await wait_idle(pilot)
+            await wait_for(pilot, lambda: exported(app), timeout=10, what="the export")
+            assert exported(app) == [where]
+            assert (app.record.round, app.record.stage) == where
+            await wait_for(pilot, lambda: app.status.message.startswith("exported"),
+                           timeout=10, what="the status to say so")
+            assert f"round {where[0]} {where[1]}" in app.status.message
+
+    run(scenario())
+
+
+def test_an_export_queued_behind_a_paused_round_exports_where_it_paused(pair):
+    """`x escape` during a round: the pause drops what was queued behind the round; the
+    export among it is answered with the stage where the pause took effect, not dropped."""
+    gate, propose = gated_proposer()
+
+    async def scenario():
+        app = live_app(pair, proposer=propose)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n")
+            gate.clear()
+            try:
+                burst(app, "n")
+                await wait_for(pilot, lambda: app.engine.busy_stage == "select",
+                               what="round 1's select computing")
+                burst(app, "x", "escape")
+                await handled(pilot)
+            finally:
+                gate.set()
+            await wait_idle(pilot)
+            await wait_for(pilot, lambda: exported(app), timeout=10, what="the export")
+            assert exported(app) == [(1, "select")]
+            assert (app.record.round, app.record.stage) == (1, "select")
 
     run(scenario())
 

@@ -106,6 +106,13 @@ class Restart:
 
 
 @dataclass(frozen=True)
+class Export:
+    """Export the record current once the commands before it have run: `s x` or `n x`
+    typed ahead exports what those steps led to, which only this thread knows in time. The
+    answer is RecordToExport; the app writes the files."""
+
+
+@dataclass(frozen=True)
 class Quit:
     pass
 
@@ -150,6 +157,12 @@ class Idle:
 @dataclass(frozen=True)
 class GammaChanged:
     gamma: int
+
+
+@dataclass(frozen=True)
+class RecordToExport:
+    """The answer to Export: the session's latest record where it was handled."""
+    record: Optional[RoundRecord]  # None: no stage run yet
 
 
 @dataclass(frozen=True)
@@ -234,8 +247,13 @@ class EngineThread(threading.Thread):
                 self._advance(single=True)
             else:
                 self._running = command.unit
+        elif isinstance(command, Export):
+            if self._running == "round":
+                self._deferred.append(command)  # after the round, and the steps asked before it
+            else:  # idle, or mid-run (`c` runs until a key: x then exports what is current)
+                self.emit(RecordToExport(session.current))
         elif isinstance(command, Pause):
-            self._deferred.clear()
+            self._clear_deferred()
             if self._running is not None:
                 self._running = None
                 self.emit(Idle("paused", self._where()))
@@ -251,7 +269,7 @@ class EngineThread(threading.Thread):
             self.armed = command.armed
         elif isinstance(command, Restart):
             self._running = None
-            self._deferred.clear()
+            self._clear_deferred()
             if command.prompt is not None:
                 prompt, source = command.prompt, command.source
             else:
@@ -262,6 +280,15 @@ class EngineThread(threading.Thread):
                 self.emit(Failed(f"restart refused: {user_message(error)}", refused=True))
             except Exception as error:  # noqa: BLE001
                 self.emit(Failed(_one_line(error), traceback.format_exc()))
+
+    def _clear_deferred(self) -> None:
+        """Pause and Restart drop the steps still waiting, but not an export among them: it
+        is answered with the record where the pause or restart took effect (before the new
+        session opens), since the user asked for a file and dropping it would say nothing."""
+        for command in self._deferred:
+            if isinstance(command, Export):
+                self.emit(RecordToExport(self.session.current))
+        self._deferred.clear()
 
     def _advance(self, single: bool = False) -> None:
         """Run one stage; stop a round or run where it ends, trips a breakpoint or finishes."""

@@ -26,7 +26,11 @@ class ExportActions:
     replaces App's."""
 
     def action_export(self) -> None:
-        record = self.record
+        self.export_record(self.record)
+
+    def export_record(self, record: Optional[RoundRecord]) -> None:
+        """Write `record` on a worker (the live app's x may name one the engine answered
+        with: the record the steps typed before it led to)."""
         if record is None:
             self.notify("nothing to export yet: step a stage first", severity="warning")
             return

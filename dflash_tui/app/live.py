@@ -31,8 +31,9 @@ from ..sample import PROMPTS_DIR
 from ..trace_rounds import TraceRounds
 from .debugger import SEARCH_NEXT, SESSION, STEP, DebuggerApp
 from .engine_thread import (
-    EngineThread, Failed, GammaChanged, Idle, Launch, Loaded, Notice, Pause, Progress, Quit,
-    Restart, SetBreakpoints, SetGamma, SetKeepRaw, StageDone, StageStarted, Step,
+    EngineThread, Export, Failed, GammaChanged, Idle, Launch, Loaded, Notice, Pause, Progress,
+    Quit, RecordToExport, Restart, SetBreakpoints, SetGamma, SetKeepRaw, StageDone,
+    StageStarted, Step,
 )
 from .inbox import EngineWake, Inbox
 from .rounds import text_before
@@ -265,6 +266,22 @@ class LiveApp(DebuggerApp):
         self.loading = True
         self._progress, self._progress_since = "prefill", time.monotonic()
         self._show_progress()
+
+    def action_export(self) -> None:
+        # On the live round, x acts on the record the keys before it led to: `s x` typed
+        # ahead would otherwise export the stage before the one s asked for, still
+        # computing. Only the engine knows that record in time, so the request queues behind
+        # the steps (a pause on its way included) and the engine answers with it. During a
+        # run (`c`), on an earlier round, or with no session (its thread may have ended and
+        # would never answer), x exports what is on screen.
+        if (self.failure is None and self.viewing is None
+                and (self.running != "run" or self.pause_sent)):
+            self.engine.send(Export())
+        else:
+            super().action_export()
+
+    def engine_recordtoexport(self, event: RecordToExport) -> None:
+        self.export_record(event.record)
 
     def action_toggle_npz(self) -> None:
         self.npz = not self.npz
