@@ -192,13 +192,17 @@ def _row(record: RoundRecord, slot: int, proposal: int, rank: Optional[SlotRank]
     cells = [Text(str(slot), style=dim), token_text(record.text(proposal), dim)]
     if rank is None:
         return cells + [Text("…", style="dim")] * 4 + [_fate(None)]
-    in_k = DASH if rank.in_candidates is None else ("yes" if rank.in_candidates else "no")
+    bad = logits_nonfinite_at(record.nonfinite_logit_slots, slot)
+    if bad:  # candidates drawn from NaN logits are noise: tab 4 leaves them out of in K too
+        in_k = Text(NONFINITE, style="bold red")
+    else:
+        in_k = Text(DASH if rank.in_candidates is None else ("yes" if rank.in_candidates else "no"),
+                    style=dim or ("" if rank.in_candidates in (None, True) else "red"))
     return cells + [
         token_text(record.text(rank.target), dim),
-        rank_text(rank.rank, dim or rank_style(rank.rank),
-                  logits_nonfinite_at(record.nonfinite_logit_slots, slot)),
+        rank_text(rank.rank, dim or rank_style(rank.rank), bad),
         Text(prob(rank.p_target), style=dim, justify="right"),
-        Text(in_k, style=dim or ("" if rank.in_candidates in (None, True) else "red")),
+        in_k,
         _fate(rank),
     ]
 
