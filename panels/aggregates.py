@@ -76,6 +76,7 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         self._title: Optional[tuple] = None  # render_title's arguments on screen
         self._ref_spec: Optional[str] = None  # the reference table's title's spec on screen
         self._near_k: dict[str, Optional[int]] = {}  # near-miss table -> the K in its title
+        self._legend_nonfinite = False  # the legend explains n/f (the drafter's table has some)
 
     def compose(self):
         yield Static(id="agg-title")
@@ -148,7 +149,8 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
         stats = aggregates.slot_stats(history, span)
         self.query_one("#agg-slots", FastTable).set_rows(slot_rows(stats))
         self._fill_near("agg-near", stats)
-        self._update("legend", slot_legend() if stats else Text(""))
+        self._legend_nonfinite = any(s.nonfinite for s in stats)
+        self._update("legend", slot_legend(self._legend_nonfinite) if stats else Text(""))
         self._update("rounds", render_rounds(
             history.accepted.values[span.rows][-PLOT_WIDTH:].tolist(),
             history.gamma.values[span.rows][-PLOT_WIDTH:].tolist(),
@@ -197,6 +199,8 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             span = aggregates.every_round(reference) if chosen is None else \
                 aggregates.rounds_span(reference, *chosen)
             stats = aggregates.slot_stats(reference, span)
+            if any(s.nonfinite for s in stats) and not self._legend_nonfinite:
+                self._update("legend", slot_legend(nonfinite=True))  # the reference's n/f cells
         self._draw_ref_title()
         table.set_rows(slot_rows(stats))
         self._fill_near("agg-ref-near", stats)
@@ -314,7 +318,9 @@ def near_rows(stats) -> list[list[Text]]:
             for s in stats]
 
 
-def slot_legend() -> Text:
+def slot_legend(nonfinite: bool = False) -> Text:
+    """The columns in words; with `nonfinite` (a table holds n/f cells) what n/f means, a
+    line only sessions that need it pay for."""
     from dflash_tui.aggregates import TORN  # loaded already: the stats came from there
 
     return Text("P>=: accepted ≥ s+1 · reach: every earlier slot accepted · acc: once reached"
@@ -326,7 +332,11 @@ def slot_legend() -> Text:
                 "\n  was 2nd, in the top 5, among the K candidates (≤K) or beyond K"
                 f"\ntorn: of the misses, the share where the target's own top token had p < {TORN:g}"
                 "\nleft: the walk left the argmax (any proposed slot); on reached slots"
-                "\n  it helped / hurt / neither, so help + hurt + neut ≤ left", style="dim")
+                "\n  it helped / hurt / neither, so help + hurt + neut ≤ left"
+                + ("\nn/f: the slot's logits held a NaN or Inf in every round counted; such"
+                   "\n  rounds are left out of argmax, mean, off, in K and the misses"
+                   if nonfinite else ""),
+                style="dim")
 
 
 def rank_mean(mean: Optional[float]) -> str:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from textual.widgets import TabbedContent
+from textual.widgets import Static, TabbedContent
 
 from dflash_tui import cli, load_trace
 from dflash_tui.app.live import LiveApp
@@ -1085,6 +1085,9 @@ def test_a_rank_from_nonfinite_logits_reads_nf_on_either_side(fp16_overflow_pair
             for table, side_bad in (("#agg-slots", drafter_bad), ("#agg-ref-slots", not drafter_bad)):
                 slot0 = table_rows(app.main.query_one(table, FastTable))[0]
                 assert (slot0[4:8] == ["n/f"] * 4) == side_bad, (table, slot0)
+            # the legend says what n/f means, whichever side's table holds it
+            legend = str(app.main.query_one("#agg-legend", Static).render())
+            assert "n/f: the slot's logits held a NaN or Inf" in legend, legend
 
     run(scenario(fp16_overflow_pair, "dtype=float16", 5, 2))  # the reference overflowed
     healthy = make_pair("llama", "DFlash2DraftModel")[1]
