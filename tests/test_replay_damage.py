@@ -82,3 +82,34 @@ def test_a_snapshot_whose_first_nonfinite_is_no_object_is_one_line(probed, tmp_p
     refusal(capsys, argv, f"{file}: damaged snapshot",
             f"first_nonfinite = {value!r}; expected an object or null")
     assert not (tmp_path / "tables").exists()  # export wrote nothing
+
+
+@pytest.fixture(scope="module")
+def probed_compare(make_pair, tmp_path_factory):
+    """round-0000.json of `probe --compare DRAFTER`: a record with the reference's fields."""
+    from dflash_tui.cli import main
+
+    target, draft = make_pair("llama", "DFlash2DraftModel")
+    out = tmp_path_factory.mktemp("probed_compare") / "run"
+    assert main(["probe", str(target), "--prompt", "Hi", "--rounds", "1", "--compare",
+                 str(draft), "--out", str(out)]) == 0
+    return out / "round-0000.json"
+
+
+@pytest.mark.parametrize("field, value", [("top_k", "x"), ("top_k", [2]),
+                                          ("nonfinite_logit_slots", "x"),
+                                          ("nonfinite_logit_slots", [1, "a"])])
+def test_a_snapshot_whose_reference_fields_are_of_the_wrong_type_is_one_line(
+        probed_compare, tmp_path, capsys, field, value):
+    """The reference's selector K and its non-finite logit slots (fields newer than most
+    recordings): a value of the wrong type is refused by name, in one line, nothing written."""
+    from one_line import refusal
+
+    snapshot = json.loads(probed_compare.read_text())
+    assert field in snapshot["compare"]  # the field the damage replaces
+    snapshot["compare"][field] = value
+    file = tmp_path / "round-0000.json"
+    file.write_text(json.dumps(snapshot, indent=1))
+    refusal(capsys, ["export", file, "--out", tmp_path / "tables"], f"{file}: damaged snapshot",
+            f"compare.{field}")
+    assert not (tmp_path / "tables").exists()
