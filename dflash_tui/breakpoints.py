@@ -140,8 +140,7 @@ def reference_nonfinite(compare: Compare,
 def _reference_buffer(compare: Compare) -> Optional[Divergent]:
     """The first buffer (pipeline order) holding a NaN / Inf on the reference's side that
     the drafter's lacks (the drafter's own are its probes' to name)."""
-    b = next((b for b in compare.buffers if b.nonfinite in ("reference", "both")), None)
-    return None if b is None else Divergent.at(b)
+    return compare.first_nonfinite_on(("reference", "both"))
 
 
 def spans(slots) -> str:

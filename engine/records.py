@@ -248,7 +248,12 @@ class Compare:
         configuration overflowed. A first divergence at rounding level (a bfloat16 drafter
         against a float16 reference, about 1% everywhere) comes before it and would hide
         it, so it is named on its own."""
-        b = next((b for b in self.buffers if b.nonfinite is not None), None)
+        return self.first_nonfinite_on(("primary", "reference", "both"))
+
+    def first_nonfinite_on(self, sides: tuple[str, ...]) -> Optional[Divergent]:
+        """first_nonfinite among the buffers whose non-finite side is one of `sides` (the
+        breakpoint's reference stop: ("reference", "both"))."""
+        b = next((b for b in self.buffers if b.nonfinite in sides), None)
         return None if b is None else Divergent.at(b)
 
     @property
