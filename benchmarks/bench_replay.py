@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from json_out import print_and_write  # beside this file (run as a script)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -128,9 +130,7 @@ def main(argv=None) -> int:
             print(child.stderr, file=sys.stderr)
             return child.returncode
         result = json.loads(child.stdout.strip().splitlines()[-1])
-    print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    print_and_write(result, args.json)
     return 0
 
 

@@ -17,7 +17,6 @@ Needs tmux; runs on a server of its own (-L bench-replay-keys).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import statistics
@@ -25,6 +24,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from json_out import print_and_write  # beside this file (run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 TMUX = ["tmux", "-L", "bench-replay-keys"]
@@ -97,9 +98,7 @@ def main(argv=None) -> int:
         if code != ROOT and not link.exists():
             link.symlink_to(code / package)
     result = measure(Path(args.trace).resolve(), code, args.size, args.tab, args.after)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    print_and_write(result, args.json)
     return 0
 
 

@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import cProfile
 import gc
-import json
 import statistics
 import sys
 import tempfile
@@ -42,6 +41,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Optional
+
+from benchmarks.json_out import print_and_write
 
 KEYS = {"1": "ranks", "2": "selector", "3": "probes", "4": "aggregates"}
 # what only a frame drawing the tab writes (the frame before the layout repaints the old one)
@@ -292,9 +293,7 @@ def main() -> int:
     result = {"command": "python -m benchmarks.bench_tab_switch " + " ".join(sys.argv[1:]), **result}
     if profiler is not None:
         profiler.dump_stats(str(args.profile))
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print_and_write(result, args.json)
     return 0
 
 

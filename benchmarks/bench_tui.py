@@ -22,7 +22,6 @@ Goals: first frame under 1 s, key -> screen under 50 ms.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -31,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.json_out import print_and_write
 from tests.pty_terminal import Terminal
 
 FIRST_FRAME = ("dflash-tui", "quit")  # header and key bar: the whole screen is drawn
@@ -137,9 +137,7 @@ def main() -> int:
         "key_to_screen_paused": {"probes tab (3)": summary(probes_paused),
                                  "aggregates tab (4)": summary(aggregates_paused)},
     }
-    print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    print_and_write(result, args.json)
     return 0
 
 

@@ -4,8 +4,9 @@ rank      drafter logits strictly above the target token's (0: the drafter's arg
           n/f where the slot's logits held a NaN or Inf: no rank)
 p(tgt)    the drafter's probability of the target token
 in K      DFlash2: the target token is among the selector's K candidates
-Below the table: the drafter's and the target's top-5 for the selected slot. Slots after
-the first rejection were drafted on a wrong prefix; they are shown dimmed. Above it, only
+Below the table: the drafter's and the target's top-5 for the selected slot (the drafter's
+reads n/f where its logits held a NaN or Inf). Slots after the first rejection were drafted
+on a wrong prefix; they are shown dimmed. Above it, only
 when the drafter's logits held a NaN or Inf (the engine checks every round, probes on or
 off), a line naming the slots: their proposals and ranks are then noise.
 
@@ -148,8 +149,14 @@ class RanksPanel(Vertical):
             target.update("", layout=False)
             return
         room = drafter.content_size.width or TOP_WIDE  # no width yet: laid out on resize
-        drafter.update(_top_table(f"drafter, slot {slot}", record, rank.drafter_top,
-                                  mark=rank.target, mark_label="◎", room=room), layout=False)
+        title = f"drafter, slot {slot}"
+        if logits_nonfinite_at(record.nonfinite_logit_slots, slot):
+            # what NaN logits rank first is noise (its rank and in K read n/f too)
+            drafter.update(Text(title + "\n", style="bold", no_wrap=True, overflow="ellipsis")
+                           + Text(f"{NONFINITE}: NaN / Inf logits", style="bold red"), layout=False)
+        else:
+            drafter.update(_top_table(title, record, rank.drafter_top,
+                                      mark=rank.target, mark_label="◎", room=room), layout=False)
         target.update(_top_table(f"target, row {slot}", record, rank.target_top,
                                  mark=rank.proposal, mark_label="●", room=room), layout=False)
 

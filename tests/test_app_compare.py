@@ -529,6 +529,24 @@ def test_three_diverge_stops_in_a_row_name_compare_tol_once(pair):
     run(scenario())
 
 
+def test_diverge_stops_at_an_overflow_do_not_name_compare_tol(fp16_overflow_pair):
+    """A float16 reference that overflows against the float32 drafter: each round's first
+    divergence is a buffer non-finite on the reference side only (no relative error), so
+    no tolerance would pass it. Three such stops in a row said "try --compare-tol 0.05"."""
+    async def scenario():
+        app = LiveApp(launch(fp16_overflow_pair, compare="dtype=float16"), show_timings=False,
+                      export_dir=Path("out"), armed=Breakpoints(nonfinite=False, diverge=True))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "n", "n", "n", "n")
+            assert app.status.kind == "breakpoint" and app.record.round == 3
+            first = app.record.compare.first_divergent
+            assert first.nonfinite == "reference" and first.rel_err is None  # else this proves nothing
+            assert tol_hints(app) == 0
+
+    run(scenario())
+
+
 def record_trace(pair, trace: Path, spec, tol=None, rounds: int = 4) -> list:
     """A session's rounds, written to `trace` as the app's trace writes them."""
     from dflash_tui.engine import SessionOptions, load_pair

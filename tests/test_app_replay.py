@@ -16,6 +16,7 @@ from dflash_tui.breakpoints import Breakpoints
 from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
 from dflash_tui.app.replay_app import ReplayApp
+from dflash_tui.slot_text import NONFINITE
 
 from app_helpers import SIZE, launch, press_and_settle, record_headless, run, table_rows, wait_for, \
     wait_loaded, widget_text
@@ -271,6 +272,30 @@ def test_replay_without_probes_still_shows_the_drafters_nan_logits(nan_pair, tmp
             assert "drafter logits non-finite at slots 0–2" in app.status.message
 
     run(scenario())
+
+
+def test_the_drafters_top5_of_nan_logits_reads_nf_not_their_noise(nan_pair, tmp_path):
+    """Tab 1's top-5 of a slot whose drafter logits held NaN listed five tokens (what the
+    NaN logits ranked first, \\x14 \\x16 ...) beside logits of n/f: noise that read like
+    candidates. It reads n/f, as the slot's rank does; the target's top-5 is as it was."""
+    trace = record_headless(nan_pair, tmp_path / "nan.jsonl", 2)
+
+    async def scenario(size):
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=size) as pilot:
+            await press_and_settle_replay(pilot, "end")
+            record = app.record
+            assert record.complete and 0 in record.nonfinite_logit_slots  # else this proves nothing
+            drafter = widget_text(app, app.main.query_one("#ranks-drafter-top")).split("\n")
+            assert [line.rstrip() for line in drafter if line.strip()] == \
+                ["drafter, slot 0", "n/f: NaN / Inf logits"], drafter
+            target = widget_text(app, app.main.query_one("#ranks-target-top")).split("\n")
+            rows = [line for line in target if line.strip()][2:]  # under the title and header
+            assert len(rows) == len(record.ranks[0].target_top) == 5, target
+            assert not any(NONFINITE in row for row in rows), target
+
+    run(scenario((80, 24)))
+    run(scenario(SIZE))
 
 
 def test_replay_logs_the_setup_of_an_old_trace_without_the_mask_text(tmp_path):

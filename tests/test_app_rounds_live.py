@@ -12,8 +12,10 @@ import pytest
 from textual import events
 from textual.command import CommandList
 
+from dflash_tui.app.debugger import SEARCH_NEXT
 from dflash_tui.app.live import LiveApp
 from dflash_tui.app.replay import load
+from dflash_tui.app.replay_app import ReplayApp
 from dflash_tui.panels.probes import ProbesPanel
 from dflash_tui.panels.ranks import RanksPanel
 from dflash_tui.panels.format import DASH
@@ -564,6 +566,23 @@ def test_help_lists_every_key_from_the_bindings(pair):
                     assert " ".join(binding.tooltip.split())[:40] in text, binding.action
 
     run(scenario())
+
+
+def test_help_lists_each_key_in_one_row(pair, recorded):
+    """`n` is the round (replay: to commit) and, while searching, the next hit: help listed
+    it in two rows of "step", which read as two keys. One row says both, the round first."""
+    async def scenario(app, own):
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            rows = [row for _, section in app.help_sections() for row in section]
+            keys = [key for shown, _ in rows for key in shown.split()]
+            assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+            text = next(text for shown, text in rows if "n" in shown.split())
+            assert text.index(own) < text.index(SEARCH_NEXT.tooltip), text
+
+    run(scenario(live_app(pair), "the rest of the round"))
+    replay = ReplayApp(load(recorded[0]), show_timings=False, export_dir=Path("unused"))
+    run(scenario(replay, "to the end of this round"))
 
 
 def test_palette_says_what_a_breakpoint_entry_will_do(pair):

@@ -258,3 +258,27 @@ def test_target_confidence_refuses_a_bad_validation_request_in_one_line(tmp_path
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
     assert not (tmp_path / "DIR").exists()
+
+
+def test_a_json_result_is_printed_and_written_the_same(tmp_path, capsys):
+    """The tail four benchmarks shared (benchmarks/json_out.py): the result printed as
+    indented JSON, and the same text (with its newline) written where --json says."""
+    import json
+
+    from benchmarks.json_out import print_and_write
+
+    result = {"rounds": 3, "key_to_screen": {"help (?)": [0.1, 0.25]}}
+    print_and_write(result, None)
+    assert capsys.readouterr().out == json.dumps(result, indent=2) + "\n"
+    for path in (tmp_path / "as-str.json", tmp_path / "as-path.json"):
+        print_and_write(result, str(path) if path.stem == "as-str" else path)
+        assert capsys.readouterr().out == path.read_text() == json.dumps(result, indent=2) + "\n"
+
+
+@pytest.mark.parametrize("how", [["benchmarks/bench_replay.py"], ["benchmarks/bench_replay_keys.py"],
+                                 ["-m", "benchmarks.bench_tab_switch"], ["-m", "benchmarks.bench_tui"]])
+def test_the_tui_benchmarks_start_as_their_docstrings_run_them(how):
+    """Run as a script or as a module (each as its usage line says), each finds the helper."""
+    done = subprocess.run([sys.executable, *how, "--help"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=60)
+    assert done.returncode == 0, done.stderr

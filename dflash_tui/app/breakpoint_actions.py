@@ -42,10 +42,13 @@ class BreakpointActions:
 
     def breakpoint_stopped(self, record: RoundRecord) -> None:
         """A run stopped at a breakpoint on `record`: diverge stops in TOL_HINT_AFTER rounds
-        in a row at the default tolerance say (once) that --compare-tol sets the bar."""
+        in a row at the default tolerance say (once) that --compare-tol sets the bar. Only
+        a divergence with a relative error counts: one with none (an overflow, non-finite on
+        one side; a difference from an all-zero reference) no tolerance would pass."""
         compare = record.compare
         if not (self.armed.diverge and record.stage == "commit" and compare is not None
-                and compare.first_divergent is not None):
+                and compare.first_divergent is not None
+                and compare.first_divergent.rel_err is not None):
             return
         last, count = self._diverged_stops
         count = count + 1 if record.round == last + 1 else 1

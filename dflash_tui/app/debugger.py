@@ -70,6 +70,26 @@ SEARCH_NEXT = Binding("n", "search_step(1)", "next hit", group=STEP,
                       tooltip="while searching: the next hit (round and slot)")
 
 
+def one_row_per_key(rows: list[tuple[list[str], str]]) -> list[tuple[str, str]]:
+    """A help section's rows, each key in one: a binding whose keys another row's include
+    (or take in) joins that row, what it does while searching after the key's own meaning.
+    `n` is the round, and while searching the next hit (SEARCH_NEXT): two rows of `n` read as
+    two keys. Where the row has more keys (replay's `n space`), the joined text names its own."""
+    joined: list[tuple[list[str], list[tuple[list[str], str]]]] = []
+    for keys, text in rows:
+        row = next((r for r in joined if set(keys) <= set(r[0]) or set(r[0]) <= set(keys)), None)
+        if row is None:
+            joined.append((keys, [(keys, text)]))
+        else:
+            joined[joined.index(row)] = (max(row[0], keys, key=len), row[1] + [(keys, text)])
+    out = []
+    for keys, parts in joined:
+        parts.sort(key=lambda part: part[1].startswith("while searching"))
+        out.append((" ".join(keys), "; ".join(text if own == keys else f"{' '.join(own)} {text}"
+                                              for own, text in parts)))
+    return out
+
+
 class _EarlyStatus:
     """Keeps the status line's text until the screen is up (keys can arrive before)."""
 
@@ -497,11 +517,11 @@ class DebuggerApp(SearchActions, ExportActions, BreakpointActions, App[int]):
                 display = self.get_key_display(replace(binding, key_display=None))
                 if display not in row[0]:
                     row[0].append(display)
-        sections: dict[str, list[tuple[str, str]]] = {}
+        sections: dict[str, list[tuple[list[str], str]]] = {}
         for (where, _, text), (keys, binding) in rows.items():
             section = binding.group.description if binding.group else where
-            sections.setdefault(section, []).append((" ".join(keys), text))
-        return list(sections.items())
+            sections.setdefault(section, []).append((keys, text))
+        return [(section, one_row_per_key(keyed)) for section, keyed in sections.items()]
 
     # ---- rounds --------------------------------------------------------------------------
 
