@@ -183,7 +183,9 @@ def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig
         kind = DFLASH2
     elif DFLASH in architectures:
         kind = DFLASH
-    elif raw.get("model_type") or architectures:  # the target's folder, an easy slip
+    elif "dflash_config" not in raw and (raw.get("model_type") or architectures):
+        # the target's folder, an easy slip (a drafter has a dflash_config: its model_type is
+        # a target's, "qwen3" in Z Lab's, so only that tells a misspelt architecture apart)
         raise InputError(
             f"{where}: looks like a target model (model_type = {raw.get('model_type')!r}, "
             f"architectures = {architectures!r}), not a DFlash drafter (expected architectures "

@@ -171,6 +171,14 @@ class AggregatesPanel(DrawnWhenShown, VerticalScroll):
             reference_title(self._ref_spec, self._title_width()))
 
     def on_resize(self) -> None:
+        self._fit_titles()
+
+    def watch_show_vertical_scrollbar(self) -> None:
+        # The tables filled after a title was fitted can bring the scrollbar in, 2 columns
+        # narrower, with no resize: a title that fitted only without it ran under it.
+        self._fit_titles()
+
+    def _fit_titles(self) -> None:
         if self._title is not None:  # fitted to the width
             self._draw_title()
         if self._ref_spec is not None:

@@ -886,3 +886,33 @@ def test_the_header_says_a_layer_offset_is_in_effect(pair, tmp_path):
                            what="all of it, wide", timeout=10)
 
     run(scenario())
+
+
+def test_the_aggregates_title_is_fitted_again_when_the_scrollbar_comes(pair):
+    """Tab 4 on screen from the start: the first round's title was fitted to the panel as it
+    was then, without a vertical scrollbar, and the tables filled after it brought one in,
+    2 columns narrower; nothing fitted the title again, so one that fitted only without
+    the scrollbar ran under it (on the sample at 80 x 24, opened at the end of a decode:
+    `mean accepted 3.5` for 3.57, the 7 past the edge). The panel is made exactly that
+    wide: the title's longest form without the hint (51 columns with its padding) fits it
+    without the scrollbar, not with it."""
+    async def scenario():
+        app = live_app(pair, proposer=varied(pair), max_tokens=48)
+        async with app.run_test(size=(90, 40)) as pilot:
+            await wait_loaded(pilot)
+            await press_and_settle(pilot, "4")
+            panel = app.main.query_one("AggregatesPanel")
+            assert not panel.show_vertical_scrollbar  # no round: the tab fits
+            title = "rounds 0–0 (1 of 1)  all rounds  mean accepted 3.00"  # varied: 3 accepted
+            for _ in range(4):  # the panel's width follows the terminal's, not 1 for 1
+                if panel.size.width == len(title) + 2:
+                    break
+                await pilot.resize_terminal(app.size.width + len(title) + 2 - panel.size.width, 40)
+                await pilot.pause()
+            assert panel.size.width == len(title) + 2
+            await press_and_settle(pilot, "n")
+            assert panel.show_vertical_scrollbar  # the first round's tables overflow
+            shown = widget_text(app, app.main.query_one("#agg-title")).strip()
+            assert shown.endswith(" 3.00") and shown.startswith("rounds 0–0 "), shown
+
+    run(scenario())

@@ -98,6 +98,19 @@ def test_a_drafter_sliding_window_beyond_its_positions_runs(breakable_pair, caps
     assert main([str(a) for a in _probe(target, draft)]) == 0, capsys.readouterr().err
 
 
+@pytest.mark.parametrize("architectures", [["DFlash2DrafModel"], []])
+def test_a_drafter_with_an_unknown_architecture_is_not_called_a_target(breakable_pair, capsys,
+                                                                     architectures):
+    """Its dflash_config says it is a drafter (Z Lab's set model_type "qwen3", the sample's
+    "dflash"): a typo in architectures used to read `looks like a target model`, pointing
+    at the wrong folder rather than the field."""
+    target, draft = breakable_pair
+    _edit(draft / "config.json", lambda c: c.update(architectures=architectures))
+    line = refusal(capsys, _probe(target, draft), str(draft / "config.json"),
+                   f"architectures = {architectures!r}", "expected")
+    assert "looks like a target" not in line, line
+
+
 def test_a_sliding_layer_allocates_what_it_holds_not_its_window():
     """A window as large as the drafter's positions may be is not allocated before the
     context fills it (a window of 10**9 rows ended in a segmentation fault)."""

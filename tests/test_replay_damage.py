@@ -113,3 +113,21 @@ def test_a_snapshot_whose_reference_fields_are_of_the_wrong_type_is_one_line(
     refusal(capsys, ["export", file, "--out", tmp_path / "tables"], f"{file}: damaged snapshot",
             f"compare.{field}")
     assert not (tmp_path / "tables").exists()
+
+
+@pytest.mark.parametrize("command", [["replay"], ["export", "--out", "TABLES"]])
+def test_the_export_directory_itself_names_its_newest_session(recorded, tmp_path, capsys, command):
+    """`replay dflash-snapshots` (the folder every session's directory goes in, the first
+    path one reaches for) used to say only `no round-NNNN.json snapshots (and no
+    trace.jsonl) in this directory`, as if nothing were recorded there."""
+    from one_line import refusal
+
+    root = tmp_path / "dflash-snapshots"
+    for name in ("20250301-142233", "20250302-090000"):
+        (root / name).mkdir(parents=True)
+        (root / name / "trace.jsonl").write_bytes(recorded[0].read_bytes())
+    (root / "notes").mkdir()  # not a session: no trace, no snapshot
+    argv = [command[0], root, *(tmp_path / a if a == "TABLES" else a for a in command[1:])]
+    line = refusal(capsys, argv, f"{root}: holds 2 session directories",
+                   f"the newest is {root / '20250302-090000'}")
+    assert "no round-NNNN.json" not in line, line

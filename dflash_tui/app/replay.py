@@ -272,9 +272,23 @@ def _lines(n: int) -> str:
     return f"{n} line" if n == 1 else f"{n} lines"
 
 
+def _session_dirs(path: Path) -> list[Path]:
+    """The directories in `path` that hold a recording, oldest first (the app names them by
+    when their session started)."""
+    try:
+        return sorted(d for d in path.iterdir() if d.is_dir() and (
+            (d / TRACE_NAME).is_file() or next(d.glob("round-*.json"), None) is not None))
+    except OSError:  # unreadable: the plain refusal says what is missing
+        return []
+
+
 def _directory_entries(path: Path) -> Iterator[Union[Header, RoundRecord]]:
     files = sorted(path.glob("round-*.json"), key=_round_order)
     if not files:
+        sessions = _session_dirs(path)
+        if sessions:  # the export directory (dflash-snapshots/) itself: one level too high
+            raise InputError(f"{path}: holds {len(sessions)} session directories, not a recording "
+                             f"(expected one of them: the newest is {sessions[-1]})")
         raise InputError(f"{path}: no round-NNNN.json snapshots (and no {TRACE_NAME}) in this directory")
 
     def objects():
