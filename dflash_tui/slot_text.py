@@ -26,6 +26,38 @@ def from_candidates(stats, cell: str) -> str:
     return NONFINITE if stats.in_k_nonfinite else cell
 
 
+# The per-slot table's columns, tab 4's and (after its workload) `bench --slots`' alike:
+# one list, so that neither can leave a column out (the bench once left out mean and neut).
+SLOT_HEADER = ["slot", "P>=", "reach", "acc", "argmax", "mean", "off", "in K", "torn", "left",
+               "help", "hurt", "neut"]
+
+
+def slot_cells(stats, dash: str = "-") -> list[str]:
+    """A SlotStats's cells under SLOT_HEADER, as both tables write them (`dash` where a
+    share has no rounds to count)."""
+    def pct(x) -> str:
+        return percent(x, dash)
+
+    return [str(stats.slot), pct(stats.at_least), str(stats.reached), pct(stats.acceptance),
+            from_ranks(stats, pct(stats.rank0_rate)),
+            from_ranks(stats, rank_mean(stats.rank_mean, dash)),
+            from_ranks(stats, off_rank(stats.off_rank_median, dash)),
+            from_candidates(stats, pct(stats.recall)), pct(stats.torn_rate), str(stats.left),
+            str(stats.helped), str(stats.hurt), str(stats.neutral)]
+
+
+def rank_mean(mean: Optional[float], dash: str = "-") -> str:
+    """Each slot's mean rank in its own precision: one slot whose true token once ranked in
+    the thousands must not round every other slot's 0.21 to 0."""
+    if mean is None:
+        return dash
+    if mean < 9.995:
+        return f"{mean:.2f}"
+    if mean < 99.95:
+        return f"{mean:.1f}"
+    return f"{mean:.0f}" if mean < 1e5 else f"{mean:.0e}"
+
+
 def off_rank(median: Optional[float], dash: str = "-") -> str:
     """A median rank where the drafter's argmax missed (a whole number or a half) in five
     characters at most, the aggregates tab's column: 2.5, 861, 1588, then 1e+05; never cut

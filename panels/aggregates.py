@@ -36,9 +36,8 @@ from .probes import LOW_HEADROOM_BITS, headroom_cell
 from .ranks import RanksPanel
 from .table import FastTable
 
-# The names bench --slots gives the same numbers (dflash_tui/bench/slots.py), plus mean and neut.
-SLOT_HEADER = ["slot", "P>=", "reach", "acc", "argmax", "mean", "off", "in K", "torn", "left",
-               "help", "hurt", "neut"]
+# bench --slots' columns too, after its workload (dflash_tui/bench/slots.py)
+SLOT_HEADER = slot_text.SLOT_HEADER
 BUFFERS_TITLE = "buffers: non-finite first, then the least fp16 headroom"
 BUFFER_HEADER = ("stage", "L", "buffer", "min fp16", "round", "max absmax", "non-finite", "first")
 POSITION_BINS = 8
@@ -55,10 +54,6 @@ class DrawnWhenShown:
         if self._pane is None:
             self._pane = next((a for a in self.ancestors if isinstance(a, TabPane)), None)
         return self._pane is not None and not self._pane.display
-
-
-def pct(x: Optional[float]) -> str:
-    return slot_text.percent(x, DASH)
 
 
 class AggregatesPanel(DrawnWhenShown, VerticalScroll):
@@ -299,16 +294,17 @@ def reference_title(spec: str, width: Optional[int] = None) -> Text:
     return text
 
 
+# help in green and hurt in red where they are not 0
+COUNT_STYLES = {SLOT_HEADER.index("help"): "green", SLOT_HEADER.index("hurt"): "red"}
+
+
 def slot_rows(stats) -> list[list[Text]]:
-    rows, from_ranks = [], slot_text.from_ranks
+    """The cells bench --slots prints (slot_text.slot_cells), as the table's Text."""
+    rows = []
     for s in stats:
-        cells = [str(s.slot), pct(s.at_least), str(s.reached), pct(s.acceptance),
-                 from_ranks(s, pct(s.rank0_rate)), from_ranks(s, rank_mean(s.rank_mean)),
-                 from_ranks(s, off_rank(s.off_rank_median)),
-                 slot_text.from_candidates(s, pct(s.recall)),
-                 pct(s.torn_rate), str(s.left),
-                 _count(s.helped, "green"), _count(s.hurt, "red"), str(s.neutral)]
-        rows.append([c if isinstance(c, Text) else Text(c, justify="right") for c in cells])
+        cells = slot_text.slot_cells(s, DASH)
+        rows.append([_count(int(c), COUNT_STYLES[i]) if i in COUNT_STYLES else
+                     Text(c, justify="right") for i, c in enumerate(cells)])
     return rows
 
 
@@ -348,15 +344,8 @@ def slot_legend(nonfinite: bool = False) -> Text:
 
 
 def rank_mean(mean: Optional[float]) -> str:
-    """Each slot's mean rank in its own precision: one slot whose true token once ranked in
-    the thousands must not round every other slot's 0.21 to 0."""
-    if mean is None:
-        return DASH
-    if mean < 9.995:
-        return f"{mean:.2f}"
-    if mean < 99.95:
-        return f"{mean:.1f}"
-    return f"{mean:.0f}" if mean < 1e5 else f"{mean:.0e}"
+    """A slot's mean rank in its own precision, as bench --slots writes it."""
+    return slot_text.rank_mean(mean, DASH)
 
 
 def off_rank(median: Optional[float]) -> str:

@@ -13,6 +13,9 @@ from rich.text import Text
 
 from dflash_tui.slot_text import NONFINITE  # n/f: one spelling, bench --slots' too
 
+# In place of what a slot's NaN / Inf logits ranked first (tab 1's top-5, tab 2's
+# candidates): noise that read like candidates
+NONFINITE_LOGITS = f"{NONFINITE}: NaN / Inf logits"
 DASH = "—"
 # Whitespace and control characters a token may carry, shown as visible glyphs.
 _VISIBLE = str.maketrans({"\n": "↵", "\t": "⇥", "\r": "␍", " ": "␣", "\x00": "␀"})

@@ -3,8 +3,9 @@
 Slot s's bar is P(accepted >= s + 1): the share of rounds that proposed slot s and accepted
 it (so later slots can only do as well as earlier ones). Only the slots of the round on
 screen (its γ) are drawn, as many as fit; those left out are counted (`…+9`), and a
-selected slot among them is named (`s24`). A round that accepted nothing shows as a red dot; one that
-accepted every proposal as a bright bar. The aggregates tab has the full story.
+selected slot among them is named with its value (`s24 20`). A round that accepted nothing
+shows as a red dot; one that accepted every proposal as a bright bar. The aggregates tab
+has the full story.
 """
 
 from __future__ import annotations
@@ -153,13 +154,18 @@ def fit_slots(slots: int, room: int) -> tuple[int, int]:
     return 1, max(shown, 0)
 
 
-def selected_forms(by_slot: list[tuple[int, int]], slot: int) -> list[str]:
-    """The selected slot's numbers, longest first: the counts go first, then the percentage;
-    its number stays (`s12 100%` did not fit beside γ 15 at 80 columns, and went whole)."""
+def selected_forms(by_slot: list[tuple[int, int]], slot: int, glued: bool = False) -> list[str]:
+    """The selected slot's numbers, longest first: the counts go first, then the `%` sign,
+    then (`glued`: what comes before them is no digit) the space before them; its number
+    alone last (`s12 100%` did not fit beside γ 15 at 80 columns, and went whole, then `s0`
+    alone read as if its value were missing where `s0 100%` did not fit)."""
     if slot >= len(by_slot):
         return []
     a, n = by_slot[slot]
-    return [f" s{slot} {percent(a, n)} ({a}/{n})", f" s{slot} {percent(a, n)}", f" s{slot}"]
+    share = percent(a, n)
+    value = f"s{slot} {share.rstrip('%')}"
+    return [f" s{slot} {share} ({a}/{n})", f" s{slot} {share}", f" {value}",
+            *([value] if glued else []), f" s{slot}"]
 
 
 def render_history(accepted, gamma, by_slot: list[tuple[int, int]], slot: int, width: int,
@@ -170,10 +176,10 @@ def render_history(accepted, gamma, by_slot: list[tuple[int, int]], slot: int, w
     out.append_text(sparkline(accepted[-room:], gamma[-room:]))
     forms = selected_forms(by_slot, slot)
     # Bars first: every slot that fits (the axis marks the selected one). Only a selected
-    # slot among those left out takes room from the bars, for its number.
+    # slot among those left out takes room from the bars, for its number and value.
     column, count = fit_slots(len(by_slot), room)
     if count <= slot < len(by_slot):
-        column, count = fit_slots(len(by_slot), room - len(forms[-1]))
+        column, count = fit_slots(len(by_slot), room - len(forms[-2]))
     shown = by_slot[:count]
     rates = [a / n if n else None for a, n in shown]
     for i, line in enumerate(slot_bars(rates, bar_rows, column)):
@@ -187,6 +193,8 @@ def render_history(accepted, gamma, by_slot: list[tuple[int, int]], slot: int, w
         more = f"…+{len(by_slot) - count}"
         out.append(more, style="dim")
         used += len(more)
+    # after the axis's dot (not a slot's or the count's digits) `s14 100` needs no space
+    forms = selected_forms(by_slot, slot, glued=not out.plain[-1:].isdigit())
     for selected in forms:  # whole, or not at all
         if used + len(selected) <= width:
             out.append(selected, style="bold")

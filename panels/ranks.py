@@ -26,7 +26,7 @@ from textual.widgets import Static
 from dflash_tui.breakpoints import slot_spans
 from dflash_tui.engine.records import RoundRecord, SlotRank
 
-from .format import DASH, NONFINITE, column, grid, prob, token_text
+from .format import DASH, NONFINITE, NONFINITE_LOGITS, column, grid, prob, token_text
 from .frame import Frame
 from .table import FastTable
 
@@ -153,7 +153,7 @@ class RanksPanel(Vertical):
         if logits_nonfinite_at(record.nonfinite_logit_slots, slot):
             # what NaN logits rank first is noise (its rank and in K read n/f too)
             drafter.update(Text(title + "\n", style="bold", no_wrap=True, overflow="ellipsis")
-                           + Text(f"{NONFINITE}: NaN / Inf logits", style="bold red"), layout=False)
+                           + Text(NONFINITE_LOGITS, style="bold red"), layout=False)
         else:
             drafter.update(_top_table(title, record, rank.drafter_top,
                                       mark=rank.target, mark_label="◎", room=room), layout=False)

@@ -3,7 +3,9 @@
 The path table lists, per slot, the pick, the plain argmax and the target's token; slots
 where the walk left the argmax path are flagged. For the selected slot: its K candidates
 with unary (the drafter's logit), edge (from the walk's predecessor) and total scores, and
-the lattice heat map of every predecessor x candidate total.
+the lattice heat map of every predecessor x candidate total. Where the slot's drafter
+logits held a NaN or Inf (record.nonfinite_logit_slots), what they ranked first is noise:
+its argmax and candidates read n/f, as tab 1's top-5 does, and its lattice is left empty.
 
 With another round beside it (frame.other), the path table adds that round's pick and path
 per slot, marked where they differ.
@@ -20,10 +22,10 @@ from textual.widgets import Static
 from dflash_tui.breakpoints import slot_spans
 from dflash_tui.engine.records import RoundRecord, SelectorSlot
 
-from .format import DASH, column, grid, prob, token_text
+from .format import DASH, NONFINITE, NONFINITE_LOGITS, column, grid, prob, token_text
 from .frame import Frame
 from .lattice import LatticeHeatmap
-from .ranks import DIFFERS, RanksPanel
+from .ranks import DIFFERS, RanksPanel, logits_nonfinite_at
 from .table import FastTable
 
 PATH_COLUMNS = ("slot", "pick", "argmax", "target", "total", "path")
@@ -146,10 +148,12 @@ class SelectorPanel(Vertical):
         rows = []
         for s, total in zip(selector.slots, totals):
             target = targets[s.slot] if s.slot < len(targets) else None
+            # the pick is the proposal the target judged; the argmax of NaN logits is noise
+            noise = logits_nonfinite_at(record.nonfinite_logit_slots, s.slot)
             row = [
                 Text(str(s.slot)),
                 token_text(record.text(s.chosen), "bold magenta" if s.off_argmax else "bold"),
-                token_text(record.text(s.argmax)),
+                Text(NONFINITE, style="bold red") if noise else token_text(record.text(s.argmax)),
                 token_text(record.text(target)) if target is not None else Text("…", style="dim"),
                 Text(total, justify="right"),
                 _path(s),
@@ -181,6 +185,17 @@ class SelectorPanel(Vertical):
         if record.target_tokens is not None and slot.slot < len(record.target_tokens):
             target = record.target_tokens[slot.slot]
         source = token_text(record.text(slot.predecessor), width=10)
+        title = Text.assemble((f"slot {slot.slot} after ", "bold"), source, "\n")
+        shape = (len(slot.candidates) + 2, len(slot.lattice) + 2)  # lines of each
+        layout = shape != self._shape  # same shape, same height: no layout pass
+        self._shape = shape
+        if logits_nonfinite_at(record.nonfinite_logit_slots, slot.slot):
+            # what NaN / Inf logits rank first is noise: no candidates, no lattice of them
+            self.query_one("#selector-candidates", Static).update(
+                pad_lines(title + Text(NONFINITE_LOGITS, style="bold red"), shape[0]),
+                layout=layout)
+            self.query_one(LatticeHeatmap).update(pad_lines(Text(""), shape[1]), layout=layout)
+            return
         rows = []
         sampled = slot.q is not None  # T > 0: the walk sampled from q over the K candidates
         unary, edge, total = (column(values) for values in (slot.unary, slot.edge, slot.score))
@@ -193,11 +208,7 @@ class SelectorPanel(Vertical):
             rows.append(row + ([prob(slot.q[i])] if sampled else []) + [marks])
         header = ["#", "token", "unary", "edge", "total"] + (["q"] if sampled else []) + [""]
         widths = [len(str(len(slot.candidates) - 1)), 10, 7, 8, 7] + ([5] if sampled else []) + [3]
-        table = Text.assemble((f"slot {slot.slot} after ", "bold"), source, "\n") + grid(
-            rows, widths, "llrrr" + ("r" if sampled else "") + "l", header=header)
-        shape = (len(slot.candidates) + 2, len(slot.lattice) + 2)  # lines of each
-        layout = shape != self._shape  # same shape, same height: no layout pass
-        self._shape = shape
+        table = title + grid(rows, widths, "llrrr" + ("r" if sampled else "") + "l", header=header)
         self.query_one("#selector-candidates", Static).update(table, layout=layout)
         previous = record.selector.slots[slot.slot - 1] if slot.slot > 0 else None
         if previous is None:

@@ -4,6 +4,9 @@
     accepted  matched the target's own next token
     rejected  the first mismatch and every proposal after it
     bonus     the target's token at the first mismatch (or after the last proposal)
+
+A finished session's last round is followed, on a line of its own, by `⏹` and why it
+finished (eos, length, context).
 """
 
 from __future__ import annotations
@@ -107,7 +110,12 @@ def render_stream(frame: Frame) -> Text:
         style = SHADES[fate] if i % 2 else STYLES[fate]
         text.append(inline_token(record.text(token)), style=style)
     if record.finish_reason:
-        text.append(f"  ⏹ {record.finish_reason}", style="bold")
+        # On a line of its own: after the text, the wrap split `⏹` from its reason (`⏹` at
+        # the end of one line at 80 columns, `length` on the next). A no-break space would
+        # not hold them: Rich and Textual both break at any whitespace, that one included.
+        if not text.plain.endswith("\n"):
+            text.append("\n")
+        text.append(f"⏹ {record.finish_reason}", style="bold")
     return text
 
 

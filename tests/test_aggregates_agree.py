@@ -110,12 +110,42 @@ def trained_pair(pair, tmp_path_factory):
     return target, out
 
 
+def tab4_rows(stats, workload: str) -> list[list[str]]:
+    """Tab 4's per-slot cells for `stats`, led by the workload as bench --slots' rows are
+    (the tab's dash, —, as the bench writes it, -)."""
+    from dflash_tui.panels.aggregates import slot_rows
+
+    return [[workload, *(cell.plain.replace("—", "-") for cell in row)] for row in slot_rows(stats)]
+
+
+def printed_slot_rows(report: str, side: str, block: str) -> list[list[str]]:
+    """The body rows of the per-slot table bench --slots printed for `block`, on the
+    drafter's side ("") or the reference's (", reference"): a header over its columns
+    (checked against tab 4's), a rule, then a row per workload and slot (no cell holds a
+    space)."""
+    from dflash_tui.panels.aggregates import SLOT_HEADER
+
+    part = report.split(f"Per slot, over every round of each workload{side}")[1]
+    lines = part.splitlines()
+    title = [line.rstrip() for line in lines].index(f"block {block}")
+    header, rule = lines[title + 1], lines[title + 2]
+    assert header.split()[0] == "workload" and rule.startswith("─"), lines[title:title + 3]
+    assert " ".join(header.split()[1:]) == " ".join(SLOT_HEADER), header
+    rows = []
+    for line in lines[title + 3:]:
+        if not line.strip() or line.startswith("block "):  # the argmax-missed table's title
+            break
+        rows.append(line.split())
+    return rows
+
+
 def test_probe_bench_and_export_count_the_same_slots_for_one_decode(trained_pair, tmp_path,
                                                                      capsys):
     """One prompt of the fixture target decoded by `probe --out` and by `bench --slots`
     (the same prompt file, chat, block and budget): the same rounds, and the per-slot
     counts of the probe's rounds replayed equal the bench's JSON and a count over
-    `export`'s slots table (the definitions docs/SNAPSHOT.md gives)."""
+    `export`'s slots table (the definitions docs/SNAPSHOT.md gives); the bench's printed
+    table has tab 4's columns, cell for cell (it left out `mean` and `neut`)."""
     target, draft = trained_pair
     prompts = tmp_path / "prompts"
     (prompts / "prose").mkdir(parents=True)
@@ -128,6 +158,7 @@ def test_probe_bench_and_export_count_the_same_slots_for_one_decode(trained_pair
     assert main(["bench", str(target), "--draft", str(draft), "--prompts", str(prompts),
                  "--blocks", block, "--max-tokens", tokens, "--slots",
                  "--json", str(bench_json)]) == 0
+    printed = capsys.readouterr().out
     assert main(["export", str(probed), "--out", str(tables)]) == 0
     capsys.readouterr()
 
@@ -143,6 +174,8 @@ def test_probe_bench_and_export_count_the_same_slots_for_one_decode(trained_pair
     stats = aggregates.slot_stats(history, aggregates.every_round(history))
     assert history.accepted.values.tolist() == summary["accepted_per_round"]
     assert to_json([("prose", int(block), stats)]) == benched["slots"]
+    assert printed_slot_rows(printed, "", block) == tab4_rows(stats, "prose")
+    assert all(s.rank_mean is not None for s in stats)  # a mean in every row
 
     rounds = {int(r["round"]): int(r["accepted"]) for r in csv.DictReader(open(tables / "rounds.csv"))}
     counted: dict[int, list[int]] = {}
@@ -244,6 +277,10 @@ def test_torn_and_the_references_near_misses_recount_from_the_export(compared, m
                                       REFERENCE_K)):
         stats = aggregates.slot_stats(shown, aggregates.every_round(shown))
         assert to_json([("prose", 4, stats)]) == in_bench, side  # the TUI's numbers are bench's
+        # and its printed table tab 4's cells, mean and neut too
+        assert printed_slot_rows(report, ", reference" if side else "", "4") == \
+            tab4_rows(stats, "prose"), side
+        assert any(s.neutral for s in stats) or not side  # the reference's walk: a neut of 1
         counted, top_k = recount(tables, side)
         assert counted == {s.slot: [s.missed, s.torn, s.off_in_k_known, s.off_in_k]
                            for s in stats}, side

@@ -47,15 +47,15 @@ def test_the_slot_axis_never_wraps_and_marks_the_selected_slot():
 def test_every_slot_of_the_round_has_a_bar_in_the_80_column_layout():
     """γ 15 in the history panel at 80 columns (32 characters inside its border): one
     character a slot rather than the first 11 slots of two. The selected slot keeps its
-    number where its percentage does not fit: this test once asserted the axis alone
-    (`s12 80%` needs 8 characters, 7 are left), and a user could not tell which slot the
-    mark on the axis was."""
+    number and value where its percentage does not fit: this test once asserted the axis
+    alone (`s12 20%` needs 8 characters, 7 are left), and a user could not tell which slot
+    the mark on the axis was; then the number alone, which read as a value missing."""
     by_slot = [(15 - s, 15) for s in range(15)]
     lines = render_history([3, 5], [15, 15], by_slot, slot=12, width=32).plain.split("\n")
     assert all(len(line) <= 32 for line in lines)
-    assert lines[-1][LABEL:] == "0····5····10··· s12"
-    full = [(15, 15)] * 15  # 100%: `s0 100%` does not fit either; `s0` does
-    assert render_history([3], [15], full, slot=0, width=32).plain.split("\n")[-1].endswith("··· s0")
+    assert lines[-1][LABEL:] == "0····5····10··· s12 20"
+    full = [(15, 15)] * 15  # 100%: `s0 100%` does not fit either; `s0 100` does
+    assert render_history([3], [15], full, slot=0, width=32).plain.split("\n")[-1].endswith("··· s0 100")
     assert len(lines[-2][LABEL:].rstrip()) == 15  # the bottom line of bars: one per slot
     assert slot_ruler(15, selected=12, column=1).spans[-1].style == "dim"  # after the marked 12
     wide = render_history([3], [15], by_slot, slot=0, width=60).plain.split("\n")
@@ -81,8 +81,27 @@ def test_slots_that_do_not_fit_are_counted_and_the_selected_one_keeps_its_number
         assert axis[drawn:].startswith(f"…+{gamma - drawn}"), axis
         if slot < drawn:
             assert drawn + len(f"…+{gamma - drawn}") >= room - 1, axis  # no room kept back
-        else:
-            assert axis.endswith(f" s{slot}") and drawn >= 12, axis
+        else:  # named with its value (room is kept for it)
+            a, n = by_slot[slot]
+            assert axis.endswith(f" s{slot} {100 * a / n:.0f}") and drawn >= 12, axis
+
+
+@pytest.mark.parametrize("accepted", [15, 12, 0])  # 100%, 80%, 0%
+def test_every_selected_slot_shows_its_value_at_80_columns(accepted):
+    """γ 15 at 80 columns leaves 7 characters after the bars: slot 0 at 100% read `s0`
+    alone (`s0 100%` needs 8), as if its number were missing. Each slot shows a value, the
+    `%` left out where it does not fit (`s0 100`, `s12 80`), and where that is still too
+    wide (a two-digit slot at 100%), with no space before it after the axis's last dot
+    (`···s14 100`)."""
+    by_slot = [(accepted, 15)] * 15
+    value = f"{100 * accepted / 15:.0f}"
+    for slot in range(15):
+        last = render_history([3], [15], by_slot, slot=slot, width=32).plain.split("\n")[-1]
+        assert len(last) <= 32, last
+        assert last[LABEL:LABEL + 15] == slot_ruler(15, selected=slot, column=1).plain, last
+        assert last[LABEL + 15:].strip() in (f"s{slot} {value}%", f"s{slot} {value}"), last
+    assert render_history([3], [15], by_slot, slot=14, width=32).plain.endswith(
+        {"100": "···s14 100", "80": "··· s14 80", "0": "··· s14 0%"}[value])
 
 
 def test_the_selected_slot_keeps_its_percentage_when_the_counts_grow():

@@ -145,6 +145,28 @@ def test_dflash_v1_on_a_recurrent_target(make_pair):
     run(scenario())
 
 
+def test_the_end_marker_keeps_its_reason_on_its_line(pair):
+    """At 80 columns the tokens panel of this 20-token decode ended one line with `⏹` and
+    began the next with `length`: the marker and its reason keep to one line, at 80
+    columns and wider (the panel's text wraps anew)."""
+    async def scenario():
+        app = LiveApp(launch(pair, max_tokens=20), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.finished == "length", what="the budget")
+            await wait_idle(pilot)
+            for width in (80, 84, 90, 100, 120):
+                await pilot.resize_terminal(width, 24)
+                app.render_now()
+                await pilot.pause()
+                stream = widget_text(app, app.main.query_one("#stream-text")).split("\n")
+                marked = [line.rstrip() for line in stream if "⏹" in line]
+                assert len(marked) == 1 and marked[0].endswith("⏹ length"), (width, stream)
+
+    run(scenario())
+
+
 def test_round_then_run_to_the_token_budget(pair):
     async def scenario():
         app = LiveApp(launch(pair, max_tokens=12), show_timings=False, export_dir=Path("unused"))

@@ -298,6 +298,34 @@ def test_the_drafters_top5_of_nan_logits_reads_nf_not_their_noise(nan_pair, tmp_
     run(scenario(SIZE))
 
 
+def test_the_selectors_candidates_of_nan_logits_read_nf_not_their_noise(nan_pair, tmp_path):
+    """Tab 2 listed the K candidates of a slot whose drafter logits held NaN (\\x17 \\x13
+    \\x14 ..., what the NaN logits ranked first, marked ● pick and ★ argmax) and drew their
+    lattice, and the path table named one of them the slot's argmax: noise that read like
+    a walk, where tab 1's top-5 reads n/f. The candidates read n/f as tab 1's top-5 does,
+    the lattice is left empty, the argmax cell reads n/f; the pick, the proposal the target
+    judged, and the target's token stay."""
+    trace = record_headless(nan_pair, tmp_path / "nan.jsonl", 2)
+
+    async def scenario(size):
+        app = ReplayApp(load(trace), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=size) as pilot:
+            await press_and_settle_replay(pilot, "end", "2")
+            record = app.record
+            assert record.selector is not None and 0 in record.nonfinite_logit_slots
+            candidates = widget_text(app, app.main.query_one("#selector-candidates")).split("\n")
+            shown = [line.rstrip() for line in candidates if line.strip()]
+            assert len(shown) == 2 and shown[0].startswith("slot 0 after "), shown
+            assert shown[1] == "n/f: NaN / Inf logits", shown
+            assert widget_text(app, app.main.query_one("#selector-lattice")).strip() == ""
+            path = table_rows(app.main.query_one("#selector-path", FastTable))
+            pick, argmax, target = path[0][1:4]  # slot 0's
+            assert argmax == NONFINITE and NONFINITE not in (pick, target), path[0]
+
+    run(scenario((80, 24)))
+    run(scenario(SIZE))
+
+
 def test_replay_logs_the_setup_of_an_old_trace_without_the_mask_text(tmp_path):
     """A trace written before the mask token's text was kept: its id alone, whole in `L`
     and in the wide header."""

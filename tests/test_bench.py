@@ -450,19 +450,27 @@ def test_slots_tabulate_every_slot_as_the_records_say(pair, prompts_dir, tmp_pat
     assert "block 2, argmax missed (K = " in stdout
 
 
-def test_the_slot_table_fits_80_columns_uncut():
+@pytest.mark.parametrize("workload", ["prose", "real-problem"])
+def test_the_slot_table_fits_80_columns_uncut(workload):
+    """Tab 4's thirteen columns after the workload, at their widest (a mean of 1e+05,
+    five-digit counts) fit 80 columns, no number cut; a workload name longer than its
+    header folds onto a second line rather than push them past 80."""
     from dflash_tui.aggregates import SlotStats
     from dflash_tui.bench.slots import SLOT_HEADER, slot_table
 
     wide = SlotStats(slot=15, proposed=99_999, accepted=99_999, reached=99_999, rank0=99_999,
-                     ranked=99_999, rank_mean=0.5, rank_median=0.0, in_k=99_999,
-                     in_k_known=99_999, left=99_999, helped=9_999, hurt=9_999, neutral=0,
-                     missed=1, torn=1, off_rank_median=3.5)
+                     ranked=99_999, rank_mean=123_456.0, rank_median=0.0, in_k=99_999,
+                     in_k_known=99_999, left=99_999, helped=9_999, hurt=9_999, neutral=9_999,
+                     missed=1, torn=1, off_rank_median=123_456.0)
     console = Console(width=80, record=True)
-    console.print(slot_table([("real-problem", 7, [wide])], 7))
+    console.print(slot_table([(workload, 7, [wide])], 7))
     text = console.export_text()
-    assert "…" not in text and all(header in text for header in SLOT_HEADER)
+    assert "…" not in text and " ".join(SLOT_HEADER) in " ".join(text.split())
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    body = [line.split() for line in text.split("─")[-1].strip("\n").splitlines()]
+    assert body[0][1:] == ["15", "100%", "99999", "100%", "100%", "1e+05", "1e+05", "100%",
+                           "100%", "99999", "9999", "9999", "9999"]
+    assert "".join(line[0] for line in body) == workload  # folded, not cut
 
 
 def test_the_near_miss_table_gives_cumulative_shares_of_the_misses_in_80_columns():
@@ -662,11 +670,11 @@ def test_slots_show_a_slot_whose_logits_went_nonfinite_as_nonfinite(
     assert rc == 0
     slots, near = per_slot(stdout, ", reference dtype=float16")
     slot0 = [row for row in slots if row[1] == "0"]
-    assert slot0 and all(row[5:8] == ["n/f"] * 3 for row in slot0), slot0  # argmax off in K
+    assert slot0 and all(row[5:9] == ["n/f"] * 4 for row in slot0), slot0  # argmax mean off in K
     assert all(row[2:] == ["n/f"] * 5 for row in near if row[1] == "0"), near
     # in K counts every proposed slot, not the reached ones alone: so does its n/f
     assert ("n/f = the slot's logits held a NaN or Inf in every round the cell counts "
-            "(argmax, off: the reached ones; in K: every proposed one)") in " ".join(stdout.split())
+            "(argmax, mean, off: the reached ones; in K: every proposed one)") in " ".join(stdout.split())
     mine, _ = per_slot(stdout, "  [")  # the drafter's own table: float32 holds 1e5
     assert not any("n/f" in row for row in mine)
     written = json.loads(out.read_text())
@@ -681,4 +689,4 @@ def test_slots_show_a_slot_whose_logits_went_nonfinite_as_nonfinite(
                           "--blocks", "2", "--max-tokens", "6", "--slots")
     assert rc == 0
     slots, _ = per_slot(stdout, "  [")
-    assert all(row[5:8] == ["n/f"] * 3 for row in slots if row[1] == "0"), slots
+    assert all(row[5:9] == ["n/f"] * 4 for row in slots if row[1] == "0"), slots

@@ -24,12 +24,13 @@ from rich.text import Text
 from ..aggregates import TORN, SlotStats, every_round, slot_stats
 from ..engine.records import RoundRecord
 from ..history import History, drafter_side, reference_side
-from ..slot_text import NEAR_HEADER, from_candidates, from_ranks, near_cells, off_rank, percent
+from ..slot_text import NEAR_HEADER, near_cells, slot_cells
+from ..slot_text import SLOT_HEADER as TAB4_HEADER
 from .prompts import ALL
 
-# One table per block, no vertical rules: the twelve columns fit 80 columns.
-SLOT_HEADER = ["workload", "slot", "P>=", "reach", "acc", "argmax", "off", "in K", "torn",
-               "left", "help", "hurt"]
+# One table per block, no vertical rules: tab 4's columns after the workload's fit 80
+# columns (a workload name longer than its header folds onto a second line first).
+SLOT_HEADER = ["workload", *TAB4_HEADER]
 
 
 class SlotTally:
@@ -78,20 +79,16 @@ def slot_rows(stats, block: int) -> list[list[str]]:
     for workload, at, slots in stats:
         if at != block:
             continue
-        for s in slots:
-            rows.append([workload, str(s.slot), percent(s.at_least), str(s.reached),
-                         percent(s.acceptance), from_ranks(s, percent(s.rank0_rate)),
-                         from_ranks(s, off_rank(s.off_rank_median)),
-                         from_candidates(s, percent(s.recall)),
-                         percent(s.torn_rate), str(s.left), str(s.helped), str(s.hurt)])
+        rows += [[workload, *slot_cells(s)] for s in slots]
     return rows
 
 
 def slot_table(stats, block: int) -> Table:
     table = Table(box=box.SIMPLE_HEAD, padding=0, show_edge=False,
                   title=f"block {block}", title_justify="left")
-    for i, header in enumerate(SLOT_HEADER):
-        table.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
+    table.add_column(SLOT_HEADER[0], overflow="fold")  # the one that gives way
+    for header in SLOT_HEADER[1:]:
+        table.add_column(header, justify="right", no_wrap=True)
     for row in slot_rows(stats, block):
         table.add_row(*row, style="dim" if row[0] == ALL else None)
     return table
@@ -119,16 +116,17 @@ def near_table(stats, block: int) -> Table:
 
 CAPTION = ("P>= = share of rounds proposing the slot that accepted it and all before it; "
            "reach = rounds whose earlier slots were all accepted; acc = accepted once reached; "
-           "argmax = the drafter's top token was the target's (reached slots); off = where it "
-           "was not, the median rank of the target's token in the drafter's logits; in K = "
+           "argmax = the drafter's top token was the target's (reached slots); mean = the "
+           "target token's mean rank in the drafter's logits (reached slots); off = where it "
+           "was not the top, its median rank; in K = "
            "among the selector's candidates, over every proposed slot (reached or not, unlike "
            "≤K); "
            "miss = reached slots where the argmax was wrong; of them, the target's token was "
            "2nd, within the top 5 (≤5), among the selector's K candidates (≤K) or beyond K; "
            f"torn = of the misses, the share where the target's own top token had p < {TORN:g}; "
            "left = the selector's walk left the argmax, on any proposed slot; on the reached ones "
-           "it helped (help: the argmax was wrong, the pick right) or hurt (the other way), so "
-           "help + hurt ≤ left.")
+           "it helped (help: the argmax was wrong, the pick right), hurt (the other way) or "
+           "neither (neut), so help + hurt + neut ≤ left.")
 
 
 def to_json(stats) -> list[dict]:
@@ -178,6 +176,6 @@ REFERENCE_CAPTION = (" The reference's slots are its own proposals, judged again
                      "target's tokens after its own accepted prefix (torn: where that prefix "
                      "is the drafter's too).")
 NONFINITE_CAPTION = (" n/f = the slot's logits held a NaN or Inf in every round the cell "
-                     "counts (argmax, off: the reached ones; in K: every proposed one), where "
-                     "its rank, the vocabulary - 1, is no rank; rounds whose logits did are "
-                     "left out of argmax, off, in K and the argmax-missed table.")
+                     "counts (argmax, mean, off: the reached ones; in K: every proposed one), "
+                     "where its rank, the vocabulary - 1, is no rank; rounds whose logits did "
+                     "are left out of argmax, mean, off, in K and the argmax-missed table.")
