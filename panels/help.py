@@ -7,10 +7,10 @@ import textwrap
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from .key_scroll import KeyScroll
+from .reading_screen import ReadingScreen
 
 LEGEND = (
     ("tokens", "black on green", "accepted proposal"),
@@ -29,20 +29,9 @@ KEY, DESCRIPTION = 12, 66  # column widths of the keys list (the text narrows to
 LEGEND_PANEL, LEGEND_SAMPLE = 10, 10  # the legend's first two columns, "sample" with its gaps
 
 
-class HelpScreen(ModalScreen[None]):
-    DEFAULT_CSS = """
-    /* opaque: a see-through modal blends every cell of the screen below (slow) */
-    HelpScreen { align: center middle; background: $background; }
-    HelpScreen > VerticalScroll {
-        width: 84; max-width: 95%; height: auto; max-height: 90%;
-        border: thick $primary; background: $surface; padding: 0 1;
-    }
-    """
-    BINDINGS = [
-        Binding("escape", "dismiss", "close"),
-        Binding("question_mark", "dismiss", "close", show=False),
-        Binding("q", "dismiss", "close", show=False),
-    ]
+class HelpScreen(ReadingScreen):
+    DEFAULT_CSS = "HelpScreen > VerticalScroll { width: 84; }"
+    BINDINGS = [Binding("question_mark", "dismiss", "close", show=False)]
 
     def __init__(self, keys: list[tuple[str, list[tuple[str, str]]]]) -> None:
         super().__init__()

@@ -9,29 +9,18 @@ from typing import Iterable
 from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from .key_scroll import KeyScroll
+from .reading_screen import ReadingScreen
 from .status import ICONS, LOG_KEY, STYLES, Entry
 
 KIND_WIDTH = 12  # "⚑ breakpoint"
 
 
-class MessagesScreen(ModalScreen[None]):
-    DEFAULT_CSS = """
-    /* opaque: a see-through modal blends every cell of the screen below (slow) */
-    MessagesScreen { align: center middle; background: $background; }
-    MessagesScreen > VerticalScroll {
-        width: 100; max-width: 95%; height: auto; max-height: 90%;
-        border: thick $primary; background: $surface; padding: 0 1;
-    }
-    """
-    BINDINGS = [
-        Binding("escape", "dismiss", "close"),
-        Binding(LOG_KEY, "dismiss", "close", show=False),
-        Binding("q", "dismiss", "close", show=False),
-    ]
+class MessagesScreen(ReadingScreen):
+    DEFAULT_CSS = "MessagesScreen > VerticalScroll { width: 100; }"
+    BINDINGS = [Binding(LOG_KEY, "dismiss", "close", show=False)]
 
     def __init__(self, entries: Iterable[Entry]) -> None:
         super().__init__()
@@ -59,6 +48,3 @@ class MessagesScreen(ModalScreen[None]):
     def text(self) -> str:
         """Every message, whole, newest first, one a line (what the log holds)."""
         return "\n".join(f"{entry.kind} {entry.text}" for entry in reversed(self.entries))
-
-    def action_dismiss(self) -> None:
-        self.dismiss(None)

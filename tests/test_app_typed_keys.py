@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -159,23 +160,49 @@ def test_an_export_after_stage_keys_exports_the_stage_they_led_to(trace):
     run(scenario())
 
 
-def gated_proposer():
-    """Forced proposals that hold the engine's select stage until the gate opens: keys typed
-    meanwhile are handled while the stage they asked for is still computing, every time."""
-    gate = threading.Event()
-    gate.set()
+class SelectGate:
+    """Forced proposals that hold the engine's select stage while the gate is held: keys
+    typed meanwhile are handled while the stage they asked for is still computing, every time."""
 
-    def propose(committed: list[int], gamma: int) -> list[int]:
-        assert gate.wait(WAIT), "the test never opened the gate"
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._open.set()
+
+    def propose(self, committed: list[int], gamma: int) -> list[int]:
+        assert self._open.wait(WAIT), "the test never opened the gate"
         return [0] * gamma
 
-    return gate, propose
+    @contextmanager
+    def held(self):
+        """Select stages wait inside the block; the gate opens at its end, whatever happens."""
+        self._open.clear()
+        try:
+            yield
+        finally:
+            self._open.set()
 
 
-def exported(app) -> list[tuple[int, str]]:
+@asynccontextmanager
+async def live_after_round_0(pair, gate: SelectGate):
+    """The live app on the fixture pair, proposing through `gate`, round 0 stepped: (app, pilot)."""
+    app = live_app(pair, proposer=gate.propose)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_loaded(pilot)
+        await press_and_settle(pilot, "n")
+        yield app, pilot
+
+
+def exported() -> list[tuple[int, str]]:
     """(round, stage) of each JSON export, in the order written."""
     paths = sorted(Path("out").glob("*/round-*.json"), key=lambda p: p.stat().st_mtime_ns)
     return [(s["round"], s["stage"]) for s in (json.loads(p.read_text()) for p in paths)]
+
+
+async def export_written(pilot) -> list[tuple[int, str]]:
+    """exported(), once the engine is idle and an export has been written."""
+    await wait_idle(pilot)
+    await wait_for(pilot, exported, timeout=10, what="the export")
+    return exported()
 
 
 @pytest.mark.parametrize("keys, where", [
@@ -187,22 +214,14 @@ def exported(app) -> list[tuple[int, str]]:
 def test_the_live_app_exports_the_stage_the_keys_before_x_led_to(pair, keys, where):
     """The live app: x typed after step keys exports what those steps led to, though the
     engine has not run them when x is handled (it queues behind them on the engine)."""
-    gate, propose = gated_proposer()
+    gate = SelectGate()
 
     async def scenario():
-        app = live_app(pair, proposer=propose)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_loaded(pilot)
-            await press_and_settle(pilot, "n")
-            gate.clear()
-            try:
+        async with live_after_round_0(pair, gate) as (app, pilot):
+            with gate.held():
                 burst(app, *keys)
                 await handled(pilot)
-            finally:
-                gate.set()
-            await wait_idle(pilot)
-            await wait_for(pilot, lambda: exported(app), timeout=10, what="the export")
-            assert exported(app) == [where]
+            assert await export_written(pilot) == [where]
             assert (app.record.round, app.record.stage) == where
             await wait_for(pilot, lambda: app.status.message.startswith("exported"),
                            timeout=10, what="the status to say so")
@@ -214,25 +233,17 @@ def test_the_live_app_exports_the_stage_the_keys_before_x_led_to(pair, keys, whe
 def test_an_export_queued_behind_a_paused_round_exports_where_it_paused(pair):
     """`x escape` during a round: the pause drops what was queued behind the round; the
     export among it is answered with the stage where the pause took effect, not dropped."""
-    gate, propose = gated_proposer()
+    gate = SelectGate()
 
     async def scenario():
-        app = live_app(pair, proposer=propose)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_loaded(pilot)
-            await press_and_settle(pilot, "n")
-            gate.clear()
-            try:
+        async with live_after_round_0(pair, gate) as (app, pilot):
+            with gate.held():
                 burst(app, "n")
                 await wait_for(pilot, lambda: app.engine.busy_stage == "select",
                                what="round 1's select computing")
                 burst(app, "x", "escape")
                 await handled(pilot)
-            finally:
-                gate.set()
-            await wait_idle(pilot)
-            await wait_for(pilot, lambda: exported(app), timeout=10, what="the export")
-            assert exported(app) == [(1, "select")]
+            assert await export_written(pilot) == [(1, "select")]
             assert (app.record.round, app.record.stage) == (1, "select")
 
     run(scenario())
