@@ -131,3 +131,22 @@ def test_the_export_directory_itself_names_its_newest_session(recorded, tmp_path
     line = refusal(capsys, argv, f"{root}: holds 2 session directories",
                    f"the newest is {root / '20250302-090000'}")
     assert "no round-NNNN.json" not in line, line
+
+
+@pytest.mark.parametrize("names, says", [
+    # one session, the usual case after a first run: no "1 session directories"
+    (["20250301-142233"], "holds one session directory, not a recording (expected it: "),
+    # the app's tenth directory of one second, -10, is newer than -2 (name order put it first)
+    (["20250301-142233", *(f"20250301-142233-{n}" for n in range(2, 11))],
+     "holds 10 session directories, not a recording (expected one of them: the newest is "),
+])
+def test_the_export_directory_names_its_newest_session_by_the_apps_order(recorded, tmp_path,
+                                                                        capsys, names, says):
+    from one_line import refusal
+
+    root = tmp_path / "dflash-snapshots"
+    for name in names:
+        (root / name).mkdir(parents=True)
+        (root / name / "trace.jsonl").write_bytes(recorded[0].read_bytes())
+    line = refusal(capsys, ["replay", root], f"{root}: {says}{root / names[-1]})")
+    assert line.endswith(f"{root / names[-1]})"), line

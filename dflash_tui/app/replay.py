@@ -25,7 +25,7 @@ from ..engine.errors import InputError
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
 from ..snapshot import SNAPSHOT_SCHEMA, TRACE_SCHEMA, round_from_json, session_from_json
 from .recorded_rounds import Rounds, RoundsInMemory, RoundsInTrace, read_all
-from .session_dir import TRACE_NAME
+from .session_dir import TRACE_NAME, session_order
 from .trace_lines import (
     HEADER_PREFIX, Header, RoundLine, Skipped, json_or_none, newer_schema, one_line, parse_round,
     trace_lines,
@@ -276,8 +276,9 @@ def _session_dirs(path: Path) -> list[Path]:
     """The directories in `path` that hold a recording, oldest first (the app names them by
     when their session started)."""
     try:
-        return sorted(d for d in path.iterdir() if d.is_dir() and (
-            (d / TRACE_NAME).is_file() or next(d.glob("round-*.json"), None) is not None))
+        return sorted((d for d in path.iterdir() if d.is_dir() and (
+            (d / TRACE_NAME).is_file() or next(d.glob("round-*.json"), None) is not None)),
+            key=session_order)
     except OSError:  # unreadable: the plain refusal says what is missing
         return []
 
@@ -286,7 +287,10 @@ def _directory_entries(path: Path) -> Iterator[Union[Header, RoundRecord]]:
     files = sorted(path.glob("round-*.json"), key=_round_order)
     if not files:
         sessions = _session_dirs(path)
-        if sessions:  # the export directory (dflash-snapshots/) itself: one level too high
+        if len(sessions) == 1:  # the export directory (dflash-snapshots/) itself: one level too high
+            raise InputError(f"{path}: holds one session directory, not a recording "
+                             f"(expected it: {sessions[0]})")
+        if sessions:
             raise InputError(f"{path}: holds {len(sessions)} session directories, not a recording "
                              f"(expected one of them: the newest is {sessions[-1]})")
         raise InputError(f"{path}: no round-NNNN.json snapshots (and no {TRACE_NAME}) in this directory")

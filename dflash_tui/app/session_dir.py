@@ -14,12 +14,25 @@ first export.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
 from typing import Optional
 
 TRACE_NAME = "trace.jsonl"
+# _make's names: 20250301-142233, then 20250301-142233-2, ... within that second
+_NAME = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")
+
+
+def session_order(directory: Path) -> tuple[str, int]:
+    """A sort key that puts the session directories in the order they were made: by the
+    time in their name, then the `-2`, `-3`, ... added within one second, as numbers (name
+    order put `-10` before `-2`)."""
+    name = _NAME.fullmatch(directory.name)
+    if name is None:  # not one of the app's names
+        return directory.name, 1
+    return name[1], int(name[2] or 1)
 
 
 class SessionDir:
