@@ -343,16 +343,6 @@ def slot_legend(nonfinite: bool = False) -> Text:
                 style="dim")
 
 
-def rank_mean(mean: Optional[float]) -> str:
-    """A slot's mean rank in its own precision, as bench --slots writes it."""
-    return slot_text.rank_mean(mean, DASH)
-
-
-def off_rank(median: Optional[float]) -> str:
-    """A median rank in the column's five cells, as bench --slots writes it."""
-    return slot_text.off_rank(median, DASH)
-
-
 def render_rounds(accepted: list, gamma: list, headroom: list) -> Text:
     text = Text(f"last {rounds_count(len(accepted))} of the span\n", style="bold", no_wrap=True)
     text.append("accepted      ", style="dim")

@@ -135,18 +135,20 @@ def test_status_parts_are_whole_or_short_never_cut():
 
 
 def test_a_slots_mean_rank_keeps_its_precision_beside_a_huge_one():
-    from dflash_tui.panels.aggregates import rank_mean
+    from dflash_tui.panels.format import DASH
+    from dflash_tui.slot_text import rank_mean
 
-    shown = [rank_mean(v) for v in (0.21, 12.345, 1045.0, 16658.0, 3e6, None)]
+    shown = [rank_mean(v, DASH) for v in (0.21, 12.345, 1045.0, 16658.0, 3e6, None)]
     assert shown == ["0.21", "12.3", "1045", "16658", "3e+06", "—"]
     # the table widens a column to its widest cell (nothing is cut); these keep it narrow
     assert all(len(s) <= 6 for s in shown)
 
 
 def test_a_median_rank_where_the_argmax_missed_is_never_cut_smaller():
-    from dflash_tui.panels.aggregates import off_rank
+    from dflash_tui.panels.format import DASH
+    from dflash_tui.slot_text import off_rank
 
-    shown = [off_rank(v) for v in (1.0, 2.5, 999.5, 1587.5, 12345.5, 123456.0, None)]
+    shown = [off_rank(v, DASH) for v in (1.0, 2.5, 999.5, 1587.5, 12345.5, 123456.0, None)]
     assert shown == ["1", "2.5", "999.5", "1588", "12346", "1e+05", "—"]
     assert all(len(s) <= 5 for s in shown)
 

@@ -211,16 +211,6 @@ def test_slot_acceptance_comes_from_the_verdict_when_ranks_are_off(decode):
     assert all(s.ranked == 0 for s in without)
 
 
-def test_the_aggregates_tab_names_its_slot_columns_as_bench_slots_does():
-    """One number, one name: the TUI's per-slot table and `bench --slots` (which leads with
-    the workload) have the same columns in one order; the bench once left out mean and
-    neut (tests/test_aggregates_agree.py checks their cells)."""
-    from dflash_tui.bench.slots import SLOT_HEADER as BENCH
-    from dflash_tui.panels.aggregates import SLOT_HEADER
-
-    assert BENCH == ["workload", *SLOT_HEADER]
-
-
 def test_buffer_aggregates_and_position_bins_equal_the_records(decode):
     records, _, _ = decode
     history = History(keep=1)

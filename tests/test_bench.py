@@ -497,7 +497,7 @@ def test_the_slot_table_writes_a_median_rank_as_the_aggregates_tab_does():
     1e+05 in either, where the bench wrote 1587.5 and 123456."""
     from dflash_tui.aggregates import SlotStats
     from dflash_tui.bench.slots import SLOT_HEADER, slot_rows
-    from dflash_tui.panels.aggregates import off_rank
+    from dflash_tui.slot_text import off_rank
 
     medians = (2.5, 1587.5, 123456.0, None)
     stats = [SlotStats(slot=i, proposed=9, accepted=1, reached=9, rank0=1, ranked=9,
