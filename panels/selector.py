@@ -133,7 +133,9 @@ class SelectorPanel(Vertical):
                             for s in range(gamma)])
             return
         selector = record.selector
-        off = selector.off_argmax_slots
+        # a walk "off" the argmax of NaN logits is off noise: those slots read n/f instead
+        off = [slot for slot in selector.off_argmax_slots
+               if not logits_nonfinite_at(record.nonfinite_logit_slots, slot)]
         # the slots first and as spans, as the path column says it: at 80 columns the tab
         # shows about 39 characters of this line, and "walk left the argmax at slot" after
         # the top-K lost the numbers
@@ -156,7 +158,7 @@ class SelectorPanel(Vertical):
                 Text(NONFINITE, style="bold red") if noise else token_text(record.text(s.argmax)),
                 token_text(record.text(target)) if target is not None else Text("…", style="dim"),
                 Text(total, justify="right"),
-                _path(s),
+                Text(NONFINITE, style="bold red") if noise else _path(s),
             ]
             if other is not None:
                 row += _other_cells(other, s, theirs.get(s.slot))

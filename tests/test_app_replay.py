@@ -303,7 +303,7 @@ def test_the_selectors_candidates_of_nan_logits_read_nf_not_their_noise(nan_pair
     \\x14 ..., what the NaN logits ranked first, marked ● pick and ★ argmax) and drew their
     lattice, and the path table named one of them the slot's argmax: noise that read like
     a walk, where tab 1's top-5 reads n/f. The candidates read n/f as tab 1's top-5 does,
-    the lattice is left empty, the argmax cell reads n/f; the pick, the proposal the target
+    the lattice is left empty, the argmax and path cells read n/f; the pick, the proposal the target
     judged, and the target's token stay."""
     trace = record_headless(nan_pair, tmp_path / "nan.jsonl", 2)
 
@@ -321,6 +321,7 @@ def test_the_selectors_candidates_of_nan_logits_read_nf_not_their_noise(nan_pair
             path = table_rows(app.main.query_one("#selector-path", FastTable))
             pick, argmax, target = path[0][1:4]  # slot 0's
             assert argmax == NONFINITE and NONFINITE not in (pick, target), path[0]
+            assert path[0][-1] == NONFINITE, path[0]  # the walk's verdict on noise: none
 
     run(scenario((80, 24)))
     run(scenario(SIZE))
