@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import mlx.core as mx
 import numpy as np
@@ -46,19 +46,25 @@ NEITHER, PROBES, RANKS, BOTH = "neither", "probes", "ranks", "probes + ranks"
 
 
 def interleaved(pair: Pair, configs: dict[str, SessionOptions], rounds: int,
-                step: Callable) -> dict[str, list]:
-    """step(session) for each config in turn, `rounds` times after two warm-up turns."""
+                step: Union[Callable, dict[str, Callable]], prompt: str = PROMPT,
+                warm_up: int = 2) -> dict[str, list]:
+    """step(session) for each config in turn (or step[name](session), one per config),
+    `rounds` times after `warm_up` turns; the first config of a turn rotates. Each session
+    steps on its own target cache, swapped in for its turn."""
     target = pair.target
-    sessions = {name: pair.open(PROMPT, options=options) for name, options in configs.items()}
-    caches = {name: s.target.cache for name, s in sessions.items()}
+    sessions, caches = {}, {}
+    for name, options in configs.items():
+        sessions[name] = pair.open(prompt, options=options)
+        caches[name] = target.cache  # its prefill made a new one: take it before the next does
+    steps = step if isinstance(step, dict) else dict.fromkeys(sessions, step)
     names = list(sessions)
     out: dict[str, list] = {name: [] for name in names}
-    for i in range(rounds + 2):
+    for i in range(rounds + warm_up):
         for name in names[i % len(names):] + names[:i % len(names)]:
             target.cache = caches[name]
-            result = step(sessions[name])
+            result = steps[name](sessions[name])
             caches[name] = target.cache
-            if i >= 2:
+            if i >= warm_up:
                 out[name].append(result)
     for session in sessions.values():
         session.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import mlx.core as mx
@@ -282,3 +283,46 @@ def test_the_tui_benchmarks_start_as_their_docstrings_run_them(how):
     done = subprocess.run([sys.executable, *how, "--help"], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1], timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+
+def test_interleaved_sessions_each_decode_on_their_own_cache(make_pair):
+    """bench_engine's sessions take turns on one target: each must step on its own cache,
+    which then holds exactly its own committed tokens (all but the anchor), and commit what
+    the same session would alone. (They once all stepped on the cache of the last session
+    opened, which grew by every session's rounds: a decode none of them was making. The
+    fixture's tokens did not show it; the sample's did, from the second round.)"""
+    from benchmarks import bench_engine
+    from dflash_tui.engine import load_pair
+
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    pair = load_pair(target_dir, draft_dir)
+    base = SessionOptions(gamma=3, max_tokens=10 ** 6, probes=False, ranks=False)
+    alone = pair.open(bench_engine.PROMPT, options=base)
+    expected = [tuple(alone.step_round().committed_tokens) for _ in range(6)]
+    alone.close()
+
+    def step(session):
+        tokens = tuple(session.step_round().committed_tokens)
+        return tokens, pair.target.offset == len(session.tokens) - 1
+
+    configs = {"off": base, "probes": replace(base, probes=True), "ranks": replace(base, ranks=True)}
+    out = bench_engine.interleaved(pair, configs, 4, step)
+    assert out == {name: [(t, True) for t in expected[2:]] for name in configs}  # 2 warm-ups
+
+
+def test_round_paths_times_every_path_on_the_same_rounds(make_pair):
+    from benchmarks import bench_round_paths
+
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    before = (mx.eval, mx.async_eval)
+    result = bench_round_paths.main([str(target_dir), "--draft", str(draft_dir), "--rounds", "2",
+                                     "--repeats", "1", "--block", "3", "--warm-up", "1",
+                                     "--profile", "--profile-top", "3"])
+    paths = result["paths"]  # it exits if the paths committed different tokens
+    assert list(paths) == [bench_round_paths.BENCH, bench_round_paths.NO_PROBES,
+                           bench_round_paths.PROBE, bench_round_paths.TUI]
+    for row in paths.values():
+        assert 0 < row["mlx_ms"] <= row["round_ms"] and len(row["x_bench"]) == 1
+    assert set(result["profile"]) == set(paths)
+    assert (mx.eval, mx.async_eval) == before  # the clock's wrappers are gone
