@@ -134,8 +134,9 @@ class SelectorPanel(Vertical):
             return
         selector = record.selector
         # a walk "off" the argmax of NaN logits is off noise: those slots read n/f instead
-        off = [slot for slot in selector.off_argmax_slots
-               if not logits_nonfinite_at(record.nonfinite_logit_slots, slot)]
+        noisy = {s.slot for s in selector.slots
+                 if logits_nonfinite_at(record.nonfinite_logit_slots, s.slot)}
+        off = [slot for slot in selector.off_argmax_slots if slot not in noisy]
         # the slots first and as spans, as the path column says it: at 80 columns the tab
         # shows about 39 characters of this line, and "walk left the argmax at slot" after
         # the top-K lost the numbers
@@ -151,14 +152,14 @@ class SelectorPanel(Vertical):
         for s, total in zip(selector.slots, totals):
             target = targets[s.slot] if s.slot < len(targets) else None
             # the pick is the proposal the target judged; the argmax of NaN logits is noise
-            noise = logits_nonfinite_at(record.nonfinite_logit_slots, s.slot)
+            noise = Text(NONFINITE, style="bold red") if s.slot in noisy else None
             row = [
                 Text(str(s.slot)),
                 token_text(record.text(s.chosen), "bold magenta" if s.off_argmax else "bold"),
-                Text(NONFINITE, style="bold red") if noise else token_text(record.text(s.argmax)),
+                noise or token_text(record.text(s.argmax)),
                 token_text(record.text(target)) if target is not None else Text("…", style="dim"),
                 Text(total, justify="right"),
-                Text(NONFINITE, style="bold red") if noise else _path(s),
+                noise or _path(s),
             ]
             if other is not None:
                 row += _other_cells(other, s, theirs.get(s.slot))
