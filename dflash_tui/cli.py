@@ -99,8 +99,8 @@ def add_model_args(p: argparse.ArgumentParser, model_required: bool = False) -> 
     p.add_argument("--layer-offset", type=int, default=0, metavar="K",
                    help="shift every target_layer_ids entry by K (test the off-by-one)")
     p.add_argument("--keep-quantized", action="store_true",
-                   help="on the CPU, keep a quantized target quantized (default: dequantize "
-                        "small ones, since MLX's CPU quantized matmul is slow)")
+                   help="on the CPU, keep a quantized target and drafter quantized (default: "
+                        "dequantize small ones, since MLX's CPU quantized matmul is slow)")
     p.add_argument("--distributed", action="store_true",
                    help="run on every rank of a group started by mlx.launch, the target "
                         "sharded across them; rank 0 prints and writes (docs/DISTRIBUTED.md)")

@@ -17,6 +17,7 @@ from .compare_spec import DEFAULT_TOLERANCE, CompareSpec, check_tolerance, parse
 from .drafter import DraftModel
 from .errors import InputError, ParameterError
 from .paths import check_target_path, named_as_draft, resolve_drafter_dir
+from .quantize import dequantize_for_cpu
 from .session import Session, SessionOptions
 from .target import DTYPES, Target, encode_prompt, load_target
 
@@ -74,7 +75,8 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
               mesh: Optional["Mesh"] = None, compare: Optional[str | CompareSpec] = None,
               compare_tol: Optional[float] = None, fuse: Optional[bool] = None) -> Pair:
     """Load the target at `model` (an mlx-lm directory or a .gguf file) and its drafter
-    (`draft`, default `model/draft`), both cast to `dtype`. With `mesh` (a joined group,
+    (`draft`, default `model/draft`), both cast to `dtype`; on the CPU a quantized drafter
+    is dequantized, as a small quantized target is, unless `keep_quantized`. With `mesh` (a joined group,
     engine/distributed.py) the target is sharded over its ranks and the drafter loaded whole
     on each. With `compare` (a SPEC, engine/compare_spec.py), the reference drafter every
     session runs beside it, whose buffers diverge beyond a relative error of `compare_tol`
@@ -103,10 +105,13 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
     progress(f"loading drafter {draft_dir}")
     with named_as_draft(draft):
         drafter = load_drafter(draft_dir, DTYPES[dtype])
+    if not keep_quantized:
+        dequantize_for_cpu(drafter)
     reference = None
     if compare is not None:
         progress(f"loading the reference configuration ({compare.text})")
-        reference = load_reference(compare, drafter, draft_dir, dtype, compare_tol)
+        reference = load_reference(compare, drafter, draft_dir, dtype, compare_tol,
+                                   keep_quantized)
     return Pair(target, drafter, draft_dir, mesh, reference, draft)
 
 

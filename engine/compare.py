@@ -52,7 +52,7 @@ from .errors import ParameterError
 from .drift import Drift, Key
 from .pair_check import check_pair
 from .probes import pipeline_key
-from .quantize import quantize_drafter
+from .quantize import dequantize_drafter, dequantize_for_cpu, quantize_drafter
 from .ranks import rank_arrays, rank_of
 from .records import Compare, LeftOut, first_divergent
 from .session import Session
@@ -81,19 +81,27 @@ class Reference:
 
 
 def load_reference(spec: CompareSpec, primary: DraftModel, primary_dir: Path, dtype: str,
-                   tolerance: float) -> Reference:
+                   tolerance: float, keep_quantized: bool = False) -> Reference:
     """The drafter SPEC names: another directory in the pair's dtype, or the primary's
-    checkpoint loaded again with the overrides applied."""
+    checkpoint loaded again with the overrides applied. On the CPU a quantized one is then
+    dequantized unless `keep_quantized` (as the primary is: engine/api.py)."""
     if spec.draft_dir is not None:
         with named_as_reference(spec):
             drafter = load_drafter(spec.draft_dir, DTYPES[dtype])
+        if not keep_quantized:
+            dequantize_for_cpu(drafter)
         return Reference(spec, drafter, spec.draft_dir, tolerance)
     if not spec.copies_primary:  # a layer offset reads other rows through the same modules
         return Reference(spec, primary, primary_dir, tolerance)
     drafter = load_drafter(primary_dir, DTYPES[spec.dtype or dtype])
     if spec.bits is not None:
+        # a quantized primary (the sample may ship in 8 bits) is quantized again from the
+        # float values its packed weights hold
+        dequantize_drafter(drafter)
         with named_as_reference(spec):
             quantize_drafter(drafter, spec.bits, spec.group_size, where=str(primary_dir))
+    if not keep_quantized:
+        dequantize_for_cpu(drafter)
     if spec.residual_scale != 1.0:
         drafter.scale_residual(spec.residual_scale)
     mx.eval(drafter.parameters())

@@ -25,7 +25,7 @@ from typing import Any, Callable, Union
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx.utils import tree_flatten
+from mlx.utils import tree_flatten, tree_unflatten
 
 from .draft_config import QUANT_BITS, QUANT_GLOBAL_KEYS, QUANT_GROUP_SIZES
 from .errors import InputError
@@ -50,9 +50,9 @@ def quantize_drafter(model: nn.Module, bits: int, group_size: int = 64,
         raise InputError(
             f"group_size {group_size!r}: expected one of {', '.join(map(str, QUANT_GROUP_SIZES))}"
         )
-    already = describe(model)
-    if already:
-        raise InputError(f"{where}: this drafter is already quantized ({already}); start from a float one")
+    if quantized_modules(model):  # dequantize_drafter's output is float again, and may be
+        raise InputError(f"{where}: this drafter is already quantized ({describe(model)}); "
+                         "start from a float one")
     _check_something_quantized(model, group_size, keep, where)
     quantize_modules(model, choose_predicate(model, group_size, keep), group_size, bits)
     model.config = replace(
@@ -248,7 +248,7 @@ def describe(model: nn.Module) -> str | None:
     codebooks"; None for a float one."""
     quantized = quantized_modules(model)
     if not quantized:
-        return None
+        return getattr(model, "dequantized_from", None)  # dequantize_drafter's
     counts: dict[str, int] = {}
     for module in quantized.values():
         key = f"q{module.bits}/g{module.group_size}"
@@ -282,3 +282,53 @@ def _shape(x: mx.array) -> list[int]:
 
 def _dtype(x: mx.array) -> str:
     return str(x.dtype).removeprefix("mlx.core.")
+
+
+def dequantize_drafter(model: nn.Module) -> None:
+    """Turn every quantized module of `model` back into float, in place, keeping its label.
+
+    The float weights are exactly the quantized values (`mx.dequantize`: scale * q + bias,
+    what the quantized kernel computes inside), so the drafter's function is the same up
+    to the order of its sums. It exists for the CPU, where MLX's quantized matmul is a
+    plain loop: docs/CPU.md measures what it buys. `describe` keeps naming the packing
+    the weights were read with (`dequantized_from`), since that is what they are.
+    """
+    packed = quantized_modules(model)
+    if not packed:
+        return
+    label = describe(model)
+    replaced = []
+    for path, module in packed.items():
+        weight = mx.dequantize(module.weight, module.scales, module.get("biases"),
+                               module.group_size, module.bits, mode=module.mode)
+        owner, _, name = path.rpartition(".")
+        if owner == SELECTOR and name in CODEBOOKS:  # a float codebook is a bare array
+            setattr(model[SELECTOR], name, weight)
+            continue
+        linear = nn.Linear(weight.shape[1], weight.shape[0], bias="bias" in module)
+        linear.weight = weight
+        if "bias" in module:
+            linear.bias = module.bias
+        replaced.append((path, linear))
+    model.update_modules(tree_unflatten(replaced))
+    model.config = replace(model.config, quantization=None)  # a float drafter now, saved as one
+    model.dequantized_from = label
+
+
+def dequantize_for_cpu(drafter: nn.Module) -> bool:
+    """The target's rule (engine/target.py) for a drafter: on the CPU, a quantized drafter
+    whose float weights fit CPU_DEQUANTIZE_LIMIT_BYTES computes in float. True when it was
+    dequantized."""
+    from .target import CPU_DEQUANTIZE_LIMIT_BYTES, backend
+
+    packed = quantized_modules(drafter)
+    if backend() != "cpu" or not packed:
+        return False
+    width = drafter.norm.weight.dtype.size  # the float dtype the drafter computes in
+    size = sum(m.weight.shape[0] * m.weight.shape[1] * (32 // m.bits) * width
+               for m in packed.values())
+    if size > CPU_DEQUANTIZE_LIMIT_BYTES:
+        return False
+    dequantize_drafter(drafter)
+    mx.eval(drafter.parameters())
+    return True

@@ -159,7 +159,11 @@ def sample_pair_for(sample_target):
     from dflash_tui.engine.api import Pair
     from dflash_tui.engine.checkpoint import load_drafter
 
+    from dflash_tui.engine.quantize import dequantize_for_cpu
+
     def make(draft_dir) -> "Pair":
-        return Pair(sample_target, load_drafter(Path(draft_dir), mx.float32), Path(draft_dir))
+        drafter = load_drafter(Path(draft_dir), mx.float32)
+        dequantize_for_cpu(drafter)  # as load_pair does: a quantized drafter runs in float here
+        return Pair(sample_target, drafter, Path(draft_dir))
 
     return make

@@ -75,3 +75,30 @@ def dequantized_tensors(model) -> dict:
             name = path  # Z Lab's checkpoints store the codebooks without `.weight`
         out[name] = value.astype(mx.float32)
     return out
+
+
+def float_copy(draft_dir: Path, out: Path) -> Path:
+    """A quantized checkpoint written back in float by MLX's own `mx.dequantize`, from its
+    files alone (none of the project's loader): what Z Lab's loader, which reads no packed
+    weights, is given. A float checkpoint is returned as it is."""
+    config = json.loads((draft_dir / "config.json").read_text())
+    quantization = config.pop("quantization", None)
+    if quantization is None:
+        return draft_dir
+    config.pop("quantization_config", None)
+    weights = {k: v for f in sorted(draft_dir.glob("*.safetensors")) for k, v in mx.load(str(f)).items()}
+    tensors = {}
+    for name, value in weights.items():
+        path, _, leaf = name.rpartition(".")
+        if f"{path}.scales" not in weights:
+            tensors[name] = value
+        elif leaf == "weight":
+            entry = quantization.get(path)
+            setting = entry if isinstance(entry, dict) else quantization
+            value = mx.dequantize(value, weights[f"{path}.scales"], weights.get(f"{path}.biases"),
+                                  group_size=setting["group_size"], bits=setting["bits"])
+            tensors[path if path.endswith("_codebook") else name] = value
+    out.mkdir(parents=True, exist_ok=True)
+    mx.save_safetensors(str(out / "model.safetensors"), tensors, metadata={"format": "mlx"})
+    (out / "config.json").write_text(json.dumps(config))
+    return out

@@ -326,3 +326,15 @@ def test_round_paths_times_every_path_on_the_same_rounds(make_pair):
         assert 0 < row["mlx_ms"] <= row["round_ms"] and len(row["x_bench"]) == 1
     assert set(result["profile"]) == set(paths)
     assert (mx.eval, mx.async_eval) == before  # the clock's wrappers are gone
+
+
+def test_quantized_drafter_bench_times_float_kernels_and_dequantized_on_the_same_prompt(make_pair):
+    from benchmarks import bench_quantized_drafter
+
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    result = bench_quantized_drafter.main([str(target_dir), "--draft", str(draft_dir), "--rounds", "2",
+                                           "--repeats", "1", "--block", "3"])
+    rows = result["drafters"]
+    assert list(rows) == ["float", "q8 kernels", "q8 dequantized"]
+    assert rows["float"]["ratio_to_float"] == 1.0 and all(r["median_round_ms"] > 0 for r in rows.values())
+    assert rows["q8 kernels"]["mean_accepted"] == rows["q8 dequantized"]["mean_accepted"]

@@ -208,6 +208,41 @@ def test_init_from_starts_at_the_checkpoint_and_refuses_another_shape(data_dir, 
     assert code == 2 and len(err.splitlines()) == 1 and "--layers 2" in err and "Traceback" not in err
 
 
+def test_init_from_a_quantized_drafter_trains_from_its_dequantized_values(data_dir, tmp_path):
+    """A sample drafter shipped in 8 bits is the next stage's start: its packed weights are
+    read back as the float values they hold, and the lineage says so."""
+    from dflash_tui_distill.init_from import start_weights
+    from mlx.utils import tree_flatten
+
+    target_dir, data = data_dir
+    first, packed, second = tmp_path / "first", tmp_path / "q8", tmp_path / "second"
+    flags = ["--phase", "train", "--eval-every", "0", "--save-every", "100"]
+    assert distill(target_dir, first, data, *flags, "--steps", "12", "--lr", "3e-3") == 0
+    assert main(["quantize", str(first), "--bits", "8", "--group-size", "32", "--out", str(packed)]) == 0
+    stored = load_drafter(packed)
+    weights = start_weights(packed, {})
+    down = stored.layers[0].mlp.down_proj
+    expected = mx.dequantize(down.weight, down.scales, down.biases, down.group_size, down.bits)
+    assert np.array_equal(np.array(weights["layers"][0]["mlp"]["down_proj"]["weight"]), np.array(expected))
+    assert not any(name.endswith(".scales") for name, _ in tree_flatten(weights))
+    assert main(["distill", str(target_dir), "--out", str(second), "--data", str(data),
+                 "--init-from", str(packed), *flags, "--steps", "1", "--batch", "3",
+                 "--seq-len", "96", "--anchors", "6", "--no-progress"]) == 0
+    log = lambda run: [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]  # noqa: E731
+    start, trained, resumed = log(first)[0], log(first)[-1], log(second)[0]
+    assert resumed["block_ce"] < (start["block_ce"] + trained["block_ce"]) / 2
+    record = load_drafter(second).config.extra["dflash_tui_training"]
+    assert record["started_from"]["dequantized_from"]["bits"] == 8
+    assert load_drafter(second).config.quantization is None  # it trained and saved float
+    # what scripts/device_train_sample.sh runs to judge a drafter that ships quantized
+    assert main(["distill", str(target_dir), "--out", str(packed), "--data", str(data), "--phase", "eval",
+                 "--session-tokens", "8", "--eval-blocks", "24", "--no-progress"]) == 0
+    result = json.loads((packed / "eval_final.json").read_text())
+    assert result["decode"]["gamma"]["7"]["accepted"] >= 0 and result["sessions"]
+    assert all(s["matches_greedy"] for s in result["sessions"])
+    assert json.loads((packed / "config.json").read_text())["quantization"]["bits"] == 8  # still packed
+
+
 def test_grow_adds_layers_that_change_nothing_and_keeps_the_strongest_codebook_components(
         data_dir, tmp_path, capsys):
     from dflash_tui_distill.architecture import build_config

@@ -14,7 +14,9 @@ import json
 import random
 from dataclasses import replace
 
+import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 import pytest
 
 from conftest import DRAFTERS, TARGETS
@@ -259,7 +261,7 @@ def test_the_reference_runs_on_exactly_the_primarys_inputs(make_pair, fixture_ro
 
 def test_a_quantized_reference_loads_and_compares(make_pair, tmp_path):
     target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
-    pair = load_pair(target_dir, draft_dir, compare="bits=8")
+    pair = load_pair(target_dir, draft_dir, compare="bits=8", keep_quantized=True)
     linears = [m for _, m in pair.reference.drafter.named_modules() if isinstance(m, nn.QuantizedLinear)]
     assert linears and all(m.bits == 8 and m.group_size == 64 for m in linears)
     session, records = _rounds(pair)
@@ -270,17 +272,42 @@ def test_a_quantized_reference_loads_and_compares(make_pair, tmp_path):
         # 8-bit weights: small differences from the first quantized projection on
         errors = [b.rel_err for b in record.compare.buffers]
         assert all(e is not None and e < 0.5 for e in errors) and max(errors) > 0
-    # a quantized primary cannot be quantized again
+    # a quantized primary is quantized again from the values its packed weights hold
     from dflash_tui.engine.checkpoint import save_drafter
 
     save_drafter(pair.reference.drafter, tmp_path / "q8")
-    with pytest.raises(InputError, match=r"^--compare bits=4: .*already quantized \(q8/g64"):
-        load_pair(target_dir, tmp_path / "q8", compare="bits=4")
+    again = load_pair(target_dir, tmp_path / "q8", compare="bits=4", keep_quantized=True)
+    linears = [m for _, m in again.reference.drafter.named_modules() if isinstance(m, nn.QuantizedLinear)]
+    assert linears and all(m.bits == 4 for m in linears)
+    primary = again.drafter.layers[0].mlp.down_proj
+    values = mx.dequantize(primary.weight, primary.scales, primary.biases, primary.group_size, primary.bits)
+    requantized = mx.quantize(values, 64, 4)
+    assert np.array_equal(np.array(again.reference.drafter.layers[0].mlp.down_proj.weight),
+                          np.array(requantized[0]))
     # and a quantized copy on disk is a SPEC like any drafter directory
     session, records = _rounds(load_pair(target_dir, draft_dir, compare=str(tmp_path / "q8")))
     assert all(r.compare.buffers for r in records)
     # the engine says it is quantized, so the notes need not read its config again
     assert session.info.compare_quantization.startswith("q8/g64") and tol_hint_applies(session.info)
+
+
+def test_on_the_cpu_a_quantized_reference_computes_in_float(make_pair):
+    """As the primary (engine/quantize.py, dequantize_for_cpu): the 8-bit weights in float,
+    the same proposals and nearly the same drift as with the quantized kernels."""
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    runs = {}
+    for keep in (False, True):
+        pair = load_pair(target_dir, draft_dir, compare="bits=8", keep_quantized=keep)
+        packed = [m for _, m in pair.reference.drafter.named_modules() if isinstance(m, nn.QuantizedLinear)]
+        session, records = _rounds(pair)
+        runs[keep] = packed, session.info.compare_quantization, records
+    (packed, label, records), (kept_packed, kept_label, kept_records) = runs[False], runs[True]
+    assert packed == [] and kept_packed and label == kept_label and label.startswith("q8/g64")
+    assert [r.compare.proposals for r in records] == [r.compare.proposals for r in kept_records]
+    for mine, kept in zip(records, kept_records):
+        for a, b in zip(mine.compare.buffers, kept.compare.buffers):
+            assert (a.stage, a.layer, a.buffer) == (b.stage, b.layer, b.buffer)
+            assert abs(a.rel_err - b.rel_err) <= 1e-3 * (1 + b.rel_err)
 
 
 def test_a_reference_for_another_target_is_refused_by_name(make_pair, tmp_path):

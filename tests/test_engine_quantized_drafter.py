@@ -68,8 +68,8 @@ def test_quantized_drafter_computes_what_its_dequantized_weights_do(quantized, t
     tensors = {name: np.array(value) for name, value in dequantized_tensors(model).items()}
     float_dir = write_drafter(tmp_path / "dequantized", config, tensors=tensors)
 
-    def first_block(directory):
-        pair = load_pair(target_dir, directory)
+    def first_block(directory, keep_quantized=True):  # the quantized kernels, not the CPU's float
+        pair = load_pair(target_dir, directory, keep_quantized=keep_quantized)
         session = pair.open("def add(a, b):",
                             options=SessionOptions(gamma=7, keep_raw=True))
         session.step_stage()  # context
@@ -81,6 +81,35 @@ def test_quantized_drafter_computes_what_its_dequantized_weights_do(quantized, t
     (q_logits, q_props), (f_logits, f_props) = first_block(draft_dir), first_block(float_dir)
     assert np.abs(q_logits - f_logits).max() < 1e-4 * (1 + np.abs(f_logits).max())
     assert q_props == f_props
+    # on the CPU the loader computes the quantized drafter in float (dequantize_for_cpu): the
+    # same numbers as the quantized kernels, up to the order of the sums
+    d_logits, d_props = first_block(draft_dir, keep_quantized=False)
+    assert np.abs(d_logits - q_logits).max() < 1e-4 * (1 + np.abs(q_logits).max())
+    assert d_props == q_props
+
+
+def test_on_the_cpu_a_quantized_drafter_computes_in_float_and_keeps_its_label(quantized):
+    """MLX's CPU quantized matmul is a plain loop, so the loader dequantizes the drafter
+    there, as it does a small target: no quantized module is left, the label still names
+    the packing, and the decode is the same, round by round, as with the kernels."""
+    import mlx.nn as nn
+
+    target_dir, draft_dir, _ = quantized("llama")
+
+    def decode(keep_quantized):
+        pair = load_pair(target_dir, draft_dir, keep_quantized=keep_quantized)
+        session = pair.open("The quick brown fox", options=SessionOptions(gamma=5, max_tokens=TOKENS))
+        accepted = [r.accepted for r in session.run()]
+        session.close()
+        packed = [p for p, m in pair.drafter.named_modules()
+                  if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))]
+        return packed, session.info.drafter_quantization, accepted, session.generated
+
+    packed, label, accepted, text = decode(keep_quantized=False)
+    kept_packed, kept_label, kept_accepted, kept_text = decode(keep_quantized=True)
+    assert packed == [] and kept_packed
+    assert label == kept_label == f"q4/g32+q8/g64, float: {KEPT}"
+    assert (accepted, text) == (kept_accepted, kept_text)
 
 
 def test_expected_shapes_of_a_quantized_config_follow_its_weights(quantized):

@@ -120,9 +120,13 @@ def test_sliding_drafter_matches_reference_round_by_round(make_pair, reference_d
 
 @pytest.mark.slow
 def test_shipped_drafter_on_the_sample_matches_reference_loop(sample_gguf, sample_pair_for,
-                                                              reference_drafter):
+                                                              reference_drafter, tmp_path):
     """The real pair, where the drafter is right often: every round's accepted length (and
-    the text) equals Z Lab's loop on the same target weights and drafter weights."""
+    the text) equals Z Lab's loop on the same target weights and drafter weights (for a
+    drafter shipped quantized, the float values its packed weights hold, which are what the
+    engine computes with on the CPU)."""
+    from quantized_drafters import float_copy
+
     from dflash_tui.engine.target import load_target
     from dflash_tui.sample import sample_drafter
 
@@ -136,7 +140,7 @@ def test_shipped_drafter_on_the_sample_matches_reference_loop(sample_gguf, sampl
     assert max(ours) > 3  # the drafter gets whole runs accepted
 
     theirs_target = load_target(sample_gguf)  # a second instance for the reference to patch
-    rdraft = reference_drafter(draft_dir)
+    rdraft = reference_drafter(float_copy(draft_dir, tmp_path / "float"))
     rdraft.set_dtype(mx.float32)  # the shipped weights are bfloat16; both sides run float32
     responses = list(ref.stream_generate(theirs_target.model, rdraft, theirs_target.tokenizer,
                                          mx.array(session.prompt_ids), block_size=8, max_tokens=40))

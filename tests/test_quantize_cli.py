@@ -124,15 +124,6 @@ def test_the_tui_opens_a_quantized_drafter(source, quantized, tmp_path):
     asyncio.run(scenario())
 
 
-def test_distill_refuses_to_start_from_a_quantized_drafter(source, quantized, tmp_path, capsys):
-    target_dir, _ = source
-    rc = main(["distill", str(target_dir), "--out", str(tmp_path / "run"), "--init-from", str(quantized)])
-    errors = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(errors) == 1
-    assert "--init-from" in errors[0] and "quantized" in errors[0]
-    assert not (tmp_path / "run").exists()
-
-
 def _refused(capsys, argv, needles, out: Path):
     before = sorted(out.parent.iterdir()) if out.parent.exists() else []
     rc, err = quantize(capsys, *argv)

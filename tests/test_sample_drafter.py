@@ -18,7 +18,7 @@ def test_shipped_drafter_is_a_zlab_dflash2_checkpoint_under_40_mb():
     directory = sample_drafter()
     config = json.loads((directory / "config.json").read_text())
     assert config["architectures"] == ["DFlash2DraftModel"]
-    assert (directory / "model.safetensors").stat().st_size <= 40 * 1024 * 1024
+    assert sum(f.stat().st_size for f in directory.iterdir() if f.is_file()) <= 40_000_000
     training = config["dflash_tui_training"]
     assert training["tool"] == "dflash-tui distill" and "seed" in training["train"]
 
@@ -39,6 +39,7 @@ def accepted_by(sample_pair_for):
 def test_shipped_drafter_beats_a_random_one_of_the_same_shape(accepted_by, tmp_path):
     shipped = sample_drafter()
     config = json.loads((shipped / "config.json").read_text())
+    config.pop("quantization", None)  # the random one is float, whatever the shipped one's storage
     random_dir = write_drafter(tmp_path / "random", config, tensors=drafter_tensors(config, seed=3))
     trained_mean, trained_text = accepted_by(shipped)
     random_mean, random_text = accepted_by(random_dir)

@@ -3,7 +3,10 @@
 The checkpoint (Z Lab format, e.g. the shipped sample drafter or an earlier --out) fixes
 the architecture: its shape flags become this run's defaults, and a flag given explicitly
 that disagrees is refused, as is a checkpoint made for a target of another shape. Only the
-weights carry over; the optimizer, the schedule and the data start fresh.
+weights carry over; the optimizer, the schedule and the data start fresh. A quantized
+checkpoint (`dflash-tui quantize`, or the sample drafter if it ships quantized) starts
+training from its dequantized values: float weights holding exactly what the packed ones
+do, recorded as "dequantized_from" in the lineage.
 
 --grow lets two flags differ, the two that buy capacity without starting over:
   --layers above the checkpoint's: each new layer is a copy of the last trained one with its
@@ -27,6 +30,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 from dflash_tui.engine.checkpoint import load_drafter
 from dflash_tui.engine.draft_config import DFLASH2, DraftConfig, read_config
 from dflash_tui.engine.errors import InputError
+from dflash_tui.engine.quantize import dequantize_drafter
 
 from .settings import comparable
 
@@ -47,9 +51,6 @@ def _config_path(directory: str | Path) -> Path:
 def shape_settings(directory: str | Path) -> dict[str, Any]:
     """The checkpoint's architecture as TrainSettings values."""
     config = read_config(_config_path(directory) / "config.json")
-    if config.quantization is not None:
-        raise InputError(f"--init-from {directory}: a quantized drafter; training quantized "
-                         "weights is not supported (start from its float original)")
     dflash2 = config.kind == DFLASH2
     return {
         "kind": "dflash2" if dflash2 else "dflash",
@@ -107,6 +108,7 @@ def start_weights(directory: str | Path, shape: dict[str, int], config: DraftCon
     layers and rank where those differ (--grow; module docstring)."""
     start = load_drafter(_config_path(directory))
     refuse_other_target(directory, shape, start.config)
+    dequantize_drafter(start)  # a quantized start trains from the values its weights hold
     params = start.parameters()
     if config is None:
         return params
@@ -149,7 +151,11 @@ def start_record(directory: str | Path) -> dict | None:
     path = Path(directory).expanduser() / "config.json"
     if not path.is_file():  # a resumed run whose starting directory has since gone
         return None
-    return read_config(path).extra.get("dflash_tui_training")
+    config = read_config(path)
+    record = config.extra.get("dflash_tui_training")
+    if record is not None and config.quantization is not None:  # started from its dequantized values
+        record = {**record, "dequantized_from": config.quantization}
+    return record
 
 
 def _show(value) -> str:
