@@ -34,6 +34,8 @@
 # $OUT gets the checkpoint in 15 MiB parts (`cat model.part* > model.safetensors`) and
 # run.tgz (config.json, train/eval logs, eval_final.json, the data manifest, the command's
 # log): at most 5 files; with KEEP_CONTINUATIONS=1 also the corpus's continuations (below).
+# With SHIP_BITS (stage 20's recipe sets 8) the parts are the quantized copy's, and
+# packed.tgz brings its config.json and eval_final.json: the float checkpoint stays behind.
 # `bench` writes bench-PROMPTS[-BENCH_NAME].json instead.
 set -euo pipefail
 t0=$(date +%s)
@@ -69,6 +71,10 @@ mkdir -p /tmp/run "$OUT"
 log="/tmp/run/stage$STAGE.log"  # beside the run: distill refuses a run folder with others' files
 pack_seconds=$(( 25 ${KEEP_CONTINUATIONS:++ 10} ))  # and the export below, with room
 left() { echo $(( budget - ($(date +%s) - t0) - pack_seconds )); }
+# SHIP_BITS (stage 20's recipe: 8): the drafter ships quantized to that many bits, a copy of
+# the run made by `dflash-tui quantize` in RUN_DIR-qBITS; `finish` judges and returns that copy
+if [ "$STAGE" = 20 ]; then SHIP_BITS=${SHIP_BITS-8}; fi
+packed=${SHIP_BITS:+$RUN_DIR-q$SHIP_BITS}
 
 case "$1" in
   all)
@@ -128,6 +134,24 @@ sys.exit(0 if record["step"] >= record["train"]["steps"] else 1)' "$RUN_DIR/conf
       fi
       if ! trained; then
         echo "finish: training has not reached its last step; run finish again" | tee -a "$log"
+      elif [ -n "$packed" ]; then
+        # SHIP_BITS: what ships is the quantized copy, so that is what the eval phase judges
+        # (the float run's own eval is skipped: its time is the copy's)
+        if [ -f "$packed/eval_final.json" ]; then
+          echo "finish: the $SHIP_BITS-bit copy's eval phase is done" | tee -a "$log"
+        elif [ "$(left)" -ge "${FINISH_EVAL_SECONDS:-150}" ]; then
+          if [ ! -f "$packed/model.safetensors" ]; then
+            rm -rf "$packed"
+            $DFLASH quantize "$RUN_DIR" --bits "$SHIP_BITS" --out "$packed" 2>&1 | tee -a "$log"
+          fi
+          timeout "$(left)" $DFLASH distill "$TARGET" --out "$packed" --data "$RUN_DIR/data" --phase eval \
+            --no-progress 2>&1 | tee -a "$log" || true
+          if [ ! -f "$packed/eval_final.json" ]; then
+            echo "finish: the $SHIP_BITS-bit copy's eval phase did not finish within the budget; run finish again" | tee -a "$log"
+          fi
+        else
+          echo "finish: $(left) s left, less than the $SHIP_BITS-bit copy's eval phase needs (FINISH_EVAL_SECONDS=${FINISH_EVAL_SECONDS:-150}); run finish again" | tee -a "$log"
+        fi
       elif [ "$RUN_DIR/eval_final.json" -nt "$RUN_DIR/model.safetensors" ]; then
         echo "finish: the run's eval phase is done (its eval_final.json is newer than its checkpoint)" | tee -a "$log"
       elif [ "$(left)" -ge "${FINISH_EVAL_SECONDS:-150}" ]; then
@@ -149,7 +173,14 @@ sys.exit(0 if record["step"] >= record["train"]["steps"] else 1)' "$RUN_DIR/conf
     exit 0 ;;
   *) echo "usage: $0 all|data+train|train|eval|finish|bench SECONDS" >&2; exit 2 ;;
 esac
-if [ -f "$RUN_DIR/model.safetensors" ]; then
+if [ -n "$packed" ]; then
+  # the quantized copy is what ships, and only it comes back: the float one (68.6 MB at 8
+  # layers) is over the 64 MiB a call returns; the copy's config and eval come in packed.tgz
+  if [ -f "$packed/model.safetensors" ]; then
+    split -b 15M -d "$packed/model.safetensors" "$OUT/model.part"
+    tar czf "$OUT/packed.tgz" -C "$packed" $(cd "$packed" && ls config.json eval_final.json 2>/dev/null)
+  fi
+elif [ -f "$RUN_DIR/model.safetensors" ]; then
   split -b 15M -d "$RUN_DIR/model.safetensors" "$OUT/model.part"
 fi
 # KEEP_CONTINUATIONS=1: the corpus's continuations (the real-* kinds, which the next stage

