@@ -332,7 +332,9 @@ def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
     args = parsers[command].parse_args(rest)
     if command in ("tui", "probe", "bench", "replay", "export"):
         flag_ranges.check(args)
-    if getattr(args, "draft", None):
+    if command == "quantize":  # DRAFT_DIR, its first argument: named by its path alone
+        check_drafter_path(args.draft)
+    elif getattr(args, "draft", None):
         with named_as_draft(args.draft):
             check_drafter_path(args.draft)
     if hasattr(args, "prompt"):

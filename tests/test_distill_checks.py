@@ -127,3 +127,27 @@ def test_a_bad_extra_prompts_file_is_refused_before_the_target_generates(make_pa
                  "--extra-prompts", str(extra)])
     assert code == 2 and f"--extra-prompts {extra}: " in one_line_error(capsys)
     assert not out.exists()  # nothing generated, no empty data folder left behind
+
+
+@pytest.mark.parametrize("flags, expected", [
+    # NaN (and an infinite rate or loss weight) trained on in silence to a NaN drafter,
+    # saved with exit 0; a NaN time limit stopped at once, saving an untrained one
+    (["--time-limit", "nan"], "--time-limit nan: expected a positive number of seconds"),
+    (["--lr", "inf"], "--lr inf: expected a positive learning rate"),
+    (["--clip", "nan"], "--clip nan: expected a number above 0"),
+    (["--decay", "nan"], "--decay nan: expected a number above 0"),
+    (["--weight-decay", "nan"], "--weight-decay nan: expected a finite number >= 0"),
+    (["--weight-decay", "inf"], "--weight-decay inf: expected a finite number >= 0"),
+    (["--selector-weight", "nan"], "--selector-weight nan: expected a finite number >= 0"),
+    (["--selector-weight", "inf"], "--selector-weight inf: expected a finite number >= 0"),
+])
+def test_nan_and_infinite_training_numbers_are_refused_before_any_work(make_pair, tmp_path, capsys,
+                                                                       flags, expected):
+    target_dir, _ = make_pair("llama")
+    out = tmp_path / "out"
+    code = main(["distill", str(target_dir), "--out", str(out), *DATA_FLAGS, "--steps", "2",
+                 "--layers", "1", "--block", "3", "--rank", "4", "--top-k", "4", "--batch", "2",
+                 "--seq-len", "32", "--anchors", "2", "--eval-every", "0", "--session-tokens", "0",
+                 "--no-progress", *flags])
+    assert code == 2 and expected in one_line_error(capsys)
+    assert not out.exists(), "nothing is written"

@@ -206,3 +206,16 @@ def test_the_nothing_quantized_check_is_the_predicate_s_own_verdict(source, monk
     with pytest.raises(q.InputError, match="nothing would be quantized in groups of 64"):
         q.quantize_drafter(model, 4, 64, where=str(draft))
     assert q.describe(model) is None and model.config.quantization is None
+
+
+def test_a_bad_drafter_folder_is_named_as_given_not_as_a_draft_flag(source, tmp_path, capsys):
+    """quantize takes DRAFT_DIR as its first argument; it has no --draft option to name."""
+    target_dir, _ = source
+    out = tmp_path / "q"
+    missing = tmp_path / "nope"
+    _refused(capsys, [missing, "--bits", "4", "--out", out],
+             [f"error: {missing}: no such drafter directory"], out)
+    _refused(capsys, [target_dir, "--bits", "4", "--out", out],
+             [f"error: {target_dir}/config.json: looks like a target model"], out)
+    rc, err = quantize(capsys, missing, "--bits", "4", "--out", out)
+    assert "--draft" not in err[0]

@@ -19,7 +19,8 @@ installs nor imports it. One job per module:
                    position-decayed block cross-entropy and the selector's cross-entropy
     trainer.py     AdamW, warmup + cosine, clipping, the step loop, --time-limit
     state.py       resumable training state (weights, optimizer, step, RNG) and the
-                   Z Lab checkpoint in --out
+                   Z Lab checkpoint in --out; json_files.py reads its JSON files
+    interrupt.py   ctrl-c during training: the loop saves after the step in hand
     evaluate.py    validation acceptance per round exactly as greedy verification counts it,
                    at anchors spread over each answer
     decode_eval.py the same, round by round along each answer as a decode visits it

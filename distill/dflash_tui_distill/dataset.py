@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -25,6 +26,8 @@ import numpy as np
 
 from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.files import write_atomic, write_json_atomic
+
+from .json_files import read_json_object
 
 MANIFEST = "manifest.json"
 PROMPTS = "prompts.jsonl"
@@ -51,10 +54,7 @@ def read_manifest(directory: Path) -> Optional[dict]:
     path = directory / MANIFEST
     if not path.is_file():
         return None
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise InputError(f"{path}: unreadable data manifest ({error})") from None
+    manifest = read_json_object(path, "data manifest")
     if manifest.get("version") != VERSION:
         raise InputError(f"{path}: data format version {manifest.get('version')!r}; expected {VERSION}")
     return manifest
@@ -85,6 +85,10 @@ def read_prompts(directory: Path) -> Optional[list[dict]]:
         prompts = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InputError(f"{path}: unreadable prompt list ({error})") from None
+    for number, prompt in enumerate(prompts, 1):
+        if not isinstance(prompt, dict):
+            raise InputError(f"{path} line {number}: expected a JSON object (a prompt), "
+                             f"found {type(prompt).__name__}")
     for prompt in prompts:  # data written before the split was called validation
         if prompt.get("split") == "eval":
             prompt["split"] = "validation"
@@ -112,7 +116,7 @@ def read_shard(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path) as data:
             return {k: data[k] for k in data.files}
-    except (OSError, ValueError, KeyError) as error:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:  # a file cut short: BadZipFile
         raise InputError(f"{path}: unreadable data shard ({error})") from None
 
 

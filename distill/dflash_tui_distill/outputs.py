@@ -3,7 +3,7 @@ phase) so that a bad --out or --data costs nothing and nothing unrelated is writ
 
 --out must be new, empty, or a run this command can continue: one with a saved training
 state or a data manifest (then settings.merge refuses flags that differ from the recorded
-ones). `--phase eval` only reads OUT's checkpoint and writes its results beside it.
+ones), or one killed before its first save (its logs alone, which the new start drops). `--phase eval` only reads OUT's checkpoint and writes its results beside it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,22 @@ from . import dataset, state
 
 
 def _resumable(out: Path) -> bool:
-    return (out / state.TRAINING / state.LATEST).is_file() or (out / "data" / dataset.MANIFEST).is_file()
+    return ((out / state.TRAINING / state.LATEST).is_file() or (out / "data" / dataset.MANIFEST).is_file()
+            or _killed_before_its_first_save(out))
+
+
+def _killed_before_its_first_save(out: Path) -> bool:
+    """A training command killed before its first save leaves its log lines (and perhaps a
+    half-written save under training/, without latest.json): the same command must start
+    again there, not be refused. Only a log of ours counts (its first line a record with a
+    step), so another tool's train.jsonl is not taken for one."""
+    entries = {p.name: p for p in out.iterdir()}
+    if not entries or not set(entries) <= {*state.LOGS, state.TRAINING}:
+        return False
+    if state.TRAINING in entries and not entries[state.TRAINING].is_dir():
+        return False
+    logs = [entries[name] for name in state.LOGS if name in entries]
+    return bool(logs) and all(state.is_our_log(log) for log in logs)
 
 
 def check_out(out: Path, phase: str) -> None:

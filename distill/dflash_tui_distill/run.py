@@ -23,6 +23,7 @@ from .trainer import Deadline
 # With --phase all and a time limit, this share of the limit (at most EVAL_RESERVE_MAX
 # seconds) is kept back from training for the final evaluation.
 EVAL_RESERVE_SHARE, EVAL_RESERVE_MAX = 0.15, 90.0
+EXIT_INTERRUPTED = 130  # as the shell reports ctrl-c, and as probe and bench exit on it
 
 
 class Distill:
@@ -93,8 +94,12 @@ class Distill:
         phases = ("data", "train", "eval") if phase == "all" else (phase,)
         if "data" in phases and not self._data():
             return 0
-        if "train" in phases and not self._train(reserve_eval=phase == "all"):
-            return 0
+        if "train" in phases:
+            result = self._train(reserve_eval=phase == "all")
+            if result["interrupted"]:
+                return EXIT_INTERRUPTED  # saved; the eval waits for the next command
+            if not result["done"]:
+                return 0
         if "eval" in phases:
             self._eval()
         return 0
@@ -114,7 +119,7 @@ class Distill:
                                   continuations=self.continuations)
         return bool(manifest.get("complete"))
 
-    def _train(self, reserve_eval: bool) -> bool:
+    def _train(self, reserve_eval: bool) -> dict:
         wanted = resolve_dtype(self.train.target_dtype)
         if not self.train.dequantize:
             self.target = None  # reload it quantized
@@ -134,7 +139,7 @@ class Distill:
         result = phase.loop()
         self.target.unhook()
         self.saved = state_lib.latest_state(self.out)
-        return bool(result["done"])
+        return result
 
     def _eval(self) -> None:
         from .eval_phase import run_eval_phase

@@ -13,6 +13,7 @@ given must agree with it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
@@ -164,16 +165,21 @@ def check_train(s: TrainSettings) -> None:
         raise InputError(f"--top-k {s.top_k}: the selector needs at least 2 candidates")
     if s.seq_len < s.gamma + 2:
         raise InputError(f"--seq-len {s.seq_len}: expected at least --block + 2 = {s.gamma + 2}")
-    if not s.lr > 0:
+    if not 0 < s.lr < math.inf:
         raise InputError(f"--lr {s.lr}: expected a positive learning rate")
     if s.warmup is not None and not 0 <= s.warmup <= s.steps:
         raise InputError(f"--warmup {s.warmup}: expected 0..--steps ({s.steps})")
     if not 0 <= s.min_lr_ratio <= 1:
         raise InputError(f"--min-lr-ratio {s.min_lr_ratio}: expected 0..1")
-    if s.weight_decay < 0 or s.clip <= 0 or s.selector_weight < 0 or s.decay <= 0:
-        raise InputError(
-            "--weight-decay and --selector-weight must be >= 0, --clip and --decay > 0 "
-            f"(got {s.weight_decay}, {s.selector_weight}, {s.clip}, {s.decay})")
+    # written so that NaN fails them: it compares false with everything, and trained on it
+    # gives a NaN drafter. An infinite --clip (no clipping) or --decay (every slot weighs 1)
+    # means something; an infinite loss weight or weight decay does not.
+    for flag, value in (("--weight-decay", s.weight_decay), ("--selector-weight", s.selector_weight)):
+        if not 0 <= value < math.inf:
+            raise InputError(f"{flag} {value}: expected a finite number >= 0")
+    for flag, value in (("--clip", s.clip), ("--decay", s.decay)):
+        if not value > 0:
+            raise InputError(f"{flag} {value}: expected a number above 0")
     if not 0 <= s.kd_weight <= 1:
         raise InputError(f"--kd-weight {s.kd_weight}: expected 0..1 (the soft labels' share of the block loss)")
     if s.grow and not s.init_from:
@@ -190,7 +196,7 @@ def check_train(s: TrainSettings) -> None:
 def check_run(s: RunSettings) -> None:
     if s.phase not in ("data", "train", "eval", "all"):
         raise InputError(f"--phase {s.phase!r}: expected data, train, eval or all")
-    if s.time_limit is not None and s.time_limit <= 0:
+    if s.time_limit is not None and not s.time_limit > 0:  # NaN too
         raise InputError(f"--time-limit {s.time_limit}: expected a positive number of seconds")
     if s.stop_at is not None and s.stop_at < 1:
         raise InputError(f"--stop-at {s.stop_at}: expected a step >= 1")

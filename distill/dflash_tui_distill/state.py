@@ -33,8 +33,13 @@ from mlx.utils import tree_flatten, tree_unflatten
 from dflash_tui.engine.errors import InputError
 from dflash_tui.engine.files import write_atomic, write_json_atomic
 
+from .json_files import read_json_object
+
 TRAINING = "training"
 LATEST = "latest.json"
+LOGS = ("train.jsonl", "eval.jsonl")
+# what a resumed run reads of state.json, and the JSON kind each must be
+STATE_FIELDS = {"sampler": dict, "shards": list, "train_settings": dict, "drafter_config": dict}
 
 
 def write_drafter_checkpoint(directory: Path, weights: dict[str, mx.array], config_json: dict) -> None:
@@ -87,12 +92,19 @@ def latest_state(out: Path) -> Optional[dict]:
     pointer = out / TRAINING / LATEST
     if not pointer.is_file():
         return None
-    try:
-        latest = json.loads(pointer.read_text())
-        state = json.loads((out / TRAINING / latest["dir"] / "state.json").read_text())
-    except (OSError, KeyError, json.JSONDecodeError) as error:
-        raise InputError(f"{pointer}: unreadable training state ({error})") from None
-    state["_dir"] = str(out / TRAINING / latest["dir"])
+    name = read_json_object(pointer, "training state").get("dir")
+    if not isinstance(name, str) or not name or Path(name).name != name:
+        raise InputError(f"{pointer}: \"dir\" = {json.dumps(name)}; expected the name of a step "
+                         f"folder in {out / TRAINING}")
+    directory = out / TRAINING / name
+    if not directory.is_dir():
+        raise InputError(f"{pointer}: names {directory}, which is missing")
+    state = read_json_object(directory / "state.json", "training state")
+    for key, kind in STATE_FIELDS.items():
+        if not isinstance(state.get(key), kind):
+            raise InputError(f"{directory / 'state.json'}: unreadable training state ({key!r} is "
+                             f"{json.dumps(state.get(key))[:40]}; expected a JSON {kind.__name__})")
+    state["_dir"] = str(directory)
     return state
 
 
@@ -109,31 +121,44 @@ def append_jsonl(path: Path, record: dict) -> None:
         f.flush()
 
 
+def _records(path: Path):
+    """(line, record) for each line of a JSON-lines log that holds an object; a damaged line
+    (cut short by a kill, bytes that are not UTF-8, another kind of value) is skipped."""
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield line, record
+
+
 def last_jsonl(path: Path, keep=lambda record: True) -> Optional[dict]:
     """The last record of a JSON-lines log that `keep` accepts, or None."""
     if not path.is_file():
         return None
     last = None
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for _, record in _records(path):
         if keep(record):
             last = record
     return last
 
 
+def is_our_log(path: Path) -> bool:
+    """Whether `path` is a log this trainer wrote: its first line a record with a step."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = json.loads(f.readline())
+    except (OSError, ValueError):  # ValueError: JSON and UTF-8 errors alike
+        return False
+    return isinstance(first, dict) and isinstance(first.get("step"), int)
+
+
 def truncate_jsonl(path: Path, max_step: int) -> None:
     """Drop log lines past `max_step` (written after the save a resumed run starts from),
-    so the logged curve has each step once."""
+    so the logged curve has each step once. Damaged lines go too."""
     if not path.is_file():
         return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if json.loads(line).get("step", 0) <= max_step:
-                kept.append(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill
+    kept = [line for line, record in _records(path)
+            if isinstance(step := record.get("step", 0), (int, float)) and step <= max_step]
     write_atomic(path, "".join(line + "\n" for line in kept))

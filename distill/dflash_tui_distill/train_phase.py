@@ -7,6 +7,7 @@ same batches and takes the same steps as one uninterrupted run would.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -24,6 +25,7 @@ from .batches import BatchSampler
 from .decode_eval import decode_acceptance, whole_length
 from .evaluate import EvalBlocks, accepted_by_gamma, eval_blocks, evaluate, summary_line
 from .init_from import start_record, start_weights
+from .interrupt import stop_on_interrupt
 from .objective import target_parts
 from .progress import Progress, format_stats
 from .settings import RunSettings, TrainSettings, to_json
@@ -113,11 +115,17 @@ class TrainPhase:
         if saved:
             params, opt_state = state_lib.load_arrays(saved)
             self.trainer.restore(params, opt_state)
-            self.sampler.restore(saved["sampler"])
+            try:
+                self.sampler.restore(saved["sampler"])
+            except (KeyError, TypeError, ValueError) as error:
+                raise InputError(f"{saved['_dir']}/state.json: unreadable training state (sampler: "
+                                 f"{error.__class__.__name__}: {error})") from None
             self.elapsed_before = float(saved.get("train_seconds", 0.0))
             self.tokens_seen = int(saved.get("tokens_seen", 0))
-            for log in ("train.jsonl", "eval.jsonl"):
-                state_lib.truncate_jsonl(self.out / log, self.trainer.step)
+        # the log lines past the save this run starts from (all of them where a run was
+        # killed before its first save): the logged curve has each step once
+        for log in state_lib.LOGS:
+            state_lib.truncate_jsonl(self.out / log, self.trainer.step)
         self.last_eval = state_lib.last_jsonl(self.out / "eval.jsonl", lambda r: not r.get("final"))
         gammas = [g for g in self.run.eval_gammas]
         self.eval_gammas = gammas
@@ -187,39 +195,44 @@ class TrainPhase:
         progress = Progress(train.steps, self.trainer.step, run.progress, run.log_every)
         step_seconds, save_seconds, eval_seconds = None, SAVE_SECONDS_GUESS, 0.0
         last_eval, saved_at, window = self.last_eval, self.trainer.step, []
-        stopped_early = False
+        stopped_early = interrupted = False
         seq_tokens = train.batch * train.seq_len
         try:
-            end = min(train.steps, run.stop_at or train.steps)
-            while self.trainer.step < end:
-                need = (step_seconds or 0.0) * 1.5 + save_seconds + 1.0
-                if not self.deadline.allows(need):
-                    stopped_early = True
-                    break
-                t0 = time.monotonic()
-                batch = self.sampler.next()
-                result = self.trainer.train_step(batch)
-                dt = time.monotonic() - t0
-                # the first step includes compiling; do not let it set the pace
-                step_seconds = dt if step_seconds is None else (dt if step_seconds > 4 * dt else 0.9 * step_seconds + 0.1 * dt)
-                self.tokens_seen += seq_tokens
-                step = self.trainer.step
-                window.append((result, dt, batch.label_tokens))
-                stats = format_stats(result.metrics["loss"], result.metrics["acc1"],
-                                     seq_tokens / max(dt, 1e-9))
-                progress.update(step, stats, (end - step) * step_seconds)
-                if step % run.log_every == 0 or step == train.steps:
-                    self._log(step, window)
-                    window = []
-                if run.eval_every and (step % run.eval_every == 0 or step == train.steps):
-                    if self.deadline.allows(eval_seconds + save_seconds + 1.0):
-                        t1 = time.monotonic()
-                        last_eval = self.evaluate()
-                        eval_seconds = time.monotonic() - t1
-                        progress.note(f"step {step}: " + summary_line(last_eval))
-                if step % run.save_every == 0 and step < train.steps:
-                    save_seconds = max(self.save(last_eval), 1.0)
-                    saved_at = step
+            with stop_on_interrupt(progress.note) as stop:
+                end = min(train.steps, run.stop_at or train.steps)
+                while self.trainer.step < end:
+                    if stop.requested:  # ctrl-c: save what is done (interrupt.py)
+                        interrupted = True
+                        break
+                    need = (step_seconds or 0.0) * 1.5 + save_seconds + 1.0
+                    if not self.deadline.allows(need):
+                        stopped_early = True
+                        break
+                    t0 = time.monotonic()
+                    batch = self.sampler.next()
+                    result = self.trainer.train_step(batch)
+                    self._refuse_nonfinite(result, saved_at)
+                    dt = time.monotonic() - t0
+                    # the first step includes compiling; do not let it set the pace
+                    step_seconds = dt if step_seconds is None else (dt if step_seconds > 4 * dt else 0.9 * step_seconds + 0.1 * dt)
+                    self.tokens_seen += seq_tokens
+                    step = self.trainer.step
+                    window.append((result, dt, batch.label_tokens))
+                    stats = format_stats(result.metrics["loss"], result.metrics["acc1"],
+                                         seq_tokens / max(dt, 1e-9))
+                    progress.update(step, stats, (end - step) * step_seconds)
+                    if step % run.log_every == 0 or step == train.steps:
+                        self._log(step, window)
+                        window = []
+                    if run.eval_every and (step % run.eval_every == 0 or step == train.steps):
+                        if self.deadline.allows(eval_seconds + save_seconds + 1.0):
+                            t1 = time.monotonic()
+                            last_eval = self.evaluate()
+                            eval_seconds = time.monotonic() - t1
+                            progress.note(f"step {step}: " + summary_line(last_eval))
+                    if step % run.save_every == 0 and step < train.steps:
+                        save_seconds = max(self.save(last_eval), 1.0)
+                        saved_at = step
         finally:
             progress.close()
         if window:
@@ -229,12 +242,31 @@ class TrainPhase:
         done = self.trainer.step >= train.steps
         if done:
             self.say(f"train: done: step {self.trainer.step}/{train.steps}, saved in {self.out}")
-        if not done and not stopped_early:
-            self.say(f"train: stopped at step {self.trainer.step} (--stop-at); saved")
-        if stopped_early:
+        elif interrupted:
+            self.say(f"train: interrupted at step {self.trainer.step}/{train.steps}; saved (run the "
+                     "same command again to continue)")
+        elif stopped_early:
             self.say(f"train: stopped at step {self.trainer.step}/{train.steps} before the time "
                      f"limit; saved (run the same command again to continue)")
-        return {"step": self.trainer.step, "done": done, "last_eval": last_eval}
+        else:
+            self.say(f"train: stopped at step {self.trainer.step} (--stop-at); saved")
+        return {"step": self.trainer.step, "done": done, "interrupted": interrupted,
+                "last_eval": last_eval}
+
+    def _refuse_nonfinite(self, result, saved_at: int) -> None:
+        """A NaN or infinite loss (or gradient norm) leaves NaN weights, and every step after
+        trains on them: stop before a save replaces the last good weights with those."""
+        loss, norm = result.metrics["loss"], result.grad_norm
+        if math.isfinite(loss) and math.isfinite(norm):
+            return
+        if (self.out / "config.json").is_file():
+            kept = (f"{self.out} keeps step {saved_at}'s weights (a lower --lr needs a new --out; "
+                    f"--init-from {self.out} starts it from them)")
+        else:
+            kept = "nothing was saved (run again with a lower --lr)"
+        raise InputError(
+            f"train: step {self.trainer.step} gave loss {loss:.4g}, gradient norm {norm:.4g} at "
+            f"learning rate {result.learning_rate:.3g}; stopped without saving it: {kept}")
 
     def _log(self, step: int, window) -> None:
         if not window:
