@@ -332,6 +332,16 @@ def test_init_from_a_drafter_for_another_target_is_refused_before_the_data_phase
     assert not list(data.glob("shard-*")), "no continuation is generated for a run that cannot train"
 
 
+def test_init_from_a_target_folder_is_refused_naming_the_flag(make_pair, tmp_path, capsys):
+    target_dir, _ = make_pair("llama")
+    code = main(["distill", str(target_dir), "--out", str(tmp_path / "out"), "--data", str(tmp_path / "data"),
+                 *DATA_FLAGS, "--init-from", str(target_dir), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"dflash-tui: error: --init-from {target_dir}: ") and "target model" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_default_eval_gammas_stay_within_a_short_block(data_dir, tmp_path):
     target_dir, data = data_dir
     out = tmp_path / "short"

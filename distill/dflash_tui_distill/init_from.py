@@ -21,6 +21,7 @@ do, recorded as "dequantized_from" in the lineage.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,21 @@ def _config_path(directory: str | Path) -> Path:
     return path
 
 
+@contextmanager
+def _named_as_init_from(directory: str | Path):
+    """The loader's refusals (a target's folder, a damaged tensor) say which flag they mean."""
+    try:
+        yield
+    except InputError as error:
+        if str(error).startswith("--init-from "):
+            raise
+        raise InputError(f"--init-from {Path(directory).expanduser()}: {error}") from None
+
+
 def shape_settings(directory: str | Path) -> dict[str, Any]:
     """The checkpoint's architecture as TrainSettings values."""
-    config = read_config(_config_path(directory) / "config.json")
+    with _named_as_init_from(directory):
+        config = read_config(_config_path(directory) / "config.json")
     dflash2 = config.kind == DFLASH2
     return {
         "kind": "dflash2" if dflash2 else "dflash",
@@ -106,7 +119,8 @@ def refuse_other_target(directory: str | Path, shape: dict[str, int],
 def start_weights(directory: str | Path, shape: dict[str, int], config: DraftConfig | None = None):
     """The checkpoint's parameters, checked against the target's shape; grown to `config`'s
     layers and rank where those differ (--grow; module docstring)."""
-    start = load_drafter(_config_path(directory))
+    with _named_as_init_from(directory):
+        start = load_drafter(_config_path(directory))
     refuse_other_target(directory, shape, start.config)
     dequantize_drafter(start)  # a quantized start trains from the values its weights hold
     params = start.parameters()
