@@ -8,10 +8,10 @@ against the same drafter in float.
 (from the repository root; the `dflash-tui` console script preloads OpenBLAS, so run with
 LD_PRELOAD set as benchmarks/bench_engine.py says.) One target (MODEL, default the sample's,
 dequantized as always on the CPU) and three drafters made from DIR (default: MODEL/draft,
-or with no MODEL the bundled sample's): as
-stored, quantized in memory to --bits and kept so, and the same quantized weights in
-float. Each repeat decodes --rounds rounds of the sample prompt with each drafter in turn
-(the first two rounds not counted), so drift hits all alike. Reports each drafter's
+or with no MODEL the bundled sample's): in float (a quantized DIR's dequantized values),
+quantized in memory to --bits and kept so, and the same quantized weights in float. Each
+repeat decodes --rounds rounds of the sample prompt with each drafter in turn (the first
+two rounds not counted), so drift hits all alike. Reports each drafter's
 median round, its ratio to the float drafter's, and its mean accepted length (the two
 quantized ones hold the same weights, so theirs should agree).
 """
@@ -35,14 +35,21 @@ WARM_UP = 2
 
 
 def drafters(directory: Path, bits: int, dtype: str) -> dict:
-    """The three drafters the benchmark compares, by name."""
-    stored = load_drafter(directory, DTYPES[dtype])
-    kept = load_drafter(directory, DTYPES[dtype])
-    quantize_drafter(kept, bits, where=str(directory))
-    dequantized = load_drafter(directory, DTYPES[dtype])
-    quantize_drafter(dequantized, bits, where=str(directory))
+    """The three drafters the benchmark compares, by name. A drafter stored quantized (the
+    sample may ship so) is first read back as the float values it holds, as
+    `--compare bits=N` does (engine/compare.py): that is the float one here."""
+
+    def load(quantize: bool):
+        drafter = load_drafter(directory, DTYPES[dtype])
+        dequantize_drafter(drafter)
+        if quantize:
+            quantize_drafter(drafter, bits, where=str(directory))
+        return drafter
+
+    dequantized = load(quantize=True)
     dequantize_drafter(dequantized)
-    return {"float": stored, f"q{bits} kernels": kept, f"q{bits} dequantized": dequantized}
+    return {"float": load(quantize=False), f"q{bits} kernels": load(quantize=True),
+            f"q{bits} dequantized": dequantized}
 
 
 def measure(model: Path, directory: Path, bits: int, rounds: int, repeats: int, gamma: int,

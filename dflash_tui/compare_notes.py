@@ -50,8 +50,10 @@ def tol_hint_applies(info: Optional[SessionInfo]) -> bool:
 
 def slow_on_cpu(info: Optional[SessionInfo]) -> Optional[str]:
     """SLOW_ON_CPU where the reference runs quantized float16 on a CPU (its dtype unset is
-    the drafter's)."""
+    the drafter's) with MLX's quantized kernels: not where the loader dequantized it
+    (compare_dequantized, the CPU's default without --keep-quantized)."""
     spec = _spec(info)
-    if spec is None or info.backend != "cpu" or (spec.dtype or info.dtype) != "float16":
+    if spec is None or info.backend != "cpu" or (spec.dtype or info.dtype) != "float16" \
+            or info.compare_dequantized:
         return None
     return SLOW_ON_CPU if _quantized(info, spec) else None

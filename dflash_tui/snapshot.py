@@ -30,6 +30,8 @@ def session_json(info: SessionInfo) -> dict:
     for key in ("distributed", "compare", "compare_tol", "compare_quantization"):
         if out[key] is None:
             del out[key]
+    if not out["compare_dequantized"]:
+        del out["compare_dequantized"]
     return out
 
 

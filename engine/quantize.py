@@ -243,6 +243,12 @@ def quantized_modules(model: nn.Module) -> dict[str, nn.Module]:
     return {path: module for path, module in leaves if isinstance(module, QUANTIZED)}
 
 
+def computes_in_float(model: nn.Module) -> bool:
+    """True for a quantized drafter that dequantize_drafter turned into float: `describe`
+    still names its packing, but no quantized kernel runs (what it costs differs)."""
+    return getattr(model, "dequantized_from", None) is not None and not quantized_modules(model)
+
+
 def describe(model: nn.Module) -> str | None:
     """A short label for a quantized drafter, e.g. "q4/g64" or "q4/g64+q8/g32, float: fc,
     codebooks"; None for a float one."""

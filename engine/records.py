@@ -470,6 +470,9 @@ class SessionInfo:
     compare: Optional[str] = None  # --compare SPEC: a reference configuration runs beside the drafter
     compare_tol: Optional[float] = None  # its --compare-tol
     compare_quantization: Optional[str] = None  # the reference drafter's, as drafter_quantization
+    # True: the reference's quantized weights compute in float (on the CPU the loader
+    # dequantizes them: engine/quantize.py, dequantize_for_cpu), so no quantized kernel runs
+    compare_dequantized: bool = False
     distributed: Optional[DistributedInfo] = None  # None: one process holds the whole target
     mask_token_text: Optional[str] = None  # the mask token's display text (None: older traces)
 

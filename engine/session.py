@@ -46,7 +46,7 @@ from .pair_check import check_pair
 from .paths import named_as_draft
 from .probes import ProbeSink, nonfinite_rows
 from .ranks import rank_arrays, rank_values, slot_ranks
-from .quantize import describe as describe_quantization
+from .quantize import computes_in_float, describe as describe_quantization
 from .records import (
     STAGE_ORDER, Commitment, EngineState, PrefillRecord, Rollback, RoundRecord, Selection,
     SessionInfo, StageRecord, Verdict,
@@ -171,7 +171,8 @@ class Session:
         self.compare = pair.reference.open(self) if pair.reference is not None else None
         if self.compare:  # its notes are shown wherever the drafter's are
             self.info = replace(self.info, notes=self.info.notes + self.compare.notes,
-                                compare_quantization=self.compare.shadow.info.drafter_quantization)
+                                compare_quantization=self.compare.shadow.info.drafter_quantization,
+                                compare_dequantized=computes_in_float(pair.reference.drafter))
 
     # ---- setup ---------------------------------------------------------------------------
 

@@ -656,8 +656,9 @@ def test_a_quantized_float16_reference_on_a_cpu_is_noted_once(pair):
     from dflash_tui.compare_notes import SLOW_ON_CPU
 
     async def scenario():
-        app = LiveApp(launch(pair, compare="bits=4,dtype=float16"), show_timings=False,
-                      export_dir=Path("out"))
+        # kept quantized: on the CPU the loader otherwise computes it in float, not slowly
+        app = LiveApp(launch(pair, compare="bits=4,dtype=float16", keep_quantized=True),
+                      show_timings=False, export_dir=Path("out"))
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_loaded(pilot)
             notes = lambda: sum(n.message == f"note: {SLOW_ON_CPU}" for n in app._notifications)  # noqa: E731

@@ -338,3 +338,22 @@ def test_quantized_drafter_bench_times_float_kernels_and_dequantized_on_the_same
     assert list(rows) == ["float", "q8 kernels", "q8 dequantized"]
     assert rows["float"]["ratio_to_float"] == 1.0 and all(r["median_round_ms"] > 0 for r in rows.values())
     assert rows["q8 kernels"]["mean_accepted"] == rows["q8 dequantized"]["mean_accepted"]
+
+
+def test_quantized_drafter_bench_starts_from_a_drafter_stored_quantized(make_pair, tmp_path):
+    """A --draft stored quantized (as the sample may ship) is measured from the float values
+    its packed weights hold, as --compare bits=N quantizes it again, not refused."""
+    from benchmarks import bench_quantized_drafter
+
+    from dflash_tui.engine.checkpoint import load_drafter, save_drafter
+    from dflash_tui.engine.quantize import quantize_drafter
+
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    packed = load_drafter(draft_dir)
+    quantize_drafter(packed, 8)
+    save_drafter(packed, tmp_path / "q8")
+    result = bench_quantized_drafter.main([str(target_dir), "--draft", str(tmp_path / "q8"), "--bits", "4",
+                                           "--rounds", "2", "--repeats", "1", "--block", "3"])
+    rows = result["drafters"]
+    assert list(rows) == ["float", "q4 kernels", "q4 dequantized"]
+    assert rows["q4 kernels"]["mean_accepted"] == rows["q4 dequantized"]["mean_accepted"]

@@ -12,9 +12,9 @@ from dflash_tui.cli import main
 from dflash_tui.compare_notes import SLOW_ON_CPU, slow_on_cpu, tol_hint_applies
 
 
-def info(compare, tol=0.01, dtype="float32", backend="cpu", quantization=None):
+def info(compare, tol=0.01, dtype="float32", backend="cpu", quantization=None, dequantized=False):
     return SimpleNamespace(compare=compare, compare_tol=tol, dtype=dtype, backend=backend,
-                           compare_quantization=quantization)
+                           compare_quantization=quantization, compare_dequantized=dequantized)
 
 
 @pytest.mark.parametrize("compare, tol, dtype, applies", [
@@ -49,12 +49,23 @@ def test_slow_on_cpu_names_a_quantized_float16_reference_on_a_cpu(compare, dtype
     assert (slow_on_cpu(info(compare, dtype=dtype, backend=backend)) == SLOW_ON_CPU) == slow
 
 
+def test_a_reference_dequantized_at_load_is_not_slow(tmp_path):
+    # the label still names the packing, but the weights compute in float (dequantize_for_cpu)
+    for compare in ("bits=4,dtype=float16", str(tmp_path)):
+        assert slow_on_cpu(info(compare, dtype="float16", quantization="q4/g64", dequantized=True)) is None
+    assert tol_hint_applies(info("bits=4", quantization="q4/g64", dequantized=True))  # other numbers still
+
+
 def test_probe_prints_the_slow_note(make_pair, capsys):
     target_dir, _ = make_pair("llama", "DFlash2DraftModel")
     argv = ["probe", str(target_dir), "--prompt", "Hello", "--block", "3", "--rounds", "1"]
-    assert main(argv + ["--compare", "bits=4,dtype=float16"]) == 0
+    assert main(argv + ["--compare", "bits=4,dtype=float16", "--keep-quantized"]) == 0
     out = capsys.readouterr()
     assert f"note: {SLOW_ON_CPU}" in out.out + out.err
+    # without --keep-quantized the CPU computes the reference in float: no quantized matmul
+    assert main(argv + ["--compare", "bits=4,dtype=float16"]) == 0
+    out = capsys.readouterr()
+    assert SLOW_ON_CPU not in out.out + out.err
     assert main(argv + ["--compare", "bits=4"]) == 0
     out = capsys.readouterr()
     assert SLOW_ON_CPU not in out.out + out.err
