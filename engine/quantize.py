@@ -50,7 +50,7 @@ def quantize_drafter(model: nn.Module, bits: int, group_size: int = 64,
         raise InputError(
             f"group_size {group_size!r}: expected one of {', '.join(map(str, QUANT_GROUP_SIZES))}"
         )
-    if quantized_modules(model):  # dequantize_drafter's output is float again, and may be
+    if quantized_modules(model):  # (a dequantize_drafter'ed one is float again: it may be)
         raise InputError(f"{where}: this drafter is already quantized ({describe(model)}); "
                          "start from a float one")
     _check_something_quantized(model, group_size, keep, where)
@@ -246,7 +246,7 @@ def quantized_modules(model: nn.Module) -> dict[str, nn.Module]:
 def computes_in_float(model: nn.Module) -> bool:
     """True for a quantized drafter that dequantize_drafter turned into float: `describe`
     still names its packing, but no quantized kernel runs (what it costs differs)."""
-    return getattr(model, "dequantized_from", None) is not None and not quantized_modules(model)
+    return getattr(model, "quantization_label", None) is not None and not quantized_modules(model)
 
 
 def describe(model: nn.Module) -> str | None:
@@ -254,7 +254,7 @@ def describe(model: nn.Module) -> str | None:
     codebooks"; None for a float one."""
     quantized = quantized_modules(model)
     if not quantized:
-        return getattr(model, "dequantized_from", None)  # dequantize_drafter's
+        return getattr(model, "quantization_label", None)  # dequantize_drafter's
     counts: dict[str, int] = {}
     for module in quantized.values():
         key = f"q{module.bits}/g{module.group_size}"
@@ -297,7 +297,7 @@ def dequantize_drafter(model: nn.Module) -> None:
     what the quantized kernel computes inside), so the drafter's function is the same up
     to the order of its sums. It exists for the CPU, where MLX's quantized matmul is a
     plain loop: docs/CPU.md measures what it buys. `describe` keeps naming the packing
-    the weights were read with (`dequantized_from`), since that is what they are.
+    the weights were read with (`quantization_label`), since that is what they are.
     """
     packed = quantized_modules(model)
     if not packed:
@@ -311,14 +311,12 @@ def dequantize_drafter(model: nn.Module) -> None:
         if owner == SELECTOR and name in CODEBOOKS:  # a float codebook is a bare array
             setattr(model[SELECTOR], name, weight)
             continue
-        linear = nn.Linear(weight.shape[1], weight.shape[0], bias="bias" in module)
+        linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False)  # no drafter Linear has one
         linear.weight = weight
-        if "bias" in module:
-            linear.bias = module.bias
         replaced.append((path, linear))
     model.update_modules(tree_unflatten(replaced))
     model.config = replace(model.config, quantization=None)  # a float drafter now, saved as one
-    model.dequantized_from = label
+    model.quantization_label = label
 
 
 def dequantize_for_cpu(drafter: nn.Module) -> bool:
@@ -330,8 +328,8 @@ def dequantize_for_cpu(drafter: nn.Module) -> bool:
     packed = quantized_modules(drafter)
     if backend() != "cpu" or not packed:
         return False
-    width = drafter.norm.weight.dtype.size  # the float dtype the drafter computes in
-    size = sum(m.weight.shape[0] * m.weight.shape[1] * (32 // m.bits) * width
+    # each packed uint32 row holds in_features * bits / 32 words
+    size = sum(m.weight.shape[0] * m.weight.shape[1] * 32 // m.bits * drafter.dtype.size
                for m in packed.values())
     if size > CPU_DEQUANTIZE_LIMIT_BYTES:
         return False

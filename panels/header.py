@@ -95,7 +95,7 @@ class HeaderPanel(Static):
         shape = {"whole": f" {info.drafter_layers}L H{info.drafter_hidden}{top_k}{block}",
                  "block": block, "none": ""}[drafter_shape]
         text.append(shape, style="green")
-        if info.drafter_quantization:  # e.g. "q4/g64": the drafter's weights are packed
+        if info.drafter_quantization:  # e.g. "q4/g64": the values its weights were packed to
             text.append(f" {info.drafter_quantization}", style="bold yellow")
         if info.layer_offset:  # --layer-offset: the drafter reads other layers than it names
             text.append(f" layers{info.layer_offset:+d}", style="bold yellow")
