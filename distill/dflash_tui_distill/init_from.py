@@ -167,8 +167,8 @@ def start_record(directory: str | Path) -> dict | None:
         return None
     config = read_config(path)
     record = config.extra.get("dflash_tui_training")
-    if record is not None and config.quantization is not None:  # started from its dequantized values
-        record = {**record, "dequantized_from": config.quantization}
+    if config.quantization is not None:  # started from its dequantized values (start_weights)
+        record = {**(record or {}), "dequantized_from": config.quantization}
     return record
 
 
