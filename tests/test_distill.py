@@ -11,6 +11,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+from distill_flags import DATA_FLAGS, TRAIN_FLAGS
 from fixtures import write_sample_shaped_drafter
 
 from dflash_tui.cli import main
@@ -21,10 +22,6 @@ from dflash_tui.engine.api import Pair
 from dflash_tui.engine.session import SessionOptions
 from dflash_tui.engine.target import encode_prompt, load_target
 
-DATA_FLAGS = ["--num-prompts", "24", "--max-new-tokens", "40", "--seed", "1"]
-TRAIN_FLAGS = ["--layers", "2", "--block", "7", "--rank", "8", "--top-k", "8", "--batch", "3",
-               "--seq-len", "96", "--anchors", "6", "--eval-blocks", "24", "--log-every", "1",
-               "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +33,14 @@ def data_dir(make_pair, tmp_path_factory):
     assert main(["distill", str(target_dir), "--out", str(out), "--data", str(data),
                  "--phase", "data", *DATA_FLAGS]) == 0
     return target_dir, data
+
+
+def _starts_where_it_left_off(first, second) -> bool:
+    """Step 1 of `second` (started from `first`'s checkpoint) sees the trained drafter's loss,
+    not a random one's: nearer `first`'s last step than its first."""
+    log = lambda run: [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]  # noqa: E731
+    start, trained, resumed = log(first)[0], log(first)[-1], log(second)[0]
+    return resumed["block_ce"] < (start["block_ce"] + trained["block_ce"]) / 2
 
 
 def distill(target_dir, out, data, *flags) -> int:
@@ -187,10 +192,7 @@ def test_init_from_starts_at_the_checkpoint_and_refuses_another_shape(data_dir, 
     assert main(["distill", str(target_dir), "--out", str(second), "--data", str(data),
                  "--init-from", str(first), *flags, "--steps", "1", "--batch", "3",
                  "--seq-len", "96", "--anchors", "6", "--no-progress"]) == 0
-    log = lambda run: [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]  # noqa: E731
-    start, trained, resumed = log(first)[0], log(first)[-1], log(second)[0]
-    # Step 1 from the checkpoint sees the trained drafter's loss, not a random one's.
-    assert resumed["block_ce"] < (start["block_ce"] + trained["block_ce"]) / 2
+    assert _starts_where_it_left_off(first, second)
     config = load_drafter(second).config
     assert config.num_hidden_layers == 2 and config.block_size == 8
     record = config.extra["dflash_tui_training"]
@@ -228,9 +230,7 @@ def test_init_from_a_quantized_drafter_trains_from_its_dequantized_values(data_d
     assert main(["distill", str(target_dir), "--out", str(second), "--data", str(data),
                  "--init-from", str(packed), *flags, "--steps", "1", "--batch", "3",
                  "--seq-len", "96", "--anchors", "6", "--no-progress"]) == 0
-    log = lambda run: [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]  # noqa: E731
-    start, trained, resumed = log(first)[0], log(first)[-1], log(second)[0]
-    assert resumed["block_ce"] < (start["block_ce"] + trained["block_ce"]) / 2
+    assert _starts_where_it_left_off(first, second)
     record = load_drafter(second).config.extra["dflash_tui_training"]
     assert record["started_from"]["dequantized_from"]["bits"] == 8
     assert load_drafter(second).config.quantization is None  # it trained and saved float

@@ -13,12 +13,11 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
+from distill_flags import DATA_FLAGS, TRAIN_FLAGS
+
 from dflash_tui.cli import main
 
-DATA_FLAGS = ["--num-prompts", "24", "--max-new-tokens", "40", "--seed", "1"]
-TRAIN_FLAGS = ["--layers", "2", "--block", "7", "--rank", "8", "--top-k", "8", "--batch", "3",
-               "--seq-len", "96", "--anchors", "6", "--log-every", "1", "--no-progress",
-               "--phase", "train", "--eval-every", "0"]
+TRAIN_FLAGS = [*TRAIN_FLAGS, "--phase", "train", "--eval-every", "0"]
 
 
 @pytest.fixture(scope="module")
