@@ -55,7 +55,8 @@ def drafters(directory: Path, bits: int, dtype: str) -> dict:
 def measure(model: Path, directory: Path, bits: int, rounds: int, repeats: int, gamma: int,
             dtype: str) -> dict:
     target = load_target(model, dtype)
-    pairs = {name: Pair(target, model, directory) for name, model in drafters(directory, bits, dtype).items()}
+    pairs = {name: Pair(target, drafter, directory)
+             for name, drafter in drafters(directory, bits, dtype).items()}
     seconds = {name: [] for name in pairs}
     accepted = {name: [] for name in pairs}
     options = SessionOptions(gamma=gamma, probes=False, ranks=False, max_tokens=4096)
@@ -70,19 +71,22 @@ def measure(model: Path, directory: Path, bits: int, rounds: int, repeats: int, 
                     accepted[name].append(record.accepted)
             session.close()
     base = statistics.median(seconds["float"])
-    return {"draft": str(directory), "bits": bits, "block": gamma, "rounds": rounds, "repeats": repeats,
-            "drafters": {name: {"median_round_ms": round(1000 * statistics.median(s), 1),
-                                "ratio_to_float": round(statistics.median(s) / base, 3),
-                                "mean_accepted": round(sum(accepted[name]) / len(accepted[name]), 3)}
-                         for name, s in seconds.items()}}
+    rows = {}
+    for name, times in seconds.items():
+        median = statistics.median(times)
+        rows[name] = {"median_round_ms": round(1000 * median, 1),
+                      "ratio_to_float": round(median / base, 3),
+                      "mean_accepted": round(sum(accepted[name]) / len(accepted[name]), 3)}
+    return {"draft": str(directory), "bits": bits, "block": gamma, "rounds": rounds,
+            "repeats": repeats, "drafters": rows}
 
 
 def report(result: dict) -> str:
     lines = [f"{result['draft']}, block {result['block']}: median round over "
              f"{result['rounds']} rounds x {result['repeats']} repeats"]
     for name, row in result["drafters"].items():
-        lines.append(f"  {name:16s} {row['median_round_ms']:7.1f} ms  {row['ratio_to_float']:.3f} of float"
-                     f"  accepted {row['mean_accepted']:.2f}")
+        lines.append(f"  {name:16s} {row['median_round_ms']:7.1f} ms  "
+                     f"{row['ratio_to_float']:.3f} of float  accepted {row['mean_accepted']:.2f}")
     return "\n".join(lines)
 
 
@@ -96,8 +100,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     model = args.model or sample.sample_target()
     draft = args.draft or (args.model / "draft" if args.model else sample.sample_drafter())
-    return finish(measure(model, draft, args.bits, args.rounds, args.repeats, args.block, args.dtype),
-                  report, args.json)
+    result = measure(model, draft, args.bits, args.rounds, args.repeats, args.block, args.dtype)
+    return finish(result, report, args.json)
 
 
 if __name__ == "__main__":

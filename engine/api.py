@@ -78,10 +78,10 @@ def load_pair(model: str | Path, draft: Optional[str | Path] = None, *, dtype: s
     (`draft`, default `model/draft`), both cast to `dtype`; on the CPU a quantized drafter
     is dequantized, as a small quantized target is, unless `keep_quantized`. With `mesh`
     (a joined group, engine/distributed.py) the target is sharded over its ranks and the
-    drafter loaded whole on each. With `compare` (a SPEC, engine/compare_spec.py), the reference drafter every
-    session runs beside it, whose buffers diverge beyond a relative error of `compare_tol`
-    (default 0.01). `fuse`: the target's projections fused (engine/target.py, load_target;
-    default on a GPU)."""
+    drafter loaded whole on each. With `compare` (a SPEC, engine/compare_spec.py), the
+    reference drafter every session runs beside it, whose buffers diverge beyond a relative
+    error of `compare_tol` (default 0.01). `fuse`: the target's projections fused
+    (engine/target.py, load_target; default on a GPU)."""
     model = Path(model).expanduser()
     if dtype not in DTYPES:
         raise ParameterError("dtype", dtype, f"expected one of {', '.join(DTYPES)}")

@@ -116,7 +116,8 @@ def read_shard(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path) as data:
             return {k: data[k] for k in data.files}
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:  # a file cut short: BadZipFile
+    # a file cut short is a BadZipFile (np.load reads .npz as a zip archive)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
         raise InputError(f"{path}: unreadable data shard ({error})") from None
 
 

@@ -3,7 +3,8 @@ phase) so that a bad --out or --data costs nothing and nothing unrelated is writ
 
 --out must be new, empty, or a run this command can continue: one with a saved training
 state or a data manifest (then settings.merge refuses flags that differ from the recorded
-ones), or one killed before its first save (its logs alone, which the new start drops). `--phase eval` only reads OUT's checkpoint and writes its results beside it.
+ones), or one killed before its first save (its logs alone, which the new start drops).
+`--phase eval` only reads OUT's checkpoint and writes its results beside it.
 """
 
 from __future__ import annotations
