@@ -52,12 +52,15 @@ class HeaderPanel(Static):
         if identity.cell_len > width > 0:
             # Narrower: the target layers read and the mask token go first (the message log,
             # `L`, has them from the session's start), then the target's shape, then the
-            # drafter's but its block, then the block, so that the dtype and backend stay
-            # whole (a long model name cut them to `float…`).
+            # drafter's but its block, then what a quantized drafter left float (`q8/g64,
+            # float: codebooks` -> `q8/g64`), then the block, so that the dtype and backend
+            # stay whole (a long model name cut them to `float…`).
             identity = self._identity(frame)
         if identity.cell_len > width > 0:
-            for drafter_shape in ("whole", "block", "none"):
-                identity = self._identity(frame, target_shape=False, drafter_shape=drafter_shape)
+            for drafter_shape, kept_float in (("whole", True), ("block", True), ("block", False),
+                                              ("none", False)):
+                identity = self._identity(frame, target_shape=False, drafter_shape=drafter_shape,
+                                          kept_float=kept_float)
                 if identity.cell_len <= width:
                     break
         text = Text("\n").join([identity, self._numbers(frame, width)])
@@ -69,8 +72,8 @@ class HeaderPanel(Static):
         # fixed height: no layout pass (which would repaint every panel) for new numbers
         self.update(text, layout=False)
 
-    def _identity(self, frame: Frame, target_shape: bool = True,
-                  drafter_shape: str = "whole", setup: bool = False) -> Text:
+    def _identity(self, frame: Frame, target_shape: bool = True, drafter_shape: str = "whole",
+                  setup: bool = False, kept_float: bool = True) -> Text:
         text = Text()
         text.append("dflash-tui", style="bold")
         if frame.mode == "replay":
@@ -96,7 +99,9 @@ class HeaderPanel(Static):
                  "block": block, "none": ""}[drafter_shape]
         text.append(shape, style="green")
         if info.drafter_quantization:  # e.g. "q4/g64": the values its weights were packed to
-            text.append(f" {info.drafter_quantization}", style="bold yellow")
+            label = info.drafter_quantization if kept_float else \
+                info.drafter_quantization.split(", float:")[0]
+            text.append(f" {label}", style="bold yellow")
         if info.layer_offset:  # --layer-offset: the drafter reads other layers than it names
             text.append(f" layers{info.layer_offset:+d}", style="bold yellow")
         if setup:  # what the drafter is fed: the target layers it reads, its mask token

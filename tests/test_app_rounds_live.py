@@ -860,6 +860,30 @@ def test_the_header_at_80_columns_leaves_fields_out_whole(pair, tmp_path):
     run(scenario())
 
 
+def test_the_header_at_80_columns_keeps_a_quantized_drafters_packing_and_the_dtype(pair, tmp_path):
+    """A quantized drafter's label (`q8/g64, float: codebooks`) ran the dtype and backend off
+    the 80-column header with the sample's long name: what it left float goes first."""
+    import shutil
+
+    from dflash_tui.cli import main
+
+    target = tmp_path / "SmolLM2-135M-Instruct.Q4_1"  # the sample's name
+    shutil.copytree(pair[0], target, ignore=shutil.ignore_patterns("draft"))
+    assert main(["quantize", str(pair[1]), "--bits", "8", "--out", str(target / "draft")]) == 0
+
+    async def scenario():
+        app = live_app((target, target / "draft"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            identity = widget_text(app, app.main.query_one("#header")).splitlines()[0].rstrip()
+            assert identity.endswith(" q8/g64  float32 · cpu") and "…" not in identity
+            await pilot.resize_terminal(160, 30)
+            await wait_for(pilot, lambda: "float: codebooks" in widget_text(app, app.main.query_one("#header")),
+                           what="the whole label, wide")
+
+    run(scenario())
+
+
 def test_the_header_says_a_layer_offset_is_in_effect(pair, tmp_path):
     """`--layer-offset -1` makes the drafter read other target layers than its config names;
     the header used to look the same with and without it, so a screen (or a replay) of a
