@@ -119,10 +119,18 @@ def load(path: Path) -> Bench:
     finished = {key: run for key, run in counted.items() if done[key[:2]] == len(blocks)}
     if not complete and not finished:
         raise InputError(_nothing_finished(path))
-    drafter = record.get("drafter")
-    return Bench(path, settings,
-                 str(drafter.get("path", "?")) if isinstance(drafter, dict) else "?",
-                 complete, finished, len(counted) - len(finished), _extras(record, settings))
+    return Bench(path, settings, _drafter(record.get("drafter")), complete, finished,
+                 len(counted) - len(finished), _extras(record, settings))
+
+
+def _drafter(drafter) -> str:
+    """Its path, and a quantized one's packing (`dflash_tui/sample, q8/g64, float:
+    codebooks`): a quantized drafter and its float original can share a path. Files
+    older than the `quantization` key name the path alone."""
+    if not isinstance(drafter, dict):
+        return "?"
+    packing = drafter.get("quantization")
+    return str(drafter.get("path", "?")) + (f", {packing}" if isinstance(packing, str) else "")
 
 
 def _nothing_finished(path: Path) -> str:

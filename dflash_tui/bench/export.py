@@ -101,7 +101,10 @@ def to_json(result: BenchResult, *, command: Optional[list[str]] = None,
             "drafter": {"path": info.drafter_path, "kind": info.drafter_kind,
                         "layers": info.drafter_layers, "hidden": info.drafter_hidden,
                         "block_size": info.block_size, "target_layer_ids": list(info.target_layer_ids),
-                        "mask_token_id": info.mask_token_id, "top_k": info.top_k},
+                        "mask_token_id": info.mask_token_id, "top_k": info.top_k,
+                        # its packing ("q8/g64, float: codebooks"; null: float): a quantized
+                        # drafter and its float original can share a path and a shape
+                        "quantization": info.drafter_quantization},
             "dtype": info.dtype, "backend": info.backend,
         }
     return {
