@@ -214,9 +214,11 @@ def session_setup(info: SessionInfo) -> str:
     layers = ", ".join(map(str, info.target_layer_ids))
     offset = (f" (config.json's shifted by --layer-offset {info.layer_offset:+d})"
               if info.layer_offset else "")
+    # a quantized drafter's whole packing: a narrow header keeps its first part alone
+    packing = f"; weights {info.drafter_quantization}" if info.drafter_quantization else ""
     return (f"session: {info.drafter_kind} drafter reads target layers {layers}{offset} of "
-            f"{info.target_layers}; mask token {mask_token(info)}; block {info.block_size}; "
-            f"{info.dtype} on {info.backend}")
+            f"{info.target_layers}; mask token {mask_token(info)}; block {info.block_size}"
+            f"{packing}; {info.dtype} on {info.backend}")
 
 
 def _tokens(frame: Frame, generated: int) -> int:

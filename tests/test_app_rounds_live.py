@@ -877,6 +877,9 @@ def test_the_header_at_80_columns_keeps_a_quantized_drafters_packing_and_the_dty
             await wait_loaded(pilot)
             identity = widget_text(app, app.main.query_one("#header")).splitlines()[0].rstrip()
             assert identity.endswith(" q8/g64  float32 · cpu") and "…" not in identity
+            # the message log keeps the whole packing the header shortened
+            assert any(e.text.endswith("; block 16; weights q8/g64, float: codebooks; float32 on cpu")
+                       for e in app.status_log)
             await pilot.resize_terminal(160, 30)
             await wait_for(pilot, lambda: "float: codebooks" in widget_text(app, app.main.query_one("#header")),
                            what="the whole label, wide")
