@@ -323,15 +323,12 @@ def dequantize_for_cpu(drafter: nn.Module) -> bool:
     """The target's rule (engine/target.py) for a drafter: on the CPU, a quantized drafter
     whose float weights fit CPU_DEQUANTIZE_LIMIT_BYTES computes in float. True when it was
     dequantized."""
-    from .target import CPU_DEQUANTIZE_LIMIT_BYTES, backend
+    from .target import CPU_DEQUANTIZE_LIMIT_BYTES, backend, dequantized_bytes
 
-    packed = quantized_modules(drafter)
-    if backend() != "cpu" or not packed:
+    if backend() != "cpu":
         return False
-    # each packed uint32 row holds in_features * bits / 32 words
-    size = sum(m.weight.shape[0] * m.weight.shape[1] * 32 // m.bits * drafter.dtype.size
-               for m in packed.values())
-    if size > CPU_DEQUANTIZE_LIMIT_BYTES:
+    size = dequantized_bytes(drafter, drafter.dtype)
+    if size == 0 or size > CPU_DEQUANTIZE_LIMIT_BYTES:
         return False
     dequantize_drafter(drafter)
     mx.eval(drafter.parameters())

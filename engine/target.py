@@ -320,19 +320,21 @@ def _cast(model: nn.Module, dtype: mx.Dtype) -> None:
     model.update(tree_map_with_path(cast, model.parameters()))
 
 
-def _quantized_bytes_if_dequantized(model: nn.Module, dtype: mx.Dtype) -> int:
+def dequantized_bytes(model: nn.Module, dtype: mx.Dtype) -> int:
+    """What a model's quantized modules would take in `dtype` (0: none is quantized). A
+    packed uint32 row holds in_features * bits / 32 words (3 and 6 bits do not divide 32)."""
     total = 0
     for _, module in model.named_modules():
         if isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
             rows, packed = module.weight.shape
-            total += rows * packed * (32 // module.bits) * dtype.size
+            total += rows * packed * 32 // module.bits * dtype.size
     return total
 
 
 def _maybe_dequantize(model: nn.Module, dtype: mx.Dtype, keep_quantized: bool) -> bool:
     if keep_quantized or backend() != "cpu":
         return False
-    size = _quantized_bytes_if_dequantized(model, dtype)
+    size = dequantized_bytes(model, dtype)
     if size == 0 or size > CPU_DEQUANTIZE_LIMIT_BYTES:
         return False
     from mlx_lm.utils import dequantize_model
