@@ -268,3 +268,27 @@ def test_compiled_step_matches_the_plain_step(setup):
             results.append([trainer.train_step(batch).metrics["loss"] for _ in range(2)])
         assert np.allclose(results[0], results[1], rtol=1e-4)
         assert results[0][1] < results[0][0]
+
+
+def test_a_quantized_drafter_computes_in_its_float_type_not_its_packed_one(setup):
+    """distill's eval judges the 8-bit copy that ships. Its projections' weights are packed
+    uint32: the packed forward must cast the features to the drafter's float type (casting
+    them to fc.weight's dtype zeroed them, and stage 20's copy was judged at 0.2 per round).
+    The quantized kernels must give what the same values in float give."""
+    from dflash_tui.engine.quantize import dequantize_drafter, quantize_drafter
+
+    target, config, drafter, ids, capture = setup
+    packed = init_drafter(config, 0)
+    packed.update(drafter.parameters())
+    quantize_drafter(packed, bits=8, group_size=32)
+    unpacked = init_drafter(config, 0)
+    unpacked.update(drafter.parameters())
+    quantize_drafter(unpacked, bits=8, group_size=32)
+    dequantize_drafter(unpacked)
+    assert packed.fc.weight.dtype == mx.uint32 and unpacked.fc.weight.dtype == mx.float32
+    anchors, block = blocks_for(ids, config)
+    lengths = mx.array([GAMMA] * 6)
+    got = packed_logits(packed, target, config, capture, anchors, block, lengths)
+    want = packed_logits(unpacked, target, config, capture, anchors, block, lengths)
+    assert got.dtype == mx.float32
+    assert mx.allclose(got, want, atol=1e-3, rtol=1e-3).item(), float(mx.abs(got - want).max())
