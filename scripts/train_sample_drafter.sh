@@ -226,7 +226,7 @@ case "$STAGE" in
   17) recipe=(17 10000 asked=0.68,code=0.08,ident=0.032,math=0.128,prose=0.048,literal=0.016,self=0.016 1060 1e-4 100 "$RUN_ROOT/stage16" runs/corpus13/prompts.jsonl) ;;
   18) recipe=(18 32000 asked=0.9,code=0.025,ident=0.01,math=0.04,prose=0.015,literal=0.005,self=0.005 1600 1e-4 100 "$RUN_ROOT/stage17" runs/corpus13/prompts.jsonl) ;;
   19) recipe=(19 32000 asked=0.9,code=0.025,ident=0.01,math=0.04,prose=0.015,literal=0.005,self=0.005 1600 1e-4 100 "$RUN_ROOT/stage18" runs/corpus13/prompts.jsonl) ;;
-  20) recipe=(20 32000 asked=0.9,code=0.025,ident=0.01,math=0.04,prose=0.015,literal=0.005,self=0.005 1600 1e-4 100 "$RUN_ROOT/stage19" runs/corpus13/prompts.jsonl) ;;
+  20) recipe=(20 20000 asked=0.9,code=0.025,ident=0.01,math=0.04,prose=0.015,literal=0.005,self=0.005 1600 1e-4 100 "$RUN_ROOT/stage19" runs/corpus13/prompts.jsonl) ;;
   *) echo "STAGE must be 1 to 20 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}
