@@ -55,5 +55,6 @@ def retype(target: Target, dtype: str) -> Target:
 
 
 def target_dtype_name(target: Target) -> str:
-    dtype = target.embed_tokens.weight.dtype
+    # what an embedding row comes out as: a quantized embedding's weight is packed uint32
+    dtype = target.embed_tokens(mx.array([0])).dtype
     return {mx.float32: "float32", mx.bfloat16: "bfloat16", mx.float16: "float16"}.get(dtype, str(dtype))
