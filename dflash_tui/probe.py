@@ -258,10 +258,7 @@ def run(args) -> int:
     if out is not None and args.force:  # everything is checked: the earlier run can go
         clear_run(out)
     info = session.info
-    packed = f", {info.drafter_quantization}" if info.drafter_quantization else ""
-    _say(f"{info.drafter_kind} drafter ({info.drafter_layers} layers{packed}) on {info.target_kind} "
-         f"target ({info.target_layers} layers), {info.dtype} on {info.backend}; "
-         f"{session.gamma} proposals per round; rollback by {info.rollback_kind}")
+    _say(f"{pair.describe()}; {session.gamma} proposals per round; rollback by {info.rollback_kind}")
     if info.layer_offset:  # what the drafter reads is no longer what its config names
         _say(f"layer offset {info.layer_offset:+d}: reading target layers "
              f"{list(info.target_layer_ids)} (config.json names "

@@ -17,9 +17,9 @@ from .compare_spec import DEFAULT_TOLERANCE, CompareSpec, check_tolerance, parse
 from .drafter import DraftModel
 from .errors import InputError, ParameterError
 from .paths import check_target_path, named_as_draft, resolve_drafter_dir
-from .quantize import dequantize_for_cpu
+from .quantize import dequantize_for_cpu, describe as describe_quantization
 from .session import Session, SessionOptions
-from .target import DTYPES, Target, encode_prompt, load_target
+from .target import DTYPES, Target, backend, encode_prompt, load_target
 
 if TYPE_CHECKING:
     from .distributed import Mesh
@@ -49,6 +49,15 @@ class Pair:
     def dtype(self) -> str:
         """The drafter's float dtype, read from its weights (a norm: never quantized)."""
         return str(self.drafter.norm.weight.dtype).removeprefix("mlx.core.")
+
+    def describe(self) -> str:
+        """What runs, before any session: `DFlash2 drafter (8 layers, q8/g64) on llama target
+        (30 layers), float32 on cpu` (probe and bench print it)."""
+        config = self.drafter.config
+        packed = describe_quantization(self.drafter)
+        return (f"{config.kind_label} drafter ({config.num_hidden_layers} layers"
+                f"{', ' + packed if packed else ''}) on {self.target.spec.kind} target "
+                f"({self.target.num_layers} layers), {self.dtype} on {backend()}")
 
     def open(self, prompt: str, *, options: SessionOptions = SessionOptions(),
              chat: Optional[bool] = None, progress: Progress = _quiet,

@@ -68,3 +68,20 @@ def test_bench_diff_names_each_drafter_with_its_packing(benches, capsys):
     said = " ".join(capsys.readouterr().out.split())  # rich wraps at the console's width
     assert f"A: {a} (drafter {benches['float'][1]})" in said
     assert f"B: {b} (drafter {draft}, {label})" in said
+
+
+def test_the_bench_says_which_drafter_it_runs_before_its_first_prompt(benches, capsys, tmp_path):
+    """Its terminal output named only the drafter's path: the sample in 8 bits and the float
+    sample before it read alike there too."""
+    target_dir, draft, _ = benches["q8"]
+    label = _label(target_dir, draft)
+    prompts = tmp_path / "prompts" / "code"
+    prompts.mkdir(parents=True)
+    (prompts / "00.txt").write_text("def add(a, b):\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["bench", str(target_dir), "--draft", str(draft), "--prompts", str(prompts.parent),
+                 "--blocks", "2", "--max-tokens", "4"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    said = next(line for line in lines if " drafter (" in line)
+    assert said.startswith(f"bench: DFlash2 drafter (2 layers, {label}) on llama target (")
+    assert lines.index(said) < next(i for i, line in enumerate(lines) if "prompts (" in line)

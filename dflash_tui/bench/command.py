@@ -119,6 +119,7 @@ def run(args) -> int:
                      compare=args.compare, compare_tol=args.compare_tol)
     counts = ", ".join(f"{w.name} {len(w.prompts)}" for w in workloads)
     n_prompts = sum(len(w.prompts) for w in workloads)
+    err.print(f"bench: {pair.describe()}")
     err.print(f"bench: {n_prompts} prompts ({counts}) x blocks "
               f"{','.join(map(str, settings.blocks))}, plus the target alone; up to "
               f"{settings.max_tokens} tokens each, temperature {settings.temperature}"
