@@ -308,6 +308,60 @@ def test_grow_adds_layers_that_change_nothing_and_keeps_the_strongest_codebook_c
     assert code == 2 and err.count("\n") == 0 and "--grow" in err and "--init-from" in err
 
 
+
+def test_grow_reads_more_target_layers_starting_from_the_same_function(data_dir, tmp_path, capsys):
+    """Stage 21's lever: the drafter reads target layers it did not. fc keeps each old
+    layer's columns where that layer now sits and gives the new ones zero columns."""
+    from dflash_tui_distill.architecture import build_config, init_drafter
+    from dflash_tui_distill.init_from import shape_settings, start_weights
+    from dflash_tui_distill.objective import draft_hidden, target_features, target_parts
+
+    target_dir, data = data_dir
+    first = tmp_path / "first"
+    flags = ["--phase", "train", "--eval-every", "0", "--save-every", "100"]
+    assert distill(target_dir, first, data, *flags, "--steps", "6", "--lr", "3e-3",
+                   "--target-layer-ids", "0,2") == 0  # of the fixture's 4
+    trained = load_drafter(first)
+    target = load_target(target_dir)
+    have = list(trained.config.target_layer_ids)
+    new = [i for i in range(target.num_layers) if i not in have][:2]
+    wanted = sorted(have + new)  # the new layers land between the old ones, not after them
+    assert wanted[:len(have)] != have
+    shape = {k: v for k, v in shape_settings(first).items() if k not in ("kind", "gamma")}
+    wider = build_config(target, TrainSettings(**{**shape, "gamma": 7, "target_layer_ids": wanted}),
+                         trained.config.mask_token_id)
+    grown = init_drafter(wider, 5)
+    grown.update(start_weights(first, {}, wider))
+    hidden = trained.config.hidden_size
+    assert grown.fc.weight.shape == (hidden, len(wanted) * hidden)
+    ids = mx.array(np.random.default_rng(2).integers(4, 300, size=(1, 30)).astype(np.int32))
+    block = mx.array([[int(ids[0, 12])] + [trained.config.mask_token_id] * 7])
+    rest = (mx.array([12]), block, mx.array([7]))
+    target.hook(trained.config.target_layer_ids)
+    before = draft_hidden(trained, target_parts(target, trained.config), target_features(target, ids), *rest)
+    target.hook(wider.target_layer_ids)
+    after = draft_hidden(grown, target_parts(target, wider), target_features(target, ids), *rest)
+    target.unhook()
+    assert np.allclose(np.array(before), np.array(after), atol=1e-5), float(mx.abs(before - after).max())
+    # End to end: it trains, saves and loads reading the wider set.
+    second = tmp_path / "second"
+    listed = ",".join(map(str, wanted))
+    assert main(["distill", str(target_dir), "--out", str(second), "--data", str(data),
+                 "--init-from", str(first), "--grow", "--target-layer-ids", listed,
+                 *flags, "--steps", "1", "--batch", "3", "--seq-len", "96", "--anchors", "6",
+                 "--no-progress"]) == 0
+    assert list(load_drafter(second).config.target_layer_ids) == wanted
+    # Growing never drops a layer the checkpoint reads, and a count alone is not a set of ids.
+    capsys.readouterr()
+    dropped = ",".join(map(str, wanted[1:]))
+    for extra, named in ((["--grow", "--target-layer-ids", dropped], "--target-layer-ids"),
+                         (["--target-layer-ids", listed], "--grow"),
+                         (["--target-layers", str(len(have) + 1)], "--target-layers")):
+        code = main(["distill", str(target_dir), "--out", str(tmp_path / "refused"), "--data",
+                     str(data), "--init-from", str(first), *flags, "--steps", "1", *extra])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and named in err and "Traceback" not in err, err
+
 def test_kd_weight_trains_and_is_recorded(data_dir, tmp_path):
     target_dir, data = data_dir
     out = tmp_path / "kd"
@@ -424,8 +478,8 @@ def test_a_dflash_v1_drafter_trains_and_loads(data_dir, tmp_path):
 
 
 @pytest.mark.parametrize("script, variable, value, expected", [
-    ("train_sample_drafter.sh", "STAGE", "21", "STAGE must be 1 to 20 (got 21)"),
-    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 20 (got 0)"),
+    ("train_sample_drafter.sh", "STAGE", "22", "STAGE must be 1 to 21 (got 22)"),
+    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 21 (got 0)"),
     ("build_prompt_corpus.sh", "CORPUS_STAGE", "7", "CORPUS_STAGE must be 5, 6, 11, 12 or 13 (got 7)"),
 ])
 def test_the_recipe_scripts_refuse_a_stage_they_do_not_have_in_one_line(script, variable, value,

@@ -98,7 +98,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--grow", action="store_true",
                    help="with --init-from: let --layers exceed that drafter's (each new layer starts "
                         "as a copy of its last with zero output projections: the same function) "
-                        "and --rank fall below it (the codebooks keep their strongest components)")
+                        "and --rank fall below it (the codebooks keep their strongest components), and "
+                        "--target-layer-ids add layers to those it reads (fc's new columns start at "
+                        "zero)")
     g.add_argument("--compile", action="store_true",
                    help="mx.compile the step (off by default: on an H200 the first step then "
                         "took 196 s to compile, against 1.2 s plain, for no gain seen on the CPU)")

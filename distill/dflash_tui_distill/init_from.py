@@ -17,6 +17,11 @@ do, recorded as "dequantized_from" in the lineage.
     so each component r is kept or dropped whole; the kept ones are those with the largest
     |pred[:, r]| |succ[:, r]| |hidden_projection[r]| (a component's scale, the norms its three
     factors multiply). The selector changes a little; the drafter body does not.
+  --target-layer-ids naming every layer the checkpoint reads and more: the context is
+    fc(concat of the captured layers), one block of fc's input columns per layer, so each
+    layer the checkpoint read keeps its columns and each new one gets zero columns. The
+    grown drafter computes what the checkpoint did (up to the order of fc's sums), and the
+    new columns' gradient is not zero, so they learn to use what the new layers hold.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ from .settings import comparable
 SHAPE_FLAGS = ("kind", "layers", "gamma", "rank", "top_k", "target_layer_ids", "mask_token_id",
                "intermediate_size", "conv_kernel", "conv_group")
 # What --grow lets differ, and which way: the flag's value against the checkpoint's.
-GROWABLE = {"layers": lambda given, have: given > have, "rank": lambda given, have: given < have}
+GROWABLE = {"layers": lambda given, have: given > have, "rank": lambda given, have: given < have,
+            "target_layer_ids": lambda given, have: set(given) > set(have)}
+GROW_HOW = "; --grow lets --layers go above it, --rank below it, and --target-layer-ids add layers"
 
 
 def _config_path(directory: str | Path) -> Path:
@@ -83,6 +90,14 @@ def apply_shape(given: dict[str, Any], directory: str | Path) -> dict[str, Any]:
     """`given` (train flags, None = not given) with the checkpoint's shape filled in."""
     shape = shape_settings(directory)
     out = dict(given)
+    count = given.get("target_layers")
+    if count is not None and given.get("target_layer_ids") is None and count != len(shape["target_layer_ids"]):
+        # the count alone would pick Z Lab's spacing, whose ids need not include the
+        # checkpoint's: a grown drafter names them (and it was silently ignored before)
+        raise InputError(
+            f"--init-from {directory}: that drafter reads {len(shape['target_layer_ids'])} target "
+            f"layers ({_show(shape['target_layer_ids'])}); this command says --target-layers {count} "
+            "(drop it, or give --grow --target-layer-ids with those and the new ones)")
     for name in SHAPE_FLAGS:
         wanted = shape[name]
         if wanted is None:
@@ -92,8 +107,7 @@ def apply_shape(given: dict[str, Any], directory: str | Path) -> dict[str, Any]:
             if given.get("grow") and name in GROWABLE and GROWABLE[name](value, wanted):
                 continue
             flag = "--block" if name == "gamma" else "--" + name.replace("_", "-")
-            how = ("; --grow lets --layers go above it and --rank below it"
-                   if name in GROWABLE else "")
+            how = GROW_HOW if name in GROWABLE else ""
             raise InputError(
                 f"--init-from {directory}: that drafter has {flag} {_show(wanted)}; this command "
                 f"says {_show(value)} (drop the flag, or train from scratch without --init-from{how})")
@@ -128,6 +142,9 @@ def start_weights(directory: str | Path, shape: dict[str, int], config: DraftCon
         return params
     if config.num_hidden_layers > len(params["layers"]):
         params["layers"] = grown_layers(params["layers"], config.num_hidden_layers)
+    if tuple(config.target_layer_ids) != tuple(start.config.target_layer_ids):
+        params["fc"] = {"weight": grown_fc(params["fc"]["weight"], start.config.target_layer_ids,
+                                           config.target_layer_ids)}
     if "candidate_selector" in params and config.selector_rank < start.config.selector_rank:
         params["candidate_selector"] = fewer_components(params["candidate_selector"],
                                                         config.selector_rank)
@@ -143,6 +160,15 @@ def grown_layers(layers: list[dict], count: int) -> list[dict]:
             flat[name] = mx.zeros_like(flat[name])
         extra.append(tree_unflatten(list(flat.items())))
     return list(layers) + extra
+
+
+def grown_fc(weight: mx.array, have: tuple[int, ...], wanted: tuple[int, ...]) -> mx.array:
+    """fc's weight [H, len(have) * H] laid out for `wanted` (a superset of `have`): each layer
+    of `have` keeps its block of columns, at its place in `wanted`; the new blocks are zero."""
+    hidden = weight.shape[1] // len(have)
+    blocks = {i: weight[:, k * hidden:(k + 1) * hidden] for k, i in enumerate(have)}
+    zero = mx.zeros((weight.shape[0], hidden), dtype=weight.dtype)
+    return mx.concatenate([blocks.get(i, zero) for i in wanted], axis=1)
 
 
 def fewer_components(selector: dict, rank: int) -> dict:
