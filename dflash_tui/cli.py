@@ -256,6 +256,9 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
     p.add_argument("a", metavar="A.json", help="the first bench's --json file (the baseline)")
     p.add_argument("b", metavar="B.json", help="the second bench's --json file")
     p.add_argument("--by-prompt", action="store_true", help="also list every prompt's change")
+    p.add_argument("--by-slot", action="store_true",
+                   help="also show, slot by slot, how often each bench accepted a proposal once "
+                        "every proposal before it was accepted: where the rounds end")
     p.add_argument("--resamples", type=int, default=2000, metavar="N",
                    help="bootstrap resamples (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, metavar="S",

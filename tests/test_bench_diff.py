@@ -95,6 +95,55 @@ def test_a_bench_against_itself_changes_nothing(benches, capsys):
     assert "code/02" in stdout and "prose/01" in stdout  # --by-prompt lists every prompt
 
 
+
+def slot_rows(stdout: str) -> dict:
+    """--by-slot's rows: (workload, block, "A" | "B" | "B - A") -> the slots' cells."""
+    table, current = {}, None
+    for line in stdout.split("by slot:", 1)[1].splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) > 3 and cells[1].isdigit() and cells[2] == "A":
+            current = (cells[0], int(cells[1]))
+            table[(*current, "A")] = cells[3:]
+        elif current and cells and cells[0] in ("B", "B - A"):
+            table[(*current, cells[0])] = cells[1:]
+    return table
+
+
+def test_by_slot_is_each_bench_s_own_alpha_per_position_and_the_oracle_never_ends_a_round(
+        benches, capsys):
+    """Slot i's survival, P(accepted >= i | accepted >= i - 1), pooled over the prompts both
+    ran: the bench's own per_position `conditional` in each file's cells. Proposals that cannot
+    miss (--oracle) survive at every slot."""
+    random_json, oracle_json = benches
+    rc, stdout, _ = run(capsys, random_json, oracle_json, "--by-slot")
+    assert rc == 0
+    table = slot_rows(stdout)
+    for label, path in (("A", random_json), ("B", oracle_json)):
+        for cell in json.loads(path.read_text())["cells"]:
+            shown = table[(cell["workload"], cell["block"], label)]
+            want = ["-" if p["conditional"] is None else f"{p['conditional']:.2f}"
+                    for p in cell["per_position"]]
+            assert shown[:len(want)] == want, (label, cell["workload"], cell["block"])
+    assert all(x == "1.00" for key, row in table.items() if key[2] == "B" for x in row)
+    assert {key[:2] for key in table} == {(w, b) for w in ("prose", "code", "all") for b in (2, 4)}
+    random_a = table[("all", 4, "A")]
+    assert table[("all", 4, "B - A")] == [
+        "-" if a == "-" else f"{1 - float(a):+.2f}" for a in random_a]
+
+
+def test_by_slot_reads_a_bench_from_before_gamma_per_round_as_every_round_proposing_its_block(
+        benches, tmp_path, capsys):
+    def older(record):
+        for r in record["runs"]:
+            r.pop("gamma_per_round", None)
+    old = edited(benches[0], tmp_path / "old.json", older)
+    rc, stdout, _ = run(capsys, old, benches[0], "--by-slot")
+    assert rc == 0
+    table = slot_rows(stdout)
+    # every round proposes slot 1, so slot 1 reads alike; later slots count the last round
+    # (cut short at the token budget) as proposing the whole block
+    assert all(table[(*key[:2], "A")][0] == row[0] for key, row in table.items() if key[2] == "B")
+
 @pytest.mark.parametrize("a, b", STORED)
 def test_stored_benches_pool_as_their_cells_do(a, b):
     """On the shipped drafters' own bench files: the pooled means equal the bench's cells to
@@ -267,6 +316,10 @@ def _first_run(key, value):
      "all.json: runs[0].workload: a workload cannot be named 'all' (the tables' pooled row)"),
     (lambda t, b: [write(t / "deep.json", "[" * 100_000 + "]" * 100_000), b[0]],
      "deep.json: not a bench JSON file (nested too deeply to read)"),
+    (lambda t, b: [_with(b, t, "g.json", _first_run("gamma_per_round", [2])), b[0]],
+     "g.json: runs[0].gamma_per_round: expected a list of"),
+    (lambda t, b: [_with(b, t, "g0.json", _first_run("accepted_per_round", [2, 1])), b[0]],
+     "g0.json: runs[0].gamma_per_round"),
     (lambda t, b: [b[0], b[1], "--resamples", "5"], "--resamples 5: expected 100 to 100000"),
     (lambda t, b: [b[0], b[1], "--seed", "-1"], "--seed -1: expected a seed >= 0"),
 ])
@@ -286,3 +339,13 @@ def test_piped_output_wraps_at_columns_where_set(capsys, monkeypatch, columns, w
     rc, stdout, _ = run(capsys, *STORED[0], "--resamples", "100")
     assert rc == 0
     assert widest - 20 < max(len(line.rstrip()) for line in stdout.splitlines()) <= widest
+
+
+def test_by_slot_splits_its_slots_over_tables_that_fit_the_width_and_cuts_no_number(
+        benches, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "45")  # three slot columns a table
+    rc, stdout, _ = run(capsys, *benches, "--by-slot")
+    slots_part = stdout.split("by slot:", 1)[1]
+    headers = [line.split()[2:] for line in slots_part.splitlines() if line.strip().startswith("workload")]
+    assert rc == 0 and headers == [["1", "2", "3"], ["4"]]
+    assert "…" not in slots_part and max(len(line.rstrip()) for line in slots_part.splitlines()) <= 45

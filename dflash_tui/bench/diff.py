@@ -43,6 +43,8 @@ class PromptRun:
     accepted: int
     rounds: int
     nonfinite: int = 0  # rounds whose drafter logits held a NaN or Inf (0 in older files)
+    # each round's (proposals, accepted), for --by-slot (diff_slots.py)
+    per_round: tuple[tuple[int, int], ...] = ()
 
     @property
     def mean(self) -> Optional[float]:
@@ -175,12 +177,20 @@ def _counts(path: Path, k: int, run: dict, block: int) -> PromptRun:
         if not (isinstance(a, int) and not isinstance(a, bool) and 0 <= a <= block):
             raise InputError(f"{path}: runs[{k}].accepted_per_round[{r}] = {_short(a)}: expected "
                              f"a list of counts >= 0, at most the run's block ({block})")
+    gammas = run.get("gamma_per_round", [block] * len(per_round))  # absent: every round proposed the block
+    if not (isinstance(gammas, list) and len(gammas) == len(per_round)):
+        raise InputError(f"{path}: runs[{k}].gamma_per_round: expected a list of {len(per_round)} "
+                         f"proposal counts, one per round (got {_short(gammas)})")
+    for r, (g, a) in enumerate(zip(gammas, per_round)):
+        if not (isinstance(g, int) and not isinstance(g, bool) and a <= g <= block):
+            raise InputError(f"{path}: runs[{k}].gamma_per_round[{r}] = {_short(g)}: expected the "
+                             f"round's proposals, from its {a} accepted to the run's block ({block})")
     nonfinite = run.get("nonfinite_logit_rounds", 0)  # absent: a bench from before the count
     if not (isinstance(nonfinite, int) and not isinstance(nonfinite, bool)
             and 0 <= nonfinite <= len(per_round)):
         raise InputError(f"{path}: runs[{k}].nonfinite_logit_rounds = {_short(nonfinite)}: "
                          f"expected a count from 0 to the run's {len(per_round)} rounds")
-    return PromptRun(sum(per_round), len(per_round), nonfinite)
+    return PromptRun(sum(per_round), len(per_round), nonfinite, tuple(zip(gammas, per_round)))
 
 
 def _short(value, limit: int = 40) -> str:
@@ -338,6 +348,11 @@ def run(args, console: Optional[Console] = None) -> int:
     out.print(table(result))
     if args.by_prompt:
         out.print(by_prompt(a, b))
+    if args.by_slot:
+        from .diff_slots import slot_tables
+
+        for slots in slot_tables(paired(a, b), out.width):
+            out.print(slots)
     out.print(f"n: prompts both ran; up/down: prompts whose own mean rose / fell. Interval: a "
               f"paired bootstrap over prompts within each workload ({args.resamples} resamples, "
               f"seed {args.seed}; '-' under {MIN_PROMPTS} prompts): how much the change rests on "

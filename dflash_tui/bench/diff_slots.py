@@ -1,0 +1,73 @@
+"""`bench-diff --by-slot`: where two benches' rounds end, slot by slot.
+
+For each workload and block, slot i's survival rate in each bench: of the rounds that
+proposed slot i with every proposal before it accepted, the share that accepted slot i too,
+P(accepted >= i | accepted >= i-1). It is the bench's own "alpha per position" (stats.py
+`positions`), pooled over the prompts both benches ran. Two drafters with the same mean can
+lose their rounds in different places: a low slot 1 is the first token after the target's
+own (what the drafter guesses from the context alone), a falling tail is a block that
+drifts.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.table import Table
+
+from .stats import ALL, RoundStat, positions
+
+MAX_SLOTS = 32  # columns; a block past this shows its first 32 slots
+
+
+def survival(runs: list, side: int, block: int) -> list:
+    """Slot 1..block's P(accepted >= i | accepted >= i-1) over the runs' rounds (None: no
+    round reached the slot with the ones before it accepted)."""
+    rounds = [RoundStat(gamma=g, accepted=a, committed=0, stage_ms=())
+              for run in runs for g, a in run[side].per_round]
+    return [p.conditional for p in positions(rounds, min(block, MAX_SLOTS))]
+
+
+def slot_tables(groups: dict, width: int) -> list[Table]:
+    """groups: diff.paired's (workload, block) -> [(prompt, A's run, B's run)]. One table per
+    run of slots that fits `width` columns (block 15 at 80 columns: slots 1-8, then 9-15)."""
+    widest = min(max(block for _, block in groups), MAX_SLOTS)
+    rates = {}  # (workload, block) -> (A's, B's) survival per slot
+    for block in sorted({blk for _, blk in groups}):
+        named = [(w, runs) for (w, blk), runs in groups.items() if blk == block]
+        if len(named) > 1:
+            named.append((ALL, [run for _, runs in named for run in runs]))
+        for workload, runs in named:
+            rates[(workload, block)] = survival(runs, 1, block), survival(runs, 2, block)
+    per_table = max(1, (width - LABELS_WIDTH) // SLOT_WIDTH)
+    return [_table(rates, range(first, min(first + per_table, widest + 1)))
+            for first in range(1, widest + 1, per_table)]
+
+
+LABELS_WIDTH, SLOT_WIDTH = 24, 7  # workload, block and A/B columns; a slot's "+0.00" and its gap
+
+
+def _table(rates: dict, slots: range) -> Table:
+    title = "by slot: P(slot i accepted | slots before it accepted)"
+    # one space between columns: seven slots of "+0.00" fit 80 columns whole
+    t = Table(title=title if slots.start == 1 else None, title_justify="left",
+              box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True)
+    for name in ("workload", "block", ""):
+        t.add_column(name, justify="right" if name == "block" else "left", no_wrap=True)
+    for slot in slots:
+        t.add_column(str(slot), justify="right", no_wrap=True, min_width=5)
+    for (workload, block), (a, b) in rates.items():
+        shown = [i - 1 for i in slots if i <= len(a)]
+        pad = [""] * (len(slots) - len(shown))
+        t.add_row(workload, str(block), "A", *(_rate(a[i]) for i in shown), *pad)
+        t.add_row("", "", "B", *(_rate(b[i]) for i in shown), *pad)
+        t.add_row("", "", "B - A", *(_change(None if a[i] is None or b[i] is None else b[i] - a[i])
+                                     for i in shown), *pad, end_section=True)
+    return t
+
+
+def _rate(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _change(value) -> str:
+    return "-" if value is None else f"{value + 0.0:+.2f}".replace("-0.00", "+0.00")
