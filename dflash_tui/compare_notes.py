@@ -40,12 +40,20 @@ def _quantized(info: SessionInfo, spec: CompareSpec) -> bool:
     return info.compare_quantization is not None or spec.bits is not None
 
 
+def _other_weights(info: SessionInfo, spec: CompareSpec) -> bool:
+    """The reference's weights hold other values than the drafter's: quantized again
+    (`bits=`), or packed otherwise. A copy of a quantized drafter (residual-scale=,
+    layer-offset=) holds the very same packed values: its label is the drafter's."""
+    return spec.bits is not None or (info.compare_quantization is not None
+                                     and info.compare_quantization != info.drafter_quantization)
+
+
 def tol_hint_applies(info: Optional[SessionInfo]) -> bool:
     """The default tolerance against a reference computing with other numbers."""
     spec = _spec(info)
     if spec is None or info.compare_tol != DEFAULT_TOLERANCE:
         return False
-    return _quantized(info, spec) or (spec.dtype is not None and spec.dtype != info.dtype)
+    return _other_weights(info, spec) or (spec.dtype is not None and spec.dtype != info.dtype)
 
 
 def slow_on_cpu(info: Optional[SessionInfo]) -> Optional[str]:

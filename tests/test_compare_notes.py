@@ -10,11 +10,14 @@ import pytest
 
 from dflash_tui.cli import main
 from dflash_tui.compare_notes import SLOW_ON_CPU, slow_on_cpu, tol_hint_applies
+from dflash_tui.engine.api import load_pair
+from dflash_tui.engine.session import SessionOptions
 
 
 def info(compare, tol=0.01, dtype="float32", backend="cpu", quantization=None, dequantized=False):
     return SimpleNamespace(compare=compare, compare_tol=tol, dtype=dtype, backend=backend,
-                           compare_quantization=quantization, compare_dequantized=dequantized)
+                           compare_quantization=quantization, compare_dequantized=dequantized,
+                           drafter_quantization=None)
 
 
 @pytest.mark.parametrize("compare, tol, dtype, applies", [
@@ -35,6 +38,32 @@ def test_a_reference_the_engine_loaded_quantized_counts_as_quantized(tmp_path):
     assert tol_hint_applies(info(str(tmp_path), quantization="q4/g64"))
     assert slow_on_cpu(info(str(tmp_path), dtype="float16", quantization="q4/g64")) == SLOW_ON_CPU
     assert not tol_hint_applies(info(str(tmp_path)))  # a float drafter in the same dtype
+
+
+@pytest.mark.parametrize("compare, applies", [
+    ("residual-scale=8", False), ("layer-offset=-1", False),  # the drafter's own packed values
+    ("bits=4", True), ("bits=8,group=32", True),  # quantized again from them
+    ("dtype=bfloat16", True),
+])
+def test_a_quantized_drafter_s_own_copy_is_not_a_reference_with_other_numbers(
+        quantized_primary, compare, applies):
+    """Against a quantized drafter, a residual-scale or layer-offset reference holds the very
+    same packed weights (the hint said they computed with other numbers, since the
+    reference is quantized: written for a float drafter)."""
+    target_dir, draft_dir = quantized_primary
+    pair = load_pair(target_dir, draft_dir, compare=compare, keep_quantized=True)
+    session = pair.open("hello", options=SessionOptions(gamma=4, max_tokens=4), prefill=False)
+    session.close()
+    assert session.info.drafter_quantization.startswith("q8/g32")
+    assert tol_hint_applies(session.info) == applies
+
+
+@pytest.fixture(scope="module")
+def quantized_primary(make_pair, tmp_path_factory):
+    target_dir, draft_dir = make_pair("llama", "DFlash2DraftModel")
+    out = tmp_path_factory.mktemp("compare-notes") / "q8"
+    assert main(["quantize", str(draft_dir), "--bits", "8", "--group-size", "32", "--out", str(out)]) == 0
+    return target_dir, out
 
 
 @pytest.mark.parametrize("compare, dtype, backend, slow", [

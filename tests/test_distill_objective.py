@@ -292,3 +292,64 @@ def test_a_quantized_drafter_computes_in_its_float_type_not_its_packed_one(setup
     want = packed_logits(unpacked, target, config, capture, anchors, block, lengths)
     assert got.dtype == mx.float32
     assert mx.allclose(got, want, atol=1e-3, rtol=1e-3).item(), float(mx.abs(got - want).max())
+
+
+@pytest.fixture(scope="module")
+def quantized_selector(setup):
+    """A DFlash2 drafter quantized as `dflash-tui quantize --bits 8 --group-size 32` makes it,
+    its rank (32) splitting into groups so that the codebooks are QuantizedEmbeddings, beside
+    the same values in float (dequantize_drafter)."""
+    from dflash_tui.engine.quantize import dequantize_drafter, quantize_drafter
+
+    target, _, _, ids, capture = setup
+    config = build_config(target, TrainSettings(gamma=GAMMA, layers=1, rank=32, top_k=8), 3)
+    mx.random.seed(2)
+    weights = tree_map(lambda p: p + 0.05 * mx.random.normal(p.shape), init_drafter(config, 0).parameters())
+    pair = []
+    for dequantize in (False, True):
+        drafter = init_drafter(config, 0)
+        drafter.update(weights)
+        quantize_drafter(drafter, bits=8, group_size=32)
+        if dequantize:
+            dequantize_drafter(drafter)
+        pair.append(drafter)
+    packed, unpacked = pair
+    assert type(packed.candidate_selector.successor_codebook).__name__ == "QuantizedEmbedding"
+    assert isinstance(unpacked.candidate_selector.successor_codebook, mx.array)
+    held = Sequences(tokens=[np.array(row) for row in np.array(ids)], prompt_lens=np.array([4, 6]),
+                     kinds=["prose", "code"], prompt_index=np.arange(2), texts=["a", "b"])
+    return target, config, packed, unpacked, held
+
+
+def test_the_eval_walks_a_quantized_selector_as_its_float_values(quantized_selector):
+    """distill's eval (final, periodic and as decoded) of a `dflash-tui quantize`d DFlash2
+    drafter: its codebooks are QuantizedEmbeddings, which the edge score indexed like arrays
+    (a KeyError traceback where the eval should have judged the copy that ships). The walk
+    must be what the same values in float walk."""
+    from dflash_tui_distill.decode_eval import decode_acceptance
+    from dflash_tui_distill.evaluate import evaluate
+
+    target, config, packed, unpacked, held = quantized_selector
+    parts = target_parts(target, config)
+    blocks = eval_blocks(held, 12, 40, GAMMA)
+    got, want = (evaluate(d, parts, target, held, blocks, [2, GAMMA], 40, batch=2)
+                 for d in (packed, unpacked))
+    assert got["blocks"] == want["blocks"] > 0
+    assert got["gamma"] == want["gamma"]
+    got, want = (decode_acceptance(d, parts, target, held, [GAMMA], 40, batch=2)
+                 for d in (packed, unpacked))
+    assert got == want and want["gamma"][str(GAMMA)]["rounds"] > 0
+
+
+def test_a_quantized_selector_scores_edges_as_its_float_values(quantized_selector):
+    """The edge scores themselves, within what quantized kernels allow against float."""
+    from dflash_tui_distill.objective import edge_scores
+
+    target, config, packed, unpacked, held = quantized_selector
+    rng = np.random.default_rng(4)
+    previous = mx.array(rng.integers(0, config.vocab_size, size=(6, GAMMA)).astype(np.int32))
+    candidates = mx.array(rng.integers(0, config.vocab_size, size=(6, GAMMA, 8)).astype(np.int32))
+    hproj = mx.array(rng.normal(size=(6, GAMMA, 32)).astype(np.float32))
+    got = edge_scores(packed.candidate_selector, previous, hproj, candidates)
+    want = edge_scores(unpacked.candidate_selector, previous, hproj, candidates)
+    assert mx.allclose(got, want, atol=1e-4, rtol=1e-3).item(), float(mx.abs(got - want).max())

@@ -151,8 +151,10 @@ def top_candidates(logits: mx.array, k: int) -> tuple[mx.array, mx.array]:
 def edge_scores(selector, predecessors: mx.array, hproj: mx.array, candidates: mx.array) -> mx.array:
     """sum_r pred[prev, r] * h[r] * succ[c, r]; predecessors [...], hproj [..., r],
     candidates [..., K] -> [..., K]."""
-    pred = selector.predecessor_codebook[predecessors].astype(mx.float32)
-    succ = selector.successor_codebook[candidates].astype(mx.float32)
+    # rows(), not indexing: a quantized drafter's codebooks are QuantizedEmbeddings (the eval
+    # of a `dflash-tui quantize`d copy), and indexing a module looks the ids up as a key
+    pred = selector.rows("predecessor_codebook", predecessors).astype(mx.float32)
+    succ = selector.rows("successor_codebook", candidates).astype(mx.float32)
     query = (pred * hproj.astype(mx.float32))[..., None, :]
     return (query @ mx.swapaxes(succ, -1, -2))[..., 0, :]
 
