@@ -36,3 +36,17 @@ def test_a_retyped_target_computes_in_its_new_type_with_its_projections_fused(ma
     (got, got_capture), (want, want_capture) = retyped.forward(ids), loaded.forward(ids)
     assert got.dtype == got_capture.dtype == mx.bfloat16
     assert mx.array_equal(got, want).item() and mx.array_equal(got_capture, want_capture).item()
+
+
+def test_the_eval_judges_with_a_dequantized_float32_target_even_after_keep_quantized_training(tmp_path):
+    """The eval phase's numbers are the bench's, which dequantizes the target by default: a
+    target kept quantized for training (and now named float32, its compute type) is loaded
+    again for it; a float32 one is reused."""
+    from dflash_tui_distill.target_setup import eval_target, is_quantized
+
+    path = write_quantized_llama_target(tmp_path / "q4")
+    kept = load_for_distill(path, "float32", dequantize=False)
+    judged = eval_target(kept, path)
+    assert is_quantized(kept.model) and not is_quantized(judged.model)
+    assert target_dtype_name(judged) == "float32"
+    assert eval_target(judged, path) is judged

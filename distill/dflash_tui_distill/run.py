@@ -17,7 +17,7 @@ from .init_from import apply_shape, refuse_other_target
 from .outputs import check_out, writable_dir
 from .settings import (DataSettings, RunSettings, TrainSettings, check_data, check_train,
                        eval_gammas_for, merge)
-from .target_setup import load_for_distill, resolve_dtype, retype, target_dtype_name
+from .target_setup import eval_target, load_for_distill, resolve_dtype, retype, target_dtype_name
 from .trainer import Deadline
 
 # With --phase all and a time limit, this share of the limit (at most EVAL_RESERVE_MAX
@@ -144,9 +144,5 @@ class Distill:
     def _eval(self) -> None:
         from .eval_phase import run_eval_phase
 
-        def load32():
-            if self.target is not None and target_dtype_name(self.target) == "float32":
-                return self.target
-            return load_for_distill(self.target_path, "float32", dequantize=True)
-
-        run_eval_phase(load32, self.out, self.data_dir, self.run_settings, self.say)
+        run_eval_phase(lambda: eval_target(self.target, self.target_path), self.out, self.data_dir,
+                       self.run_settings, self.say)

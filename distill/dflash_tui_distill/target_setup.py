@@ -23,20 +23,29 @@ def resolve_dtype(name: str) -> str:
     return "float32" if backend() == "cpu" else "bfloat16"
 
 
-def _is_quantized(model: nn.Module) -> bool:
+def is_quantized(model: nn.Module) -> bool:
     return any(isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))
                for _, m in model.named_modules())
 
 
 def load_for_distill(path, dtype: str, dequantize: bool) -> Target:
     target = load_target(path, resolve_dtype(dtype), keep_quantized=not dequantize)
-    if dequantize and _is_quantized(target.model):
+    if dequantize and is_quantized(target.model):
         from mlx_lm.utils import dequantize_model
 
         dequantize_model(target.model)
         target = Target(target.model, target.tokenizer, target.spec)  # new module objects
         retype(target, dtype)
     return target
+
+
+def eval_target(target: Target | None, path) -> Target:
+    """The target the eval phase judges with: float32 and dequantized, as `dflash-tui bench`
+    runs it by default. The training phase's is reused when it is that already; one kept
+    quantized (--keep-quantized) is loaded again dequantized."""
+    if target is not None and target_dtype_name(target) == "float32" and not is_quantized(target.model):
+        return target
+    return load_for_distill(path, "float32", dequantize=True)
 
 
 def retype(target: Target, dtype: str) -> Target:
