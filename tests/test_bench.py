@@ -131,6 +131,7 @@ def test_tables_equal_engine_round_records(pair, prompts_dir):
     # The same prompts, stepped here by hand, one Session each; numbers computed from the
     # RoundRecords with nothing from dflash_tui.bench.
     pooled: dict[tuple[str, int], list] = {}
+    generated: dict[tuple[str, int], list[int]] = {}
     for workload in load_workloads(prompts_dir):
         for prompt in workload.prompts:
             propose, expected_k = proposers[prompt.id]
@@ -148,12 +149,18 @@ def test_tables_equal_engine_round_records(pair, prompts_dir):
                 session.close()
                 for key in ((workload.name, block), ("all", block)):
                     pooled.setdefault(key, []).extend(records)
+                    generated.setdefault(key, []).append(len(session.generated))
 
     assert set(pooled) == set(cells)
     for key, records in pooled.items():
         c = cells[key]
         n = len(records)
         assert c.rounds == n
+        # the speed columns' token counts: every prompt's generated tokens, the first of
+        # which the prefill gives, the rest the rounds commit; the target alone decodes as many
+        assert (c.prompts, c.tokens) == (len(generated[key]), sum(generated[key]))
+        assert c.decode_tokens == sum(len(r.committed_tokens) for r in records) == c.tokens - c.prompts
+        assert c.target_decode_tokens == c.decode_tokens and c.tokens_per_round == c.decode_tokens / n
         assert c.accepted == sum(r.accepted for r in records)
         assert c.mean_accepted == sum(r.accepted for r in records) / n
         assert c.tau == c.mean_accepted + 1
@@ -242,7 +249,14 @@ def test_random_drafter_scores_near_zero(make_pair, prompts_dir, tmp_path, capsy
     data = json.loads(out_json.read_text())
     assert data["lossless"] is True and data["complete"] is True
     for c in data["cells"]:
-        assert c["rounds"] > 0
+        # the cell pools the file's own per-prompt runs of its workload ("all": every one)
+        pooled = lambda workload: c["workload"] in (workload, "all")  # noqa: E731
+        runs = [r for r in data["runs"] if r["block"] == c["block"] and pooled(r["workload"])]
+        assert c["prompts"] == len(runs) == sum(len(p) for w, p in PROMPTS.items() if pooled(w))
+        assert (c["rounds"], c["tokens"]) == (sum(r["rounds"] for r in runs),
+                                              sum(r["tokens"] for r in runs))
+        assert c["accepted"] == sum(sum(r["accepted_per_round"]) for r in runs)
+        assert c["rounds"] > 0 and c["mean_accepted"] == c["accepted"] / c["rounds"]
         assert c["mean_accepted"] <= 0.1
         assert c["rollback_rate"] >= 0.9
     rows = list(csv.DictReader(out_csv.open()))

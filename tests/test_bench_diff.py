@@ -8,9 +8,10 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from dflash_tui.bench.diff import load, rows
+from dflash_tui.bench.diff import LEVEL, load, rows
 from dflash_tui.cli import main
 
 TRAINING = Path(__file__).resolve().parents[1] / "docs" / "training"
@@ -79,6 +80,9 @@ def test_means_are_each_bench_s_cells_and_a_sure_gain_has_an_interval_above_zero
     assert set(table) == set(a) == set(b)  # every workload and block, "all" included
     for key, (n, mean_a, mean_b, change, interval, up_down) in table.items():
         assert (mean_a, mean_b) == (f"{a[key]:.2f}", f"{b[key]:.2f}")
+        assert n == str(sum(len(PROMPTS[w]) for w in PROMPTS if key[0] in (w, "all")))
+        share = f" ({(b[key] - a[key]) / a[key]:+.1%})" if a[key] else ""  # none of nothing
+        assert change == f"{b[key] - a[key]:+.2f}{share}"
         low, high = (float(x) for x in interval.split(".."))
         assert 0 < low <= float(change.split()[0]) <= high  # every prompt gains, so every resample does
         assert up_down == f"{n}/0"
@@ -151,10 +155,17 @@ def test_stored_benches_pool_as_their_cells_do(a, b):
     result = rows(load(a), load(b), resamples=500, seed=1)
     ca, cb = cells(a), cells(b)
     assert {(r.workload, r.block) for r in result} == set(ca)
+    # each prompt's own mean, from the files' per-round counts, for n and up/down
+    means = [{(run["workload"], run["block"], run["prompt"]): np.mean(run["accepted_per_round"])
+              for run in json.loads(path.read_text())["runs"]} for path in (a, b)]
     for r in result:
         assert r.a == pytest.approx(ca[(r.workload, r.block)], abs=1e-12)
         assert r.b == pytest.approx(cb[(r.workload, r.block)], abs=1e-12)
         assert r.interval[0] < r.interval[1]
+        moves = [means[1][k] - means[0][k] for k in means[0]
+                 if k in means[1] and k[1] == r.block and r.workload in (k[0], "all")]
+        assert r.prompts == len(moves)
+        assert (r.up, r.down) == (sum(m > LEVEL for m in moves), sum(m < -LEVEL for m in moves))
     again = rows(load(a), load(b), resamples=500, seed=1)
     assert [r.interval for r in again] == [r.interval for r in result]
 

@@ -4,6 +4,7 @@ engine session makes, on a drafter trained for a few steps on the tiny llama fix
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 import pytest
 from mlx.utils import tree_map
 
@@ -13,7 +14,7 @@ from dflash_tui.engine.checkpoint import load_drafter
 from dflash_tui.engine.session import SessionOptions
 from dflash_tui.engine.target import load_target
 from dflash_tui_distill import dataset
-from dflash_tui_distill.decode_eval import decode_acceptance, decode_rounds
+from dflash_tui_distill.decode_eval import decode_acceptance, decode_rounds, whole_length
 from dflash_tui_distill.objective import target_parts
 
 GAMMA = 4
@@ -85,4 +86,45 @@ def test_decode_acceptance_pools_rounds_per_kind(trained):
     assert result["gamma"][str(GAMMA)]["rounds"] == len(rounds)
     assert result["gamma"][str(GAMMA)]["accepted"] == pytest.approx(
         sum(x.accepted for x in rounds) / len(rounds))
-    assert set(result["gamma"][str(GAMMA)]["by_kind"]) == set(held.kinds)
+    kinds = [held.kinds[r] for r, seq in enumerate(decoded) for _ in seq]
+    assert result["gamma"][str(GAMMA)]["by_kind"] == {
+        kind: round(np.mean([x.accepted for x, k in zip(rounds, kinds) if k == kind]), 4)
+        for kind in set(held.kinds)}
+    # A round moves accepted + 1 tokens on; the walk starts at each answer's first token and
+    # stops with one token or none left after its anchor: so many tokens, at every gamma.
+    answers = sum(len(t) - int(p) - 1 for t, p in zip(held.tokens, held.prompt_lens))
+    for g, r in result["gamma"].items():
+        walked = round(r["accepted"] * r["rounds"]) + r["rounds"]
+        assert answers <= walked <= answers + len(held), g
+
+
+def test_block_acceptance_at_a_decodes_anchors_is_that_decodes(trained):
+    """evaluate.py judges blocks at fixed anchors, decode_eval.py (held to the engine above)
+    the rounds of a decode: at the anchors the decode's rounds start from, the two are the
+    same blocks, so the accepted counts, each slot's hits and each kind's mean agree."""
+    from dflash_tui_distill.evaluate import EvalBlocks, evaluate
+
+    target, drafter, _, held = trained
+    target.hook(drafter.config.target_layer_ids)
+    parts = target_parts(target, drafter.config)
+    rows, width = list(range(len(held))), whole_length(held)
+    decoded = decode_rounds(drafter, parts, target, held, rows, [GAMMA], width, batch=4)[GAMMA]
+    # the rounds whose whole block lies inside the answer (evaluate's labels have no end)
+    kept = [[x for x in seq if x.anchor + GAMMA < len(held.tokens[r])]
+            for r, seq in zip(rows, decoded)]
+    per = max(len(seq) for seq in kept)
+    anchors = [[x.anchor for x in seq] + [-1] * (per - len(seq)) for seq in kept]
+    blocks = EvalBlocks(np.repeat(rows, per), np.array(anchors).reshape(-1), per)
+    result = evaluate(drafter, parts, target, held, blocks, [GAMMA], width, batch=4)
+    target.unhook()
+    got = result["gamma"][str(GAMMA)]
+    rounds = [(r, x) for r, seq in zip(rows, kept) for x in seq]
+    assert result["blocks"] == len(rounds)
+    assert got["accepted"] == pytest.approx(np.mean([x.accepted for _, x in rounds]))
+    assert any(x.accepted for _, x in rounds), "no round accepted anything: nothing to tell apart"
+    hits = [[x.proposals[s] == held.tokens[r][x.anchor + 1 + s] for s in range(GAMMA)]
+            for r, x in rounds]
+    assert got["slot_acc"] == [round(v, 4) for v in np.mean(hits, axis=0)]
+    kinds = {held.kinds[r] for r, _ in rounds}
+    assert got["by_kind"] == {
+        k: round(np.mean([x.accepted for r, x in rounds if held.kinds[r] == k]), 4) for k in kinds}
