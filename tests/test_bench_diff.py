@@ -360,3 +360,56 @@ def test_by_slot_splits_its_slots_over_tables_that_fit_the_width_and_cuts_no_num
     headers = [line.split()[2:] for line in slots_part.splitlines() if line.strip().startswith("workload")]
     assert rc == 0 and headers == [["1", "2", "3"], ["4"]]
     assert "…" not in slots_part and max(len(line.rstrip()) for line in slots_part.splitlines()) <= 45
+
+
+def test_by_slot_at_a_width_too_narrow_for_one_slot_still_shows_every_digit(
+        benches, capsys, monkeypatch):
+    """Below the labels and one slot (31 columns) a line runs past the width rather than
+    losing its last digits: cropped, 0.75 read as "0.7" and +0.05 as "+0.0"."""
+    wide = slot_rows(run(capsys, *benches, "--by-slot")[1])
+    monkeypatch.setenv("COLUMNS", "20")
+    rc, stdout, _ = run(capsys, *benches, "--by-slot")
+    shown = re.findall(r"(?<![\d.])[+-]?\d+\.\d+", stdout.split("by slot:", 1)[1])
+    # one slot a table there, so the same numbers in another order
+    numbers = [x for row in wide.values() for x in row if x not in ("", "-")]
+    assert rc == 0 and sorted(shown) == sorted(numbers)
+
+
+def test_by_slot_tables_after_the_first_list_only_the_blocks_that_reach_their_slots(
+        capsys, monkeypatch):
+    """Stage 18 and 19's benches at blocks 2, 4 and 7, three slots a table: slots 4-6 are
+    blocks 4's and 7's, slot 7 block 7's alone; no row of empty cells for a shorter block."""
+    monkeypatch.setenv("COLUMNS", "45")
+    a, b = (TRAINING / f"stage{n}-bench-sample_prompts-cpu.json" for n in (18, 19))
+    rc, stdout, _ = run(capsys, a, b, "--by-slot", "--resamples", "100")
+    tables = stdout.split("by slot:", 1)[1].split("workload  block")[1:]
+    first_rows = r"\s*\w+\s+\d+\s+A\b"  # a workload's row: name, block, "A"
+    blocks = [{int(line.split()[1]) for line in t.splitlines() if re.match(first_rows, line)}
+              for t in tables]
+    assert rc == 0 and blocks == [{2, 4, 7}, {4, 7}, {7}]
+
+
+def test_by_slot_says_which_slots_of_a_block_past_the_columns_it_leaves_out(tmp_path, capsys):
+    def longer(record):  # stage 19's block-7 rounds, read as a block of 40 (each still proposed 7)
+        record["settings"]["blocks"] = [2, 4, 40]
+        for r in record["runs"]:
+            r["block"] = 40 if r["block"] == 7 else r["block"]
+    source = TRAINING / "stage19-bench-sample_prompts-cpu.json"
+    long = edited(source, tmp_path / "long.json", longer)
+    rc, stdout, _ = run(capsys, long, long, "--by-slot", "--resamples", "100")
+    slots = stdout.split("by slot:", 1)[1]
+    headers = " ".join(line for line in slots.splitlines() if line.strip().startswith("workload"))
+    assert rc == 0 and " 32 " in headers and " 33 " not in headers
+    assert "block 40: slots 33 to 40 left out" in " ".join(slots.split())
+
+
+def test_distill_md_s_slot_table_is_by_slot_on_the_stored_benches(capsys):
+    """docs/DISTILL.md's "Stage 21: the plan" quotes stage 19's and stage 20's all-workloads
+    survival at block 7 on sample_prompts/: `bench-diff --by-slot` on the stored files."""
+    a, b = (TRAINING / f"stage{name}-bench-sample_prompts-cpu.json" for name in ("19", "20-q8"))
+    rc, stdout, _ = run(capsys, a, b, "--by-slot", "--resamples", "100")
+    table = slot_rows(stdout)
+    doc = (TRAINING.parent / "DISTILL.md").read_text().split("**Stage 21: the plan**", 1)[1]
+    for label, row in (("A", "| stage 19 |"), ("B", "| stage 20, 8-bit |")):
+        quoted = next(line for line in doc.splitlines() if line.startswith(row))
+        assert rc == 0 and quoted.strip(" |").split(" | ")[1:] == table[("all", 7, label)], quoted

@@ -384,10 +384,13 @@ def test_grow_reads_more_target_layers_starting_from_the_same_function(data_dir,
                  *flags, "--steps", "1", "--batch", "3", "--seq-len", "96", "--anchors", "6",
                  "--no-progress"]) == 0
     assert list(load_drafter(second).config.target_layer_ids) == wanted
-    # Growing never drops a layer the checkpoint reads, and a count alone is not a set of ids.
+    # Growing never drops a layer the checkpoint reads, nor names one twice (its columns
+    # would count twice: not the same function), and a count alone is not a set of ids.
     capsys.readouterr()
     dropped = ",".join(map(str, wanted[1:]))
+    repeated = ",".join(map(str, [have[0], *wanted]))
     for extra, named in ((["--grow", "--target-layer-ids", dropped], "--target-layer-ids"),
+                         (["--grow", "--target-layer-ids", repeated], "--target-layer-ids"),
                          (["--target-layer-ids", listed], "--grow"),
                          (["--target-layers", str(len(have) + 1)], "--target-layers")):
         code = main(["distill", str(target_dir), "--out", str(tmp_path / "refused"), "--data",

@@ -349,10 +349,12 @@ def run(args, console: Optional[Console] = None) -> int:
     if args.by_prompt:
         out.print(by_prompt(a, b))
     if args.by_slot:
-        from .diff_slots import slot_tables
+        from .diff_slots import MIN_WIDTH, slot_tables
 
         for slots in slot_tables(paired(a, b), out.width):
-            out.print(slots)
+            # too narrow for one slot beside the labels: past the width rather than cropped,
+            # where a number cut at the edge reads as another (0.75 as "0.7")
+            out.print(slots, crop=out.width >= MIN_WIDTH)
     out.print(f"n: prompts both ran; up/down: prompts whose own mean rose / fell. Interval: a "
               f"paired bootstrap over prompts within each workload ({args.resamples} resamples, "
               f"seed {args.seed}; '-' under {MIN_PROMPTS} prompts): how much the change rests on "

@@ -14,6 +14,7 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
+from .diff import _signed
 from .stats import ALL, RoundStat, positions
 
 MAX_SLOTS = 32  # columns; a block past this shows its first 32 slots
@@ -39,11 +40,19 @@ def slot_tables(groups: dict, width: int) -> list[Table]:
         for workload, runs in named:
             rates[(workload, block)] = survival(runs, 1, block), survival(runs, 2, block)
     per_table = max(1, (width - LABELS_WIDTH) // SLOT_WIDTH)
-    return [_table(rates, range(first, min(first + per_table, widest + 1)))
-            for first in range(1, widest + 1, per_table)]
+    tables = [_table(rates, range(first, min(first + per_table, widest + 1)))
+              for first in range(1, widest + 1, per_table)]
+    longer = sorted({block for _, block in groups if block > MAX_SLOTS})
+    if longer:  # not silently: the table's last column would read as the block's last slot
+        tables[-1].caption = "; ".join(f"block {block}: slots {MAX_SLOTS + 1} to {block} left out"
+                                       for block in longer)
+        tables[-1].caption_justify = "left"
+    return tables
 
 
 LABELS_WIDTH, SLOT_WIDTH = 24, 7  # workload, block and A/B columns; a slot's "+0.00" and its gap
+# Cropped at this width or more, a table loses only its blank edge; narrower, the digits
+MIN_WIDTH = LABELS_WIDTH + SLOT_WIDTH
 
 
 def _table(rates: dict, slots: range) -> Table:
@@ -56,6 +65,8 @@ def _table(rates: dict, slots: range) -> Table:
     for slot in slots:
         t.add_column(str(slot), justify="right", no_wrap=True, min_width=5)
     for (workload, block), (a, b) in rates.items():
+        if len(a) < slots.start:  # a shorter block has no slot in this table: no empty rows
+            continue
         shown = [i - 1 for i in slots if i <= len(a)]
         pad = [""] * (len(slots) - len(shown))
         t.add_row(workload, str(block), "A", *(_rate(a[i]) for i in shown), *pad)
@@ -70,4 +81,4 @@ def _rate(value) -> str:
 
 
 def _change(value) -> str:
-    return "-" if value is None else f"{value + 0.0:+.2f}".replace("-0.00", "+0.00")
+    return "-" if value is None else _signed(value)
