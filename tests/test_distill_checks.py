@@ -60,6 +60,18 @@ def test_target_layer_ids_out_of_range_are_refused_before_the_data_phase(make_pa
     assert not (data / "manifest.json").exists(), "no prompt or continuation is made for a run that cannot train"
 
 
+
+def test_a_count_of_target_layers_that_is_not_the_lists_is_refused_before_any_work(make_pair, tmp_path, capsys):
+    """The list wins over the count, and the training record would keep a count describing
+    nothing: two flags that disagree are refused, as --init-from's shape flags are."""
+    target_dir, _ = make_pair("llama")
+    data = tmp_path / "data"
+    code = main(["distill", str(target_dir), "--out", str(tmp_path / "out"), "--data", str(data),
+                 "--phase", "data", *DATA_FLAGS, "--target-layers", "3", "--target-layer-ids", "0,2"])
+    message = one_line_error(capsys)
+    assert code == 2 and "--target-layers 3 --target-layer-ids 0,2: the list names 2 layers" in message
+    assert not data.exists()
+
 def _run_cli(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
 

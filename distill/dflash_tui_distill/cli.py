@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from dflash_tui.engine.errors import InputError
+
 from .settings import RunSettings, check_run, parse_int_list, parse_mix
 
 
@@ -140,11 +142,15 @@ def settings_from_args(args) -> tuple[RunSettings, dict, dict]:
         "data_dtype": args.data_dtype, "extra_prompts": args.extra_prompts,
         "prompts_from": str(Path(args.prompts_from).expanduser().resolve()) if args.prompts_from else None,
     }
+    ids = parse_int_list(args.target_layer_ids, "--target-layer-ids") if args.target_layer_ids else None
+    if ids is not None and args.target_layers is not None and args.target_layers != len(ids):
+        # the list wins, and the record would keep a count that describes nothing
+        raise InputError(f"--target-layers {args.target_layers} --target-layer-ids "
+                         f"{args.target_layer_ids}: the list names {len(ids)} layers (give one flag)")
     train = {
         "seed": args.seed, "kind": args.kind, "layers": args.layers, "gamma": args.block,
         "rank": args.rank, "top_k": args.top_k, "target_layers": args.target_layers,
-        "target_layer_ids": (parse_int_list(args.target_layer_ids, "--target-layer-ids")
-                             if args.target_layer_ids else None),
+        "target_layer_ids": ids,
         "mask_token_id": args.mask_token_id, "intermediate_size": args.intermediate,
         "conv_kernel": args.conv_kernel, "conv_group": args.conv_group, "steps": args.steps,
         "batch": args.batch, "seq_len": args.seq_len, "anchors": args.anchors, "lr": args.lr,
