@@ -49,7 +49,8 @@ def user_message(error: InputError) -> str:
         scalar = isinstance(value, (int, float, str)) and not isinstance(value, bool)
         if not scalar:
             return f"{flag}: {error.problem}"
-        shown = value if error.name in AS_TYPED else repr(value)
+        # a float flag's value as typed (`--temperature 0.50`), not Python's repr of it
+        shown = value if error.name in AS_TYPED else getattr(value, "typed", None) or repr(value)
         return f"{flag} {shown}: {error.problem}"
     return str(error)
 
@@ -124,14 +125,14 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
                    help="run a reference configuration beside the drafter every round: another "
                         "drafter directory, or overrides dtype=T, bits=B[,group=G], "
                         "layer-offset=K, residual-scale=S (docs/COMPARE.md)")
-    p.add_argument("--compare-tol", type=float, default=None, metavar="TOL",
+    p.add_argument("--compare-tol", type=flag_ranges.typed_float, default=None, metavar="TOL",
                    help="with --compare: the relative error beyond which a buffer of the two "
                         f"configurations diverges (default {DEFAULT_TOLERANCE})")
 
 
 def add_recorded_tol_arg(p: argparse.ArgumentParser, what: str = "") -> None:
     """replay's and export's --compare-tol: a recording judged again, not a run's own."""
-    p.add_argument("--compare-tol", type=float, default=None, metavar="TOL",
+    p.add_argument("--compare-tol", type=flag_ranges.typed_float, default=None, metavar="TOL",
                    help=f"a session run with --compare: judge its divergence{what} again at "
                         "this tolerance, from the recorded relative errors (default: the "
                         "recording's)")
@@ -164,7 +165,7 @@ def check_drafter_path(value) -> None:
 def add_decode_args(p: argparse.ArgumentParser, block_default=None) -> None:
     p.add_argument("--block", type=int, default=block_default, metavar="G",
                    help="proposals per round (default: the drafter's block_size - 1)")
-    p.add_argument("--temperature", type=float, default=0.0, metavar="T",
+    p.add_argument("--temperature", type=flag_ranges.typed_float, default=0.0, metavar="T",
                    help="0: greedy; above 0: sampling, with rejection sampling against the "
                         "drafter's q (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
@@ -230,7 +231,7 @@ def build_parsers() -> dict[str, argparse.ArgumentParser]:
                         "order (default: %(default)s)")
     p.add_argument("--max-tokens", type=int, default=600, metavar="N",
                    help="tokens generated per prompt (default: %(default)s)")
-    p.add_argument("--temperature", type=float, default=0.0, metavar="T",
+    p.add_argument("--temperature", type=flag_ranges.typed_float, default=0.0, metavar="T",
                    help="0: greedy (default); above 0: sampling")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="the sampling seed (default: %(default)s)")
     p.add_argument("--limit", type=int, metavar="N", help="use only the first N prompts of each workload")
@@ -345,6 +346,7 @@ def parse(argv: list[str]) -> tuple[str, argparse.Namespace]:
         args.prompt_source = _prompt_source(args)
     if hasattr(args, "compare"):
         check_compare(args)
+    flag_ranges.plain(args)  # checked: the typed text has nothing more to say
     return command, args
 
 

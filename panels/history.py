@@ -20,6 +20,9 @@ from .frame import Frame
 
 BARS = "▁▂▃▄▅▆▇█"
 LABEL = 10  # "acc/round " and "by slot   "
+# Under this many characters after the labels, the labels go: their room is the bars'
+# (at 16 characters the label left 6, two bars and `…+13`; under 14 lines ran past the width).
+FEWEST_BARS = 8
 RULER_EVERY = 5  # slot numbers on the axis (and the selected one)
 
 
@@ -46,7 +49,7 @@ class HistoryPanel(Static):
         self._data: tuple = (None, [], [], [])
 
     def show(self, frame: Frame) -> None:
-        width = max(self.content_size.width, 20)
+        width = self.content_size.width or 20  # (0: not laid out yet)
         bar_rows = max(self.content_size.height - 2, 1)
         slots = frame.slots or frame.gamma or 0
         data = (id(frame.history), len(frame.history or ()), frame.upto, slots)
@@ -170,9 +173,12 @@ def selected_forms(by_slot: list[tuple[int, int]], slot: int, glued: bool = Fals
 
 def render_history(accepted, gamma, by_slot: list[tuple[int, int]], slot: int, width: int,
                    bar_rows: int = 2) -> Text:
+    """Every line at most `width` characters: in a narrow panel the labels go first, then
+    the bars that do not fit are counted instead of drawn."""
     out = Text(no_wrap=True, overflow="crop")
-    room = max(width - LABEL, 4)
-    out.append("acc/round ", style="dim")
+    label = LABEL if width - LABEL >= FEWEST_BARS else 0
+    room = max(width - label, 1)
+    out.append("acc/round "[:label], style="dim")
     out.append_text(sparkline(accepted[-room:], gamma[-room:]))
     forms = selected_forms(by_slot, slot)
     # Bars first: every slot that fits (the axis marks the selected one). Only a selected
@@ -184,13 +190,15 @@ def render_history(accepted, gamma, by_slot: list[tuple[int, int]], slot: int, w
     rates = [a / n if n else None for a, n in shown]
     for i, line in enumerate(slot_bars(rates, bar_rows, column)):
         out.append("\n")
-        out.append("by slot   " if i == 0 else " " * LABEL, style="dim")
+        out.append("by slot   "[:label] if i == 0 else " " * label, style="dim")
         out.append_text(line)
-    out.append("\n" + " " * LABEL)
+    out.append("\n" + " " * label)
     out.append_text(slot_ruler(len(shown), slot, column))
-    used = LABEL + len(shown) * column
-    if count < len(by_slot):  # slots left out are counted, never dropped in silence
-        more = f"…+{len(by_slot) - count}"
+    used = label + len(shown) * column
+    more = f"…+{len(by_slot) - count}"
+    # slots left out are counted, never dropped in silence (under 5 characters, where no
+    # bar fits either, a count cut to `…+1` would say a wrong number: none is said)
+    if count < len(by_slot) and used + len(more) <= width:
         out.append(more, style="dim")
         used += len(more)
     # after the axis's dot (not a slot's or the count's digits) `s14 100` needs no space

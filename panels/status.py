@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from rich.text import Text
 from textual.widgets import Static
@@ -39,6 +39,19 @@ CUT = f"… [{LOG_KEY}]"  # ends a message cut to the line: the log has it whole
 LOG_SIZE = 100
 # progress and position (the header has it): the next message takes its place in the log
 TRANSIENT = frozenset({"busy", "running", "paused"})
+
+
+class Short(NamedTuple):
+    """A message of several reasons (a breakpoint stop where two fired at once) in the form
+    the line shows where the whole does not fit: the lead and the first reason, then how
+    many more the log has, ` (+1 more: L)`. Cut as a long message is, the second reason
+    went off the line unsaid at 80 columns."""
+    first: str  # "round 0 commit: reference non-finite from draft L0 ffn_out"
+    more: int  # the reasons after it (the log has them whole)
+
+    @property
+    def tail(self) -> str:
+        return f" (+{self.more} more: {LOG_KEY})"
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,7 @@ class StatusLine(Static):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.kind, self.message = "idle", ""
+        self.short: Optional[Short] = None
         self.parts: tuple[tuple[str, str], ...] = ()
         self.cut = False  # the message did not fit: it ends in CUT
 
@@ -95,9 +109,9 @@ class StatusLine(Static):
         """The right side as it reads on a wide screen."""
         return GAP.join(full for full, _ in self.parts)
 
-    def set_status(self, kind: str, message: str) -> None:
-        if (kind, message) != (self.kind, self.message):
-            self.kind, self.message = kind, message
+    def set_status(self, kind: str, message: str, short: Optional[Short] = None) -> None:
+        if (kind, message, short) != (self.kind, self.message, self.short):
+            self.kind, self.message, self.short = kind, message, short
             self._render_line()
 
     def set_right(self, parts: Sequence[tuple[str, str]]) -> None:
@@ -112,20 +126,29 @@ class StatusLine(Static):
 
     def _render_line(self) -> None:
         width = self.content_size.width or 100
-        line, self.cut = status_text(self.kind, self.message, self.parts, width)
+        line, self.cut = status_text(self.kind, self.message, self.parts, width, self.short)
         self.update(line, layout=False)  # one line, always: no layout pass
 
 
 def status_text(kind: str, message: str, parts: Sequence[tuple[str, str]],
-                width: int) -> tuple[Text, bool]:
+                width: int, short: Optional[Short] = None) -> tuple[Text, bool]:
     """The line, and whether the message was cut: the message whole where it fits (the
-    right side gets what is left), else cut, ending in CUT, and no right side."""
-    left = Text(ICONS.get(kind, "") + message, style=STYLES.get(kind, ""))
+    right side gets what is left), else its short form (several reasons: the first and the
+    count of the others), else cut, ending in CUT, and no right side."""
+    style = STYLES.get(kind, "")
+    left = Text(ICONS.get(kind, "") + message, style=style)
+    cut = left.cell_len > width  # (in its short form too: the log has it whole)
+    if cut and short is not None:
+        left = Text(ICONS.get(kind, "") + short.first, style=style)
+        tail = Text(short.tail, style="dim")
+        if left.cell_len + tail.cell_len > width:  # the first reason cut, its count kept
+            left.truncate(max(width - tail.cell_len - 1, 1))
+            left.append("…", style=style)
+        left.append_text(tail)
     right = Text(fit_parts(parts, width - left.cell_len - len(GAP)), style="dim")
-    cut = left.cell_len > width
-    if cut:
+    if cut and short is None:
         left.truncate(max(width - len(CUT), 1))
-        left.append(CUT[0], style=STYLES.get(kind, ""))
+        left.append(CUT[0], style=style)
         left.append(CUT[1:], style="dim")
     line = Text.assemble(left, " " * max(width - left.cell_len - right.cell_len, 0), right)
     line.no_wrap = True

@@ -649,7 +649,7 @@ def test_export_compare_tol_refuses_a_recording_without_a_reference_and_bad_valu
     assert not out.exists()  # refused before the tables' folder was made
     for bad in ("nan", "-1"):
         refusal(capsys, ["export", trace, "--out", out, "--compare-tol", bad],
-                f"error: --compare-tol {float(bad)}: expected a relative error of 0 or more")
+                f"error: --compare-tol {bad}: expected a relative error of 0 or more")  # as typed
 
 
 def test_a_quantized_float16_reference_on_a_cpu_is_noted_once(pair):
@@ -1068,6 +1068,31 @@ def test_at_80x24_a_reference_overflow_stop_and_the_tol_hint_both_read(fp16_over
             stop = f"⚑ round 0 commit: reference non-finite from draft L0 "
             assert shown.lstrip().startswith(stop), shown
             assert app.record.compare.first_nonfinite.buffer in shown
+
+    run(scenario())
+
+
+def test_at_80x24_a_stop_with_two_reasons_says_there_are_two(fp16_overflow_pair):
+    """NaN / Inf and diverge armed, a float32 drafter against a float16 reference at a
+    tolerance its rounding does not pass: the commit stops for both (the reference's
+    overflow, a divergence before it). At 80 columns the line was cut in the second reason
+    (`...ffn_out; diverged at… [L]`), which read as one reason; it now reads the first
+    whole and that one more is in the log, which has both."""
+    async def scenario():
+        app = LiveApp(launch(fp16_overflow_pair, dtype="float32", compare="dtype=float16",
+                             compare_tol=1e-5), show_timings=False, export_dir=Path("out"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_loaded(pilot)
+            await toggle_diverge(pilot)
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.status.kind == "breakpoint", what="the stop")
+            await wait_idle(pilot)
+            bad = app.record.compare.first_nonfinite.buffer
+            first = f"⚑ round 0 commit: reference non-finite from draft L0 {bad}"
+            shown = widget_text(app, app.main.query_one("#status")).strip()
+            assert shown == f"{first} (+1 more: L)", shown
+            logged = app.status_log.entries[-1].text
+            assert logged.startswith(first[2:] + "; diverged at "), logged
 
     run(scenario())
 

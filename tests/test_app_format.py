@@ -9,6 +9,7 @@ import pytest
 
 from dflash_tui.panels.format import column, sci
 from dflash_tui.panels.history import LABEL, render_history, slot_ruler
+from dflash_tui.panels.history import sparkline as sparkline_of
 from dflash_tui.panels.status import fit_parts
 
 
@@ -102,6 +103,27 @@ def test_every_selected_slot_shows_its_value_at_80_columns(accepted):
         assert last[LABEL + 15:].strip() in (f"s{slot} {value}%", f"s{slot} {value}"), last
     assert render_history([3], [15], by_slot, slot=14, width=32).plain.endswith(
         {"100": "···s14 100", "80": "··· s14 80", "0": "··· s14 0%"}[value])
+
+
+@pytest.mark.parametrize("gamma", [4, 15, 23])
+def test_a_narrow_history_keeps_to_its_width_and_gives_the_labels_room_to_the_bars(gamma):
+    """The app's history is 32 characters wide at least (the left column's min-width), but
+    render_history kept its labels and 4 characters of bars whatever the width: under 14
+    its lines ran past the edge, and at 16 the labels left room for no bar (`…+15` alone).
+    Every line now keeps to the width; under LABEL + 8 the labels go and the bars take
+    their room, those that do not fit counted."""
+    by_slot = [(gamma - s, gamma) for s in range(gamma)]
+    for width in range(1, 40):
+        for slot in (0, gamma - 1):
+            lines = render_history([3, 0, 5] * 20, [gamma] * 60, by_slot, slot=slot,
+                                   width=width).plain.split("\n")
+            assert all(len(line) <= width for line in lines), (width, slot, lines)
+    sparkline, top, bottom, axis = render_history([3, 0, 5], [gamma] * 3, by_slot, slot=0,
+                                                  width=12).plain.split("\n")
+    assert sparkline == sparkline_of([3, 0, 5], [gamma] * 3).plain  # no label before it
+    drawn = len(bottom.replace(" ", ""))  # a bar a slot (every slot here has a rate > 0)
+    assert drawn == gamma or axis[drawn:].startswith(f"…+{gamma - drawn}"), axis
+    assert drawn >= min(gamma, 8), bottom  # the labels' room went to the bars
 
 
 def test_the_selected_slot_keeps_its_percentage_when_the_counts_grow():

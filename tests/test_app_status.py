@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dflash_tui.breakpoints import Breakpoints
 from dflash_tui.panels.help import HelpScreen
-from dflash_tui.panels.status import CUT, StatusLog, status_text
+from dflash_tui.panels.status import CUT, Short, StatusLog, status_text
 
 from app_helpers import live_app, press_and_settle, run, wait_for, wait_idle, wait_loaded, \
     widget_text
@@ -46,6 +46,24 @@ def test_the_message_wins_over_the_right_side():
     line, cut = status_text("info", long, ARMED_PARTS, 78)
     assert cut and line.plain.endswith(CUT) and len(line.plain) == 78
     assert line.plain.startswith("exported round-0012-2.json + .npz · round 12 commit")
+
+
+def test_a_stop_with_two_reasons_reads_the_first_and_counts_the_other():
+    """Two breakpoints fired on one stage: at 80 columns the joined message was cut in the
+    second reason, which then read as the only one. The short form says the first whole
+    and `(+1 more: L)`; where even that is too long, the first is cut and the count stays;
+    where the whole fits, it is shown whole."""
+    first = "round 0 commit: reference non-finite from draft L0 ffn_out"
+    whole = first + "; diverged at context capture: rel err 0.000229 (tol 1e-05)"
+    short = Short(first, 1)
+    line, cut = status_text("breakpoint", whole, ARMED_PARTS, 78, short)
+    assert line.plain.rstrip() == f"⚑ {first} (+1 more: L)" and cut, line.plain
+    assert len(line.plain) == 78
+    line, _ = status_text("breakpoint", whole, ARMED_PARTS, 60, short)
+    assert line.plain.startswith("⚑ round 0 commit: reference non-finite")
+    assert line.plain.endswith("… (+1 more: L)") and len(line.plain) == 60, line.plain
+    line, cut = status_text("breakpoint", whole, (), 200, short)
+    assert line.plain.rstrip() == f"⚑ {whole}" and not cut
 
 
 def test_the_log_keeps_outcomes_not_progress():

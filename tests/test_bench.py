@@ -338,7 +338,7 @@ def test_lossy_engine_is_caught(make_pair, prompts_dir, tmp_path, capsys, monkey
     (["--blocks", "0,4"], "--blocks '0,4'"),
     (["--max-tokens", "0"], "--max-tokens 0: expected at least 1"),
     (["--limit", "0"], "--limit 0"),
-    (["--temperature", "-1"], "--temperature -1.0"),
+    (["--temperature", "-1"], "--temperature -1: expected"),  # as typed, not -1.0
     (["--oracle", "--temperature", "0.5"], "--oracle"),
     (["--prompts", "{tmp}/nowhere"], "nowhere: no such directory"),
     (["--prompts", "{tmp}/empty-workload"], "empty-workload/code: workload folder has no *.txt"),

@@ -59,12 +59,29 @@ def test_compare_flags_that_cannot_work_are_refused(capsys):
     _refused(capsys, ["/m", "--compare", "dtype=float16", "--temperature", "0.5"],
              "--temperature 0.5: --compare counts the proposals the target accepts greedily")
     _refused(capsys, ["probe", "/m", "--compare", "dtype=float16", "--compare-tol", "-1"],
-             "--compare-tol -1.0: expected a relative error of 0 or more")
+             "--compare-tol -1: expected a relative error of 0 or more")
     _refused(capsys, ["probe", "/m", "--compare", "dtype=float16", "--temperature", "0.5"],
              "--temperature 0.5: --compare counts the proposals the target accepts greedily; "
              "it needs temperature 0")
     _refused(capsys, ["probe", "/m", "--compare", "dtype=float16", "--distributed"],
              "--compare: not with --distributed")
+
+
+@pytest.mark.parametrize("typed", ["-1", "-0.50", "1e999", "NaN"])
+def test_a_refused_float_is_echoed_as_typed(capsys, typed):
+    """`--compare-tol -1` was refused as `--compare-tol -1.0: ...` (Python's float, not
+    what was typed; `1e999` read `inf`), by the TUI, probe, replay and export alike, and
+    so was --temperature (the TUI, probe, bench), also where --compare refuses a sampled
+    decode (`--temperature 0.50`)."""
+    tol = ["--compare-tol", typed]
+    for argv in (["/m", "--compare", "bits=4", *tol], ["probe", "/m", "--compare", "bits=4", *tol],
+                 ["replay", "/no/trace", *tol], ["export", "/no/trace", "--out", "/no/out", *tol]):
+        _refused(capsys, argv, f"error: --compare-tol {typed}: expected a relative error")
+    for command in ([], ["probe"], ["bench"]):
+        _refused(capsys, [*command, "/m", "--temperature", typed],
+                 f"error: --temperature {typed}: expected a finite number")
+    _refused(capsys, ["probe", "/m", "--compare", "dtype=float16", "--temperature", "0.50"],
+             "error: --temperature 0.50: --compare counts the proposals")
 
 
 def test_a_spec_that_is_not_a_drafter_or_not_for_this_target_is_refused(make_pair, tmp_path, capsys):

@@ -4,12 +4,13 @@ stopped at a diverge breakpoint again and again at the default tolerance says, o
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..breakpoints import Breakpoints
 from ..compare_notes import TOL_HINT, TOL_HINT_AFTER, tol_hint_applies
 from ..engine.compare_spec import DEFAULT_TOLERANCE
 from ..engine.records import RoundRecord
+from ..panels.status import Short
 
 
 class BreakpointActions:
@@ -39,6 +40,13 @@ class BreakpointActions:
                                 f"{armed.describe()}")
         if newly_diverge and tol_hint_applies(self.info):
             self.hint_compare_tol()
+
+    def say_stop(self, where: str, found: Sequence[str]) -> None:
+        """The status line's `⚑ round 0 commit: reason; reason`. Two reasons that fired at
+        once do not fit 80 columns whole: the line then reads the first and `(+1 more: L)`
+        (cut, the second went off the line unsaid); the log has them all."""
+        short = Short(f"{where}: {found[0]}", len(found) - 1) if len(found) > 1 else None
+        self.set_status("breakpoint", f"{where}: " + "; ".join(found), short=short)
 
     def breakpoint_stopped(self, record: RoundRecord) -> None:
         """A run stopped at a breakpoint on `record`: diverge stops in TOL_HINT_AFTER rounds

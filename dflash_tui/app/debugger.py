@@ -35,7 +35,7 @@ from ..panels.history import HistoryPanel
 from ..panels.probes import ProbesPanel
 from ..panels.ranks import RanksPanel
 from ..panels.selector import SelectorPanel
-from ..panels.status import LOG_KEY, LOG_SIZE, StatusLine, StatusLog
+from ..panels.status import LOG_KEY, LOG_SIZE, Short, StatusLine, StatusLog
 from ..panels.table import FastTable
 from .breakpoint_actions import BreakpointActions
 from .export_actions import ExportActions, ExportDone
@@ -93,10 +93,10 @@ def one_row_per_key(rows: list[tuple[list[str], str]]) -> list[tuple[str, str]]:
 class _EarlyStatus:
     """Keeps the status line's text until the screen is up (keys can arrive before)."""
 
-    kind, message, parts = "idle", "", ()
+    kind, message, short, parts = "idle", "", None, ()
 
-    def set_status(self, kind: str, message: str) -> None:
-        self.kind, self.message = kind, message
+    def set_status(self, kind: str, message: str, short: Optional[Short] = None) -> None:
+        self.kind, self.message, self.short = kind, message, short
 
     def set_right(self, parts) -> None:
         self.parts = tuple(parts)
@@ -247,7 +247,7 @@ class DebuggerApp(SearchActions, ExportActions, BreakpointActions, App[int]):
         self._panels = self.main.panels()
         early = self._status
         self._status = self.main.query_one("#status", StatusLine)
-        self._status.set_status(early.kind, early.message)
+        self._status.set_status(early.kind, early.message, early.short)
         self.update_status_right()
         self.render_now()
         self.check_size()
@@ -344,10 +344,12 @@ class DebuggerApp(SearchActions, ExportActions, BreakpointActions, App[int]):
 
     # ---- status --------------------------------------------------------------------------
 
-    def set_status(self, kind: str, message: str, transient: bool = False) -> None:
-        """transient: a position the next message replaces in the log (it shows it all the same)."""
+    def set_status(self, kind: str, message: str, transient: bool = False,
+                   short: Optional[Short] = None) -> None:
+        """transient: a position the next message replaces in the log (it shows it all the
+        same). short: the line's form where the message does not fit (panels/status.py)."""
         self.status_log.add(kind, message, transient=transient)
-        self.status.set_status(kind, message)
+        self.status.set_status(kind, message, short)
 
     def notify(self, message: str, *, title: str = "", severity="information",
                timeout: Optional[float] = None, markup: bool = False, log: bool = True) -> None:

@@ -152,6 +152,7 @@ class Idle:
     """The engine stopped working and waits for a command."""
     reason: str  # "stage" | "round" | "paused" | "breakpoint" | "finished" | "error"
     message: str = ""
+    hits: tuple[str, ...] = ()  # "breakpoint": the conditions that fired (message joins them)
 
 
 @dataclass(frozen=True)
@@ -320,7 +321,7 @@ class EngineThread(threading.Thread):
             self.emit(Idle("finished", session.finish_message))
         elif found and not single:
             self._running = None
-            self.emit(Idle("breakpoint", "; ".join(found)))
+            self.emit(Idle("breakpoint", "; ".join(found), found))
         elif single:
             self.emit(Idle("stage", self._where()))
         elif self._running == "round" and record.complete:

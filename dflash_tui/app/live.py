@@ -451,7 +451,7 @@ class LiveApp(DebuggerApp):
             self.record, self.text_before = record, self.live_text_before
             self.round_label = str(record.round)
         if event.hits and not self.running:
-            self.set_status("breakpoint", f"round {record.round} {record.stage}: " + "; ".join(event.hits))
+            self.say_stop(f"round {record.round} {record.stage}", event.hits)
             self.breakpoint_stopped(record)
         self.request_render()
 
@@ -462,7 +462,7 @@ class LiveApp(DebuggerApp):
         record = self.live
         where = f"round {record.round} {record.stage}" if record is not None else "prefill"
         if event.reason == "breakpoint":
-            self.set_status("breakpoint", f"{where}: {event.message}")  # ⚑: stopped
+            self.say_stop(where, event.hits or (event.message,))  # ⚑: stopped
             if record is not None:
                 self.breakpoint_stopped(record)
         elif event.reason == "finished":

@@ -289,7 +289,8 @@ class ReplayApp(DebuggerApp):
         else:
             self.set_status("paused", f"play speed {self.clock.text()}: c plays", transient=True)
 
-    def stop_playing(self, reason: str, kind: str = "paused") -> None:
+    def stop_playing(self, reason: str = "paused", kind: str = "paused") -> None:
+        """Stop the play; a reason other than "paused" goes on the status line."""
         self.playing = False
         if self._play_timer is not None:
             self._play_timer.stop()
@@ -332,8 +333,8 @@ class ReplayApp(DebuggerApp):
             record = record_at_stage(full, self.stage, self._text_before(full))
             found = hits(record, self.armed)
             if found:
-                self.stop_playing(f"round {record.round} {record.stage}: " + "; ".join(found),
-                                  "breakpoint")
+                self.stop_playing()  # says nothing: the stop's reasons follow
+                self.say_stop(f"round {record.round} {record.stage}", found)
                 self.breakpoint_stopped(self.record)
                 return False
             if not whole_round or self.stage == len(full.stages) - 1:

@@ -17,7 +17,7 @@ class Searching:
     hits: list["Hit"]
     index: int = 0
     shown: str = ""  # the status message the last hit set
-    before: Optional[tuple[str, str]] = None  # the status it replaced: back when the search ends
+    before: Optional[tuple] = None  # the status it replaced (kind, message, short): back when the search ends
     rows: int = 0  # the history's rounds when `hits` were found (a live session goes on)
 
 
@@ -86,7 +86,7 @@ class SearchActions:
         self.slot = min(hit.shown_slot, gamma - 1)
         self.update_status_right()
         if not self._showing_find():
-            s.before = (self.status.kind, self.status.message)
+            s.before = (self.status.kind, self.status.message, self.status.short)
         s.shown = f"find {s.query!r}: round {hit.round} {hit.place} ({', '.join(hit.where)})"
         self.set_status("info", s.shown, transient=True)  # n walks them: one line in the log
         self.render_now()
