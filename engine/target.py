@@ -139,6 +139,12 @@ class Target:
             self.fusion = Fusion(self.layers)
         return self.fusion.groups
 
+    def refresh_fusion(self) -> None:
+        """Fuse again from the layers' weights as they are now: the fused groups hold their
+        own concatenated copy, which a cast of the weights (distill's retype) does not reach."""
+        if self.fusion is not None:
+            self.fusion = Fusion(self.layers)
+
     # ---- capture -------------------------------------------------------------------------
 
     def hook(self, layer_ids: tuple[int, ...], reference_ids: tuple[int, ...] = ()) -> None:

@@ -59,12 +59,9 @@ def retype(target: Target, dtype: str) -> Target:
         return x
 
     target.model.update(tree_map_with_path(cast, target.model.parameters()))
-    if target.fusion is not None:
-        # the fused q/k/v and gate/up groups hold their own concatenated copy of the weights,
-        # which the cast does not reach: fused again from the cast ones, or every multi-row
-        # forward (all of training's) kept computing them in the old type, beside a copy
-        target.fusion = None
-        target.spec.config["fused_projection_groups"] = target.fuse_projections()
+    # or every multi-row forward (all of training's) keeps computing the fused q/k/v and
+    # gate/up groups in the old type, beside a copy
+    target.refresh_fusion()
     mx.eval(target.model.parameters())
     return target
 
