@@ -17,7 +17,7 @@ from .compare_spec import DEFAULT_TOLERANCE, CompareSpec, check_tolerance, parse
 from .drafter import DraftModel
 from .errors import InputError, ParameterError
 from .paths import check_target_path, named_as_draft, resolve_drafter_dir
-from .quantize import dequantize_for_cpu, describe as describe_quantization
+from .quantize import dequantize_for_cpu, describe as describe_quantization, packing
 from .session import Session, SessionOptions
 from .target import DTYPES, Target, backend, encode_prompt, load_target
 
@@ -52,12 +52,15 @@ class Pair:
 
     def describe(self) -> str:
         """What runs, before any session: `DFlash2 drafter (8 layers, q8/g64) on llama target
-        (30 layers), float32 on cpu` (probe and bench print it)."""
+        (30 layers), float32 on cpu` (probe and bench print it); a target kept quantized says
+        so (`30 layers, kept q4/g32+q8/g32`), since the float type then names only its norms."""
         config = self.drafter.config
         packed = describe_quantization(self.drafter)
+        kept = packing(self.target.model)
         return (f"{config.kind_label} drafter ({config.num_hidden_layers} layers"
                 f"{', ' + packed if packed else ''}) on {self.target.spec.kind} target "
-                f"({self.target.num_layers} layers), {self.dtype} on {backend()}")
+                f"({self.target.num_layers} layers{', kept ' + kept if kept else ''}), "
+                f"{self.dtype} on {backend()}")
 
     def open(self, prompt: str, *, options: SessionOptions = SessionOptions(),
              chat: Optional[bool] = None, progress: Progress = _quiet,

@@ -249,17 +249,22 @@ def computes_in_float(model: nn.Module) -> bool:
     return getattr(model, "quantization_label", None) is not None and not quantized_modules(model)
 
 
+def packing(model: nn.Module) -> str | None:
+    """How a model's quantized modules are packed, most common first ("q4/g32+q8/g32"), or
+    None when none is: a drafter's or a target kept quantized."""
+    counts: dict[str, int] = {}
+    for module in quantized_modules(model).values():
+        key = f"q{module.bits}/g{module.group_size}"
+        counts[key] = counts.get(key, 0) + 1
+    return "+".join(sorted(counts, key=lambda k: -counts[k])) or None
+
+
 def describe(model: nn.Module) -> str | None:
     """A short label for a quantized drafter, e.g. "q4/g64" or "q4/g64+q8/g32, float: fc,
     codebooks"; None for a float one."""
-    quantized = quantized_modules(model)
-    if not quantized:
+    label = packing(model)
+    if label is None:
         return getattr(model, "quantization_label", None)  # dequantize_drafter's
-    counts: dict[str, int] = {}
-    for module in quantized.values():
-        key = f"q{module.bits}/g{module.group_size}"
-        counts[key] = counts.get(key, 0) + 1
-    label = "+".join(sorted(counts, key=lambda k: -counts[k]))
     kept = _summarise(float_paths(model), quantizable_paths(model))
     return f"{label}, float: {', '.join(kept)}" if kept else label
 

@@ -38,3 +38,14 @@ def test_quantized_target_is_lossless(quantized_pair, keep_quantized):
         target.unhook()
         model = target.model
     assert session.generated == greedy_tokens(model, session.prompt_ids, 32, session.eos_ids)
+
+
+@pytest.mark.parametrize("keep_quantized", [True, False])
+def test_the_pair_says_when_its_target_is_kept_quantized(quantized_pair, keep_quantized):
+    """`float32 on cpu` alone read the same for a target decoded from its 4-bit weights and
+    for its dequantized float copy, whose logits differ."""
+    said = load_pair(quantized_pair, keep_quantized=keep_quantized).describe()
+    if keep_quantized:
+        assert ", kept q4/g32), float32 on cpu" in said
+    else:
+        assert "kept" not in said and " layers), float32 on cpu" in said
