@@ -163,3 +163,17 @@ def test_nan_and_infinite_training_numbers_are_refused_before_any_work(make_pair
                  "--no-progress", *flags])
     assert code == 2 and expected in one_line_error(capsys)
     assert not out.exists(), "nothing is written"
+
+
+@pytest.mark.parametrize("listed", ["2,0,1", "0,1,1"])
+def test_target_layer_ids_out_of_order_or_repeated_are_refused_before_any_work(
+        make_pair, tmp_path, capsys, listed):
+    """fc reads the captured layers in the list's order: such a list trained (a repeat fed
+    one layer twice) and wrote a drafter the engine then called unusual."""
+    target_dir, _ = make_pair("llama")
+    data = tmp_path / "data"
+    code = main(["distill", str(target_dir), "--out", str(tmp_path / "out"), "--data", str(data),
+                 "--phase", "data", *DATA_FLAGS, "--target-layer-ids", listed])
+    message = one_line_error(capsys)
+    assert code == 2 and f"--target-layer-ids {listed}: expected target layer ids in ascending order" in message
+    assert not data.exists()

@@ -143,6 +143,11 @@ def settings_from_args(args) -> tuple[RunSettings, dict, dict]:
         "prompts_from": str(Path(args.prompts_from).expanduser().resolve()) if args.prompts_from else None,
     }
     ids = parse_int_list(args.target_layer_ids, "--target-layer-ids") if args.target_layer_ids else None
+    if ids is not None and ids != sorted(set(ids)):
+        # fc's column blocks follow the list's order, and the engine flags a drafter whose ids
+        # are out of order or repeated as unusual: one refused here is never written
+        raise InputError(f"--target-layer-ids {args.target_layer_ids}: expected target layer ids "
+                         f"in ascending order, each once (e.g. {','.join(map(str, sorted(set(ids))))})")
     if ids is not None and args.target_layers is not None and args.target_layers != len(ids):
         # the list wins, and the record would keep a count that describes nothing
         raise InputError(f"--target-layers {args.target_layers} --target-layer-ids "

@@ -98,14 +98,6 @@ def apply_shape(given: dict[str, Any], directory: str | Path) -> dict[str, Any]:
             f"--init-from {directory}: that drafter reads {len(shape['target_layer_ids'])} target "
             f"layers ({_show(shape['target_layer_ids'])}); this command says --target-layers {count} "
             "(drop it, or give --grow --target-layer-ids with those and the new ones)")
-    ids = given.get("target_layer_ids")
-    repeated = sorted({i for i in ids if ids.count(i) > 1}) if given.get("grow") and ids else []
-    if repeated:
-        # grown_fc gives each of the checkpoint's layers its block at every place the layer
-        # is named: a repeat would feed it twice, not the checkpoint's function
-        raise InputError(
-            f"--target-layer-ids {_show(ids)}: names layer {repeated[0]} more than once; growing "
-            f"from --init-from {directory} expects each target layer once")
     for name in SHAPE_FLAGS:
         wanted = shape[name]
         if wanted is None:
