@@ -334,7 +334,9 @@ def slot_legend(nonfinite: bool = False) -> Text:
                 "\noff: the token's median rank where the drafter's argmax missed it"
                 "\nmiss: reached slots where the argmax missed; of them, the target token"
                 "\n  was 2nd, in the top 5, among the K candidates (≤K) or beyond K"
-                f"\ntorn: of the misses, the share where the target's own top token had p < {TORN:g}"
+                # the reached slots rejected (acc's misses), not `miss` above (the argmax's)
+                "\ntorn: of the reached slots rejected, the share where the target's own top token"
+                f" had p < {TORN:g}"
                 "\nleft: the walk left the argmax (any proposed slot); on reached slots"
                 "\n  it helped / hurt / neither, so help + hurt + neut ≤ left"
                 + ("\nn/f: the slot's logits held a NaN or Inf in every round counted; such"

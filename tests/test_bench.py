@@ -506,6 +506,29 @@ def test_the_near_miss_table_gives_cumulative_shares_of_the_misses_in_80_columns
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
 
 
+def test_torn_is_said_to_be_of_the_rejected_slots_it_counts():
+    """`torn` is a share of the reached slots the target rejected (acc's misses), and `miss`
+    counts the reached slots whose argmax was wrong: with a selector they differ. Here 3 slots
+    reached, 1 accepted, the argmax right on 2 (the walk hurt once): torn reads 50% (1 of the
+    2 rejected) beside a `miss` of 1, which the caption and the TUI's legend, saying "torn =
+    of the misses" right after defining miss, made read as an impossible 1 of 1 at 50%."""
+    import re
+
+    from dflash_tui.aggregates import SlotStats
+    from dflash_tui.bench.slots import CAPTION, SLOT_HEADER, near_rows, slot_rows
+    from dflash_tui.panels.aggregates import slot_legend
+
+    s = SlotStats(slot=0, proposed=3, accepted=1, reached=3, rank0=2, ranked=3, rank_mean=1.0,
+                  rank_median=0.0, in_k=3, in_k_known=3, left=1, helped=0, hurt=1, neutral=0,
+                  missed=2, torn=1, off_rank_median=3.0, off_ranked=1, off_in_k=1,
+                  off_in_k_known=1, top_k=16)
+    assert slot_rows([("prose", 7, [s])], 7)[0][SLOT_HEADER.index("torn")] == "50%"
+    assert near_rows([("prose", 7, [s])], 7)[0][2] == "1"  # miss: the argmax's one
+    for text in (CAPTION, slot_legend().plain):
+        torn = re.search(r"\btorn ?[:=] ([^;\n]*)", text).group(1)
+        assert torn.startswith("of the reached slots rejected"), torn
+
+
 def test_the_slot_table_writes_a_median_rank_as_the_aggregates_tab_does():
     """One formatting for both (dflash_tui/slot_text.py): 1587.5 is 1588 and 123456 is
     1e+05 in either, where the bench wrote 1587.5 and 123456."""

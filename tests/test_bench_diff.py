@@ -352,6 +352,20 @@ def test_piped_output_wraps_at_columns_where_set(capsys, monkeypatch, columns, w
     assert widest - 20 < max(len(line.rstrip()) for line in stdout.splitlines()) <= widest
 
 
+def test_by_prompt_shows_every_prompt_s_name_whole_at_80_columns(capsys, monkeypatch):
+    """A name longer than its column folds onto the next line: cut with an ellipsis,
+    "prose/02-why-leaves-change-colour" read "prose/02-why-leaves-change-col…" at 80 columns."""
+    monkeypatch.setenv("COLUMNS", "80")
+    a, b = (TRAINING / f"stage{n}-bench-sample_prompts-cpu.json" for n in (18, 19))
+    rc, stdout, _ = run(capsys, a, b, "--by-prompt", "--resamples", "100")
+    part = stdout.split("by prompt", 1)[1].split("\nn: prompts both ran", 1)[0]
+    names = {run["prompt"] for run in json.loads(a.read_text())["runs"]}
+    assert rc == 0 and "…" not in part and max(len(line.rstrip()) for line in part.splitlines()) <= 80
+    first_cells = "".join(line.split()[0] for line in part.splitlines()[3:] if line.strip())
+    assert any(len(name) > 31 for name in names)  # longer than the column has room for
+    assert all(name in first_cells for name in names)
+
+
 def test_by_slot_splits_its_slots_over_tables_that_fit_the_width_and_cuts_no_number(
         benches, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "45")  # three slot columns a table

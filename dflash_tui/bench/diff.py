@@ -321,7 +321,11 @@ def table(result: list[Row]) -> Table:
 def by_prompt(a: Bench, b: Bench) -> Table:
     t = Table(title="by prompt (mean accepted per round)", title_justify="left", box=box.SIMPLE_HEAD)
     for name in ("prompt", "block", "rounds A / B", "A", "B", "B - A"):
-        t.add_column(name, justify="left" if name == "prompt" else "right", no_wrap=name != "prompt")
+        # a name too long for its column folds onto a second line: cut with an ellipsis
+        # (rich's default for a word with no space to wrap at), two names that part late
+        # read alike ("prose/02-why-leaves-change-col…" at 80 columns)
+        t.add_column(name, justify="left" if name == "prompt" else "right", no_wrap=name != "prompt",
+                     overflow="fold" if name == "prompt" else "ellipsis")
     for (workload, block), runs in paired(a, b).items():
         for prompt, ra, rb in runs:
             change = "-" if ra.mean is None or rb.mean is None else _signed(rb.mean - ra.mean)

@@ -123,7 +123,10 @@ CAPTION = ("P>= = share of rounds proposing the slot that accepted it and all be
            "≤K); "
            "miss = reached slots where the argmax was wrong; of them, the target's token was "
            "2nd, within the top 5 (≤5), among the selector's K candidates (≤K) or beyond K; "
-           f"torn = of the misses, the share where the target's own top token had p < {TORN:g}; "
+           # torn is over the reached slots the target rejected (what acc misses), not over
+           # `miss` above: with a selector the two differ wherever its walk helped or hurt
+           f"torn = of the reached slots rejected (acc's misses, not the argmax's), the share "
+           f"where the target's own top token had p < {TORN:g}; "
            "left = the selector's walk left the argmax, on any proposed slot; on the reached ones "
            "it helped (help: the argmax was wrong, the pick right), hurt (the other way) or "
            "neither (neut), so help + hurt + neut ≤ left.")
