@@ -302,6 +302,8 @@ def _first_run(key, value):
 
 @pytest.mark.parametrize("make_args, expected", [
     (lambda t, b: [t / "missing.json", b[0]], "missing.json: no such file"),
+    (lambda t, b: [(t / "d.json").mkdir() or t / "d.json", b[0]],
+     "d.json: a folder (expected a `dflash-tui bench --json` file)"),
     (lambda t, b: [write(t / "x.json", "{not json"), b[0]], "x.json: not a bench JSON file"),
     (lambda t, b: [write(t / "s.json", '{"schema": "dflash-tui.trace/1"}'), b[0]],
      "schema 'dflash-tui.trace/1', expected 'dflash-tui.bench/1'"),

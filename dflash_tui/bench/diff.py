@@ -83,6 +83,8 @@ def load(path: Path) -> Bench:
         record = json.loads(path.read_text())
     except FileNotFoundError:
         raise InputError(f"{path}: no such file (expected a `dflash-tui bench --json` file)") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: a folder (expected a `dflash-tui bench --json` file)") from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise InputError(f"{path}: not a bench JSON file ({error})") from None
     except RecursionError:
