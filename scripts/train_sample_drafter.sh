@@ -165,7 +165,7 @@
 #      next token is decided), grown with --grow: fc keeps each old layer's columns and the
 #      new ones start at zero, so training starts from exactly stage 19's function (39.3 MB
 #      in bfloat16; ten layers would pass 40 MB). Stage 19's recipe otherwise (seed 21,
-#      32,000 generated prompts, 28,800 of them `asked`, 1,600 steps at peak 1e-4). Slot 1
+#      32,000 generated prompts, 28,800 of them `asked`, 1,600 steps at peak 1e-4). Slot 0
 #      is where rounds are lost (accepted in 0.64 of rounds given nothing before it, for
 #      stage 19 and for stage 20's twice as many layers alike). Rule fixed before the run:
 #      it ships only if, on stage 21's validation answers, its eval phase's all-kinds

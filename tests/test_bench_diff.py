@@ -115,7 +115,7 @@ def slot_rows(stdout: str) -> dict:
 
 def test_by_slot_is_each_bench_s_own_alpha_per_position_and_the_oracle_never_ends_a_round(
         benches, capsys):
-    """Slot i's survival, P(accepted >= i | accepted >= i - 1), pooled over the prompts both
+    """Slot s's survival, P(accepted >= s + 1 | accepted >= s), pooled over the prompts both
     ran: the bench's own per_position `conditional` in each file's cells. Proposals that cannot
     miss (--oracle) survive at every slot."""
     random_json, oracle_json = benches
@@ -144,9 +144,26 @@ def test_by_slot_reads_a_bench_from_before_gamma_per_round_as_every_round_propos
     rc, stdout, _ = run(capsys, old, benches[0], "--by-slot")
     assert rc == 0
     table = slot_rows(stdout)
-    # every round proposes slot 1, so slot 1 reads alike; later slots count the last round
+    # every round proposes slot 0, so slot 0 reads alike; later slots count the last round
     # (cut short at the token budget) as proposing the whole block
     assert all(table[(*key[:2], "A")][0] == row[0] for key, row in table.items() if key[2] == "B")
+
+
+def test_by_slot_numbers_its_slots_as_bench_slots_and_tab_4_do(capsys, monkeypatch):
+    """The column headed s is the slot `bench --slots` (the TUI's slot_stats) calls slot s,
+    from 0: on a stored --slots bench, each column's survival is that slot's `acceptance`
+    (accepted once reached) in the same file's per-slot numbers."""
+    monkeypatch.setenv("COLUMNS", "120")  # block 7's slots in one table
+    path = TRAINING / "stage15-slots-validation-cpu.json"
+    rc, stdout, _ = run(capsys, path, path, "--by-slot", "--resamples", "100")
+    part = stdout.split("by slot:", 1)[1]
+    headers = next(line.split()[2:] for line in part.splitlines()
+                   if line.strip().startswith("workload"))
+    table = slot_rows(stdout)
+    for entry in json.loads(path.read_text())["slots"]:
+        shown = dict(zip(headers, table[(entry["workload"], entry["block"], "A")]))
+        assert rc == 0 and shown == {str(s["slot"]): f"{s['acceptance']:.2f}"
+                                     for s in entry["slots"]}, entry["workload"]
 
 @pytest.mark.parametrize("a, b", STORED)
 def test_stored_benches_pool_as_their_cells_do(a, b):
@@ -374,7 +391,7 @@ def test_by_slot_splits_its_slots_over_tables_that_fit_the_width_and_cuts_no_num
     rc, stdout, _ = run(capsys, *benches, "--by-slot")
     slots_part = stdout.split("by slot:", 1)[1]
     headers = [line.split()[2:] for line in slots_part.splitlines() if line.strip().startswith("workload")]
-    assert rc == 0 and headers == [["1", "2", "3"], ["4"]]
+    assert rc == 0 and headers == [["0", "1", "2"], ["3"]]
     assert "…" not in slots_part and max(len(line.rstrip()) for line in slots_part.splitlines()) <= 45
 
 
@@ -393,8 +410,8 @@ def test_by_slot_at_a_width_too_narrow_for_one_slot_still_shows_every_digit(
 
 def test_by_slot_tables_after_the_first_list_only_the_blocks_that_reach_their_slots(
         capsys, monkeypatch):
-    """Stage 18 and 19's benches at blocks 2, 4 and 7, three slots a table: slots 4-6 are
-    blocks 4's and 7's, slot 7 block 7's alone; no row of empty cells for a shorter block."""
+    """Stage 18 and 19's benches at blocks 2, 4 and 7, three slots a table: slots 3-5 are
+    blocks 4's and 7's, slot 6 block 7's alone; no row of empty cells for a shorter block."""
     monkeypatch.setenv("COLUMNS", "45")
     a, b = (TRAINING / f"stage{n}-bench-sample_prompts-cpu.json" for n in (18, 19))
     rc, stdout, _ = run(capsys, a, b, "--by-slot", "--resamples", "100")
@@ -415,17 +432,22 @@ def test_by_slot_says_which_slots_of_a_block_past_the_columns_it_leaves_out(tmp_
     rc, stdout, _ = run(capsys, long, long, "--by-slot", "--resamples", "100")
     slots = stdout.split("by slot:", 1)[1]
     headers = " ".join(line for line in slots.splitlines() if line.strip().startswith("workload"))
-    assert rc == 0 and " 32 " in headers and " 33 " not in headers
-    assert "block 40: slots 33 to 40 left out" in " ".join(slots.split())
+    assert rc == 0 and " 31 " in headers and " 32 " not in headers
+    assert "block 40: slots 32 to 39 left out" in " ".join(slots.split())
 
 
 def test_distill_md_s_slot_table_is_by_slot_on_the_stored_benches(capsys):
     """docs/DISTILL.md's "Stage 21: the plan" quotes stage 19's and stage 20's all-workloads
-    survival at block 7 on sample_prompts/: `bench-diff --by-slot` on the stored files."""
+    survival at block 7 on sample_prompts/: `bench-diff --by-slot` on the stored files, under
+    the same slot numbers."""
     a, b = (TRAINING / f"stage{name}-bench-sample_prompts-cpu.json" for name in ("19", "20-q8"))
     rc, stdout, _ = run(capsys, a, b, "--by-slot", "--resamples", "100")
     table = slot_rows(stdout)
     doc = (TRAINING.parent / "DISTILL.md").read_text().split("**Stage 21: the plan**", 1)[1]
+    heads = next(line.split()[2:] for line in stdout.split("by slot:", 1)[1].splitlines()
+                 if line.strip().startswith("workload"))
+    quoted = next(line for line in doc.splitlines() if line.startswith("| P(slot"))
+    assert quoted.strip(" |").split(" | ")[1:] == heads, quoted
     for label, row in (("A", "| stage 19 |"), ("B", "| stage 20, 8-bit |")):
         quoted = next(line for line in doc.splitlines() if line.startswith(row))
         assert rc == 0 and quoted.strip(" |").split(" | ")[1:] == table[("all", 7, label)], quoted

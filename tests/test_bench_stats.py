@@ -23,9 +23,9 @@ def test_positions_count_only_proposed_slots():
     # Block 4, the last two rounds shortened by the token budget to 2 and 1 proposals.
     stats = positions(rounds((4, 4), (4, 1), (4, 0), (2, 2), (1, 0)), block=4)
     assert [(p.proposed, p.reached, p.eligible) for p in stats] == [
-        (5, 3, 5),  # slot 1: all five rounds proposed it; three accepted it
-        (4, 2, 3),  # slot 2: the 1-proposal round did not propose it
-        (3, 1, 1),  # slot 3: only the round that accepted 4 got past slot 2
+        (5, 3, 5),  # i = 1 (slot 0): all five rounds proposed it; three accepted it
+        (4, 2, 3),  # i = 2 (slot 1): the 1-proposal round did not propose it
+        (3, 1, 1),  # i = 3 (slot 2): only the round that accepted 4 got past slot 1
         (3, 1, 1),
     ]
     assert [p.acceptance for p in stats] == [3 / 5, 2 / 4, 1 / 3, 1 / 3]
@@ -34,7 +34,7 @@ def test_positions_count_only_proposed_slots():
 
 def test_positions_with_no_rounds_are_undefined():
     assert [(p.acceptance, p.conditional) for p in positions([], 2)] == [(None, None)] * 2
-    # Nothing ever reached slot 2, so its conditional rate is undefined (not 0).
+    # Nothing ever reached slot 1 (i = 2), so its conditional rate is undefined (not 0).
     only_misses = positions(rounds((2, 0), (2, 0)), 2)
     assert only_misses[1].acceptance == 0.0 and only_misses[1].conditional is None
 

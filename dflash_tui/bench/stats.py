@@ -99,22 +99,24 @@ class TargetRun:
 
 @dataclass(frozen=True)
 class Position:
-    """Proposal slot i (1-based) over a set of rounds."""
+    """Position i over a set of rounds: i counts accepted proposals (1..block), it is not a
+    slot; a round reaches it by accepting slot i-1 (slots count from 0, as in tab 4) and
+    every slot before it."""
 
     position: int
-    proposed: int  # rounds whose gamma reached slot i
+    proposed: int  # rounds whose gamma was i or more (proposed slot i-1)
     reached: int  # ... whose first i proposals were all accepted
     eligible: int  # ... whose first i-1 proposals were all accepted
 
     @property
     def acceptance(self) -> Optional[float]:
-        """P(accepted >= i): the share of rounds that proposed slot i and accepted it and
+        """P(accepted >= i): the share of rounds that proposed slot i-1 and accepted it and
         everything before it."""
         return self.reached / self.proposed if self.proposed else None
 
     @property
     def conditional(self) -> Optional[float]:
-        """P(accepted >= i | accepted >= i-1): slot i's own survival rate."""
+        """P(accepted >= i | accepted >= i-1): slot i-1's own survival rate."""
         return self.reached / self.eligible if self.eligible else None
 
 

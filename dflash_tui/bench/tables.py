@@ -120,20 +120,21 @@ def render(result: BenchResult) -> Group:
         _section(
             "Accepted proposals per round (mean over rounds)  [deterministic]",
             _table(["workload", "alpha per position"] + heads, acceptance_rows(cells, blocks)),
-            f"block = proposals per round. alpha = per-position acceptance, P(slot i accepted | "
-            f"slots before it accepted), min-max over slots 1..{max(blocks)} at block "
+            f"block = proposals per round. alpha = per-position acceptance, P(slot s accepted | "
+            f"slots before it accepted), min-max over slots 0..{max(blocks) - 1} at block "
             f"{max(blocks)}. tau = mean accepted + 1 (in the acceptance-by-position table)."),
         _section(
             "Rollback rate: share of rounds with any rejected proposal  [deterministic]",
             _table(["workload"] + heads, rollback_rows(cells, blocks)),
             "block = proposals per round."),
         _section(
-            "Acceptance by position: P(accepted >= i) over rounds that proposed slot i  "
+            "Acceptance by position: P(accepted >= i) over rounds that proposed i or more  "
             "[deterministic]",
             _table(["workload", "block", "rounds", "tokens", "tau"]
                    + [str(i) for i in range(1, max(blocks) + 1)],
                    position_rows(cells, blocks), first_left=2),
-            "tokens = generated tokens over all prompts; blank = slot not proposed at that block."),
+            "tokens = generated tokens over all prompts; i = accepted proposals, a count "
+            "(column i: slots 0..i-1 all accepted); blank = a block smaller than i."),
         _section(
             "Speed  [wall clock on this machine: varies from run to run]"
             + (f"  (includes {' and '.join(extras)})" if extras else ""),
