@@ -44,7 +44,7 @@ def keep_names(text) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(","))
     if any(not name for name in names):
         raise InputError(f"--keep {text!r}: expected comma-separated module names with none empty")
-    return names
+    return tuple(dict.fromkeys(names))  # a name given twice is kept once, and recorded once
 
 
 def check_out(out: Path, source: Path) -> None:

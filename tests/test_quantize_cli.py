@@ -75,8 +75,8 @@ def test_every_setting_quantizes_what_splits_into_groups_and_decodes_losslessly(
 def test_keep_leaves_modules_float_and_the_settings_are_recorded(source, tmp_path, capsys):
     _, draft = source
     out = tmp_path / "q"
-    rc, err = quantize(capsys, draft, "--bits", 4, "--group-size", 32, "--keep", "selector,fc",
-                       "--out", out)
+    rc, err = quantize(capsys, draft, "--bits", 4, "--group-size", 32, "--keep", "selector,fc,selector",
+                       "--out", out)  # a name given twice is recorded once
     assert rc == 0 and "q4/g32, float: selector, fc" in err[-1]
     tensors = mx.load(str(out / "model.safetensors"))
     assert tensors["fc.weight"].dtype == tensors["candidate_selector.predecessor_codebook"].dtype == mx.float32

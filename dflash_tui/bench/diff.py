@@ -234,7 +234,7 @@ def notes(a: Bench, b: Bench) -> list[str]:
             rounds = sum(run.rounds for run in bench.runs.values())
             out.append(f"{bench.path}: the drafter's logits held NaN/Inf in "
                        f"{sum(run.nonfinite for run in bad):,} of {rounds:,} rounds ({len(bad)} "
-                       f"of {len(bench.runs)} runs): its accepted counts there reflect a numeric "
+                       f"of {len(bench.runs)} run{'s' if len(bench.runs) != 1 else ''}): its accepted counts there reflect a numeric "
                        "failure (`dflash-tui probe` names the first non-finite buffer)")
     for bench, other in ((a, b), (b, a)):
         alone = bench.runs.keys() - other.runs.keys()
