@@ -171,7 +171,8 @@
 #      it ships only if, on stage 21's validation answers, its eval phase's all-kinds
 #      acceptance as decoded at 7 proposals beats stage 19's on the same answers and no
 #      real-code, real-math or real-prose kind falls more than 0.05 below stage 19's.
-#      NOT RUN YET (docs/DISTILL.md, "Stage 21: the plan")
+#      NOT RUN YET: tried on 2026-12-06, when machines did not start and the one that did
+#      was taken back mid-call (docs/DISTILL.md, "Stage 21: the plan", "tried, not run")
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
