@@ -232,9 +232,10 @@ def notes(a: Bench, b: Bench) -> list[str]:
         bad = [run for run in bench.runs.values() if run.nonfinite]
         if bad:
             rounds = sum(run.rounds for run in bench.runs.values())
+            runs = f"{len(bench.runs)} run{'s' if len(bench.runs) != 1 else ''}"
             out.append(f"{bench.path}: the drafter's logits held NaN/Inf in "
                        f"{sum(run.nonfinite for run in bad):,} of {rounds:,} rounds ({len(bad)} "
-                       f"of {len(bench.runs)} run{'s' if len(bench.runs) != 1 else ''}): its accepted counts there reflect a numeric "
+                       f"of {runs}): its accepted counts there reflect a numeric "
                        "failure (`dflash-tui probe` names the first non-finite buffer)")
     for bench, other in ((a, b), (b, a)):
         alone = bench.runs.keys() - other.runs.keys()
