@@ -427,3 +427,38 @@ def test_the_header_numbers_fit_the_width_they_are_given(live_session):
                     (width, numbers)
 
     run(scenario())
+
+
+def test_going_to_a_damaged_round_of_a_long_trace_says_it_is_damaged_and_what_is_held(
+        live_session, tmp_path):
+    """Opened as `dflash-tui replay` opens it (indexed, not read through), a trace whose
+    round 1 of 0-3 is torn: `g 1` says the round's line is damaged, where, and the rounds
+    held as spans. It said `is not in this recording (it holds rounds 0, 1, 2, …` in a long
+    trace: the first 12 numbers, round 1 among them, its damage found only by reading it."""
+    from dflash_tui.app.replay import open_recording
+
+    trace, _, _ = live_session
+    header, first, second, third = trace.read_bytes().splitlines(keepends=True)
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(header + first + second[: len(second) // 2] + b"\n" + third)
+
+    async def scenario():
+        app = ReplayApp(open_recording(torn), show_timings=False, export_dir=Path("unused"))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            await pilot.press("g")
+            await wait_for(pilot, lambda: app.main.asking, what="the question line")
+            await pilot.press("1", "enter")
+            await pilot.pause()
+            assert any(f"round 1 is damaged in this recording ({torn}:3) (it holds rounds 0, 2)"
+                       in n.message for n in app._notifications), \
+                [n.message for n in app._notifications]
+
+    run(scenario())
+
+
+def test_the_rounds_a_recording_holds_are_said_as_spans():
+    from dflash_tui.app.replay_app import _spans
+
+    assert list(_spans([0, 1, 2, 4, 6, 7])) == ["0–2", "4", "6–7"]
+    assert list(_spans([])) == []

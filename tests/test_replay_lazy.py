@@ -287,3 +287,42 @@ def test_the_aggregates_title_says_how_far_replay_has_read_as_long_as_it_fits():
     assert "reading 177 of 3,512 rounds…" in title() and "all rounds" not in title()
     assert "reading 5%…" in title(40)  # shortened before the counts go
     assert title(20) == "rounds 0–176  mean 0.50"
+
+
+def test_a_directory_of_snapshots_is_read_round_by_round_as_a_trace_is(make_pair, tmp_path,
+                                                                       monkeypatch):
+    """`probe --out` writes a file a round, thousands in a long run. Replay used to parse
+    every one before its first frame and hold them all (a 2,012-round probe of the fixture
+    pair: 7 s, 207 MB): now opening it parses the first round alone, rounds are read when
+    asked for, a few kept, and a round exported twice is still its furthest export."""
+    import json
+
+    from dflash_tui import snapshot
+    from dflash_tui.app import replay, trace_lines
+    from dflash_tui.cli import main
+
+    target, _ = make_pair("llama", "DFlash2DraftModel")
+    out = tmp_path / "probed"
+    assert main(["probe", str(target), "--prompt", "Hi", "--block", "3", "--rounds", "20",
+                 "--no-probes", "--out", str(out)]) == 0
+    again = json.loads((out / "round-0004.json").read_text())  # `x` again at its draft
+    again["stages"] = again["stages"][:2]
+    (out / "round-0004-2.json").write_text(json.dumps(again, indent=1))
+    expected = whole(out)[0][1]
+    parsed = []
+
+    def counted(d):
+        parsed.append(d.get("round"))
+        return snapshot.round_from_json(d)
+
+    monkeypatch.setattr(trace_lines, "round_from_json", counted)
+    monkeypatch.setattr(replay, "round_from_json", counted)
+    opened = open_recording(out)
+    assert len(parsed) <= 1  # the first round, to know the recording has one
+    rounds = opened.sessions[0].rounds
+    assert list(rounds.numbers) == [r.round for r in expected] == list(range(20))
+    for i in reversed(range(len(expected))):
+        assert rounds[i] == expected[i]
+    assert len(rounds[4].stages) == 5  # the furthest export of round 4
+    assert rounds.kept() <= READ_BACK
+    assert [r for _, r in recorded_rounds.read_all(rounds)] == expected

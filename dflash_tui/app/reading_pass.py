@@ -32,7 +32,7 @@ from textual.worker import Worker, get_current_worker
 
 from ..engine.errors import InputError
 from ..engine.records import RoundRecord
-from .recorded_rounds import RoundsInTrace, read_all
+from .recorded_rounds import RoundsInFiles, RoundsInTrace, read_all
 from .replay import Loaded
 
 READ_FIRST_BYTES = 2 * 2**20  # a trace up to this size is read through before the first frame
@@ -71,6 +71,9 @@ class ReadingPass:
         """Worth reading through before the first frame: held in memory already, or a
         trace quick to parse."""
         traces = {s.rounds.path for s in self.recording.sessions if isinstance(s.rounds, RoundsInTrace)}
+        # a directory of snapshots (probe --out) is read as a trace is, file by file
+        traces.update(file for s in self.recording.sessions if isinstance(s.rounds, RoundsInFiles)
+                      for files in s.rounds.files for file in files)
         try:
             return sum(os.path.getsize(path) for path in traces) <= READ_FIRST_BYTES
         except OSError:

@@ -9,7 +9,8 @@ they are kept apart so round numbers and text never mix.
 A trace is not held in memory: `open_recording` indexes it (one pass over its bytes finds
 each session's header and where each round's line starts, parsing no round) and a round is
 read when it is asked for (recorded_rounds.py); replay reads every round once more, off
-its UI thread, for the history's summary columns. Snapshots are small and read whole.
+its UI thread, for the history's summary columns. A directory of snapshots (`probe --out`:
+a file a round) is read so too, file by file; a single snapshot is read whole.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Iterator, Optional, Union
 from ..engine.errors import InputError
 from ..engine.records import PrefillRecord, RoundRecord, SessionInfo
 from ..snapshot import SNAPSHOT_SCHEMA, TRACE_SCHEMA, round_from_json, session_from_json
-from .recorded_rounds import Rounds, RoundsInMemory, RoundsInTrace, read_all
+from .recorded_rounds import Rounds, RoundsInFiles, RoundsInMemory, RoundsInTrace, read_all
 from .session_dir import TRACE_NAME, session_order
 from .trace_lines import (
     HEADER_PREFIX, Header, RoundLine, Skipped, json_or_none, newer_schema, one_line, parse_round,
@@ -58,6 +59,8 @@ def open_recording(path: Path, say=None) -> Loaded:
     whose rounds reads is refused: its rounds are read up to the first that does). `say`
     gets each note (default: printed on stderr as `note: ...`, before the app opens)."""
     path = Path(path).expanduser()
+    if path.is_dir() and not (path / TRACE_NAME).is_file() and next(path.glob("round-*.json"), None):
+        return _indexed_directory(path)
     source = _source(path)
     if not isinstance(source, Path):
         return _held(path, source, say)
@@ -98,6 +101,28 @@ def load(path: Path, say=None) -> Loaded:
     sessions = tuple(replace(s, rounds=s.rounds.readable()) for s in loaded.sessions)
     return replace(loaded, sessions=tuple(s for s in sessions if len(s.rounds)),
                    skipped=loaded.unreadable())
+
+
+def _indexed_directory(path: Path) -> Loaded:
+    """A directory of snapshots: its files told apart by name (round-0012.json, its second
+    export round-0012-2.json), the first read for the session's identity, every round read
+    when asked for (RoundsInFiles), as a trace's are. A damaged file past the first is
+    found when its round is read, skipped and counted like a trace's damaged line."""
+    files = sorted(path.glob("round-*.json"), key=_round_order)
+    by_round: list[list[Path]] = []
+    numbers: list[int] = []
+    for file in files:
+        number = _round_order(file)[0]
+        if numbers and numbers[-1] == number:
+            by_round[-1].append(file)
+        else:
+            numbers.append(number)
+            by_round.append([file])
+    header = next(_snapshot_entries(_snapshot_objects(files[:1]), path))  # refuses a damaged first
+    loaded = Loaded(path, (Recording(header.info, None, RoundsInFiles(by_round, numbers)),))
+    if loaded.sessions[0].rounds.first() is None:
+        raise no_round(path, loaded.unreadable(), headers=True)
+    return loaded
 
 
 def _held(path: Path, source, say) -> Loaded:
@@ -295,14 +320,15 @@ def _directory_entries(path: Path) -> Iterator[Union[Header, RoundRecord]]:
                              f"(expected one of them: the newest is {sessions[-1]})")
         raise InputError(f"{path}: no round-NNNN.json snapshots (and no {TRACE_NAME}) in this directory")
 
-    def objects():
-        for file in files:
-            obj = json_or_none(_read(file))
-            if not isinstance(obj, dict) or obj.get("schema") != SNAPSHOT_SCHEMA:
-                raise InputError(f"{file}: not a dflash-tui snapshot (schema {SNAPSHOT_SCHEMA})")
-            yield file, obj
+    yield from _snapshot_entries(_snapshot_objects(files), path)
 
-    yield from _snapshot_entries(objects(), path)
+
+def _snapshot_objects(files: list[Path]) -> Iterator[tuple[Path, dict]]:
+    for file in files:
+        obj = json_or_none(_read(file))
+        if not isinstance(obj, dict) or obj.get("schema") != SNAPSHOT_SCHEMA:
+            raise InputError(f"{file}: not a dflash-tui snapshot (schema {SNAPSHOT_SCHEMA})")
+        yield file, obj
 
 
 def _snapshot_entries(objects, path: Path) -> Iterator[Union[Header, RoundRecord]]:

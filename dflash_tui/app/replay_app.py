@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from itertools import islice
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from textual import events
 from textual.binding import Binding
@@ -210,12 +210,13 @@ class ReplayApp(DebuggerApp):
         if r is not None and self._rounds().get(r) is not None:
             return self._move(self._starts[s] + r, 10**6)
         # inside the bounds but not recorded (a folder of snapshots of some rounds only), or
-        # its line is damaged
-        numbers = self._rounds().readable_numbers()
-        held = ", ".join(str(n) for n in islice(numbers, 12))
-        more = ", …" if next(numbers, None) is not None else ""
-        self.notify(f"round {number} is not in this recording (it holds rounds {held}{more})",
-                    severity="warning")
+        # its line is damaged. The rounds held are said as spans: their first 12 numbers told
+        # a 2,803-round trace missing round 999 that it held "0, 1, 2, …, 11, …"
+        spans = list(islice(_spans(self._rounds().readable_numbers()), 6))
+        held = ", ".join(spans[:5]) + (", …" if len(spans) > 5 else "")
+        why = (f"is damaged in this recording ({self._rounds().where(r)})" if r is not None
+               else "is not in this recording")
+        self.notify(f"round {number} {why} (it holds rounds {held})", severity="warning")
         return False
 
     def _move(self, index: int, stage: int, step: int = 1) -> bool:
@@ -365,3 +366,17 @@ class ReplayApp(DebuggerApp):
             ("Play slower", "-", lambda: self.action_speed(-1)),
             *super().palette_commands(),
         ]
+
+
+def _spans(numbers) -> Iterator[str]:
+    """Round numbers as spans of consecutive ones: 0–998, 1000–2802."""
+    first = last = None
+    for n in numbers:
+        if last is not None and n == last + 1:
+            last = n
+            continue
+        if first is not None:
+            yield str(first) if first == last else f"{first}–{last}"
+        first = last = n
+    if first is not None:
+        yield str(first) if first == last else f"{first}–{last}"
