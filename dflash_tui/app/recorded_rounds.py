@@ -106,17 +106,16 @@ class RoundsInMemory(Rounds):
         return RoundsInMemory(map(judge, self.records), self._where)
 
 
-class RoundsInTrace(Rounds):
-    """Rounds in a trace file, each read (and checked) when asked for; the last READ_BACK
-    read are kept."""
+class RoundsReadBack(Rounds):
+    """Rounds read from disk when asked for (`_load`); the last READ_BACK read are kept,
+    and one found damaged is remembered as such."""
 
-    def __init__(self, path: Path, offsets: array, numbers: array, lines: array,
-                 judge: Optional[Judge] = None) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.path = Path(path)
-        self.offsets, self.numbers, self.lines = offsets, numbers, lines
-        self._judge = judge
         self._kept: OrderedDict[int, RoundRecord] = OrderedDict()
+
+    def _load(self, i: int) -> Optional[RoundRecord]:
+        raise NotImplementedError
 
     def get(self, i: int) -> Optional[RoundRecord]:
         if i in self.damaged:
@@ -125,11 +124,7 @@ class RoundsInTrace(Rounds):
         if record is not None:
             self._kept.move_to_end(i)
             return record
-        try:
-            with open(self.path, "rb") as f:
-                record = self.read(i, f)
-        except OSError:
-            record = None
+        record = self._load(i)
         if record is None:
             self.damaged.add(i)
             return None
@@ -138,15 +133,33 @@ class RoundsInTrace(Rounds):
             self._kept.popitem(last=False)
         return record
 
+    def kept(self) -> int:
+        return len(self._kept)
+
+
+class RoundsInTrace(RoundsReadBack):
+    """Rounds in a trace file, each read (and checked) when asked for."""
+
+    def __init__(self, path: Path, offsets: array, numbers: array, lines: array,
+                 judge: Optional[Judge] = None) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.offsets, self.numbers, self.lines = offsets, numbers, lines
+        self._judge = judge
+
+    def _load(self, i: int) -> Optional[RoundRecord]:
+        try:
+            with open(self.path, "rb") as f:
+                return self.read(i, f)
+        except OSError:
+            return None
+
     def read(self, i: int, f: BinaryIO) -> Optional[RoundRecord]:
         """Round i read from the open trace, kept nowhere (safe off the thread that shows
         the rounds: it touches nothing shared)."""
         f.seek(self.offsets[i])
         record = parse_round(f.readline(), self.numbers[i])
         return record if record is None or self._judge is None else self._judge(record)
-
-    def kept(self) -> int:
-        return len(self._kept)
 
     def where(self, i: int) -> str:
         return f"{self.path}:{self.lines[i]}"
@@ -162,7 +175,7 @@ class RoundsInTrace(Rounds):
                            self._judge)
 
 
-class RoundsInFiles(Rounds):
+class RoundsInFiles(RoundsReadBack):
     """Rounds in a directory of snapshots (`probe --out` writes one a round: thousands of
     them in a long run), each read (and checked) when asked for, as a trace's are; the last
     READ_BACK read are kept. Held whole, a 2,012-round `probe --out` of the fixture pair
@@ -175,23 +188,9 @@ class RoundsInFiles(Rounds):
         super().__init__()
         self.files, self.numbers = files, numbers
         self._judge = judge
-        self._kept: OrderedDict[int, RoundRecord] = OrderedDict()
 
-    def get(self, i: int) -> Optional[RoundRecord]:
-        if i in self.damaged:
-            return None
-        record = self._kept.get(i)
-        if record is not None:
-            self._kept.move_to_end(i)
-            return record
-        record = self.read(i)
-        if record is None:
-            self.damaged.add(i)
-            return None
-        self._kept[i] = record
-        while len(self._kept) > READ_BACK:
-            self._kept.popitem(last=False)
-        return record
+    def _load(self, i: int) -> Optional[RoundRecord]:
+        return self.read(i)
 
     def read(self, i: int) -> Optional[RoundRecord]:
         """Round i read from its files, kept nowhere (safe off the thread that shows the
@@ -207,9 +206,6 @@ class RoundsInFiles(Rounds):
             if held is None or len(record.stages) >= len(held.stages):
                 held = record
         return held if held is None or self._judge is None else self._judge(held)
-
-    def kept(self) -> int:
-        return len(self._kept)
 
     def where(self, i: int) -> str:
         return str(self.files[i][-1])
