@@ -451,3 +451,26 @@ def test_distill_md_s_slot_table_is_by_slot_on_the_stored_benches(capsys):
     for label, row in (("A", "| stage 19 |"), ("B", "| stage 20, 8-bit |")):
         quoted = next(line for line in doc.splitlines() if line.startswith(row))
         assert rc == 0 and quoted.strip(" |").split(" | ")[1:] == table[("all", 7, label)], quoted
+
+
+def test_benches_on_different_targets_are_noted_and_one_model_in_two_places_is_not(
+        benches, tmp_path, capsys):
+    """Each target decides every accepted token: a change between two targets is the pairs',
+    which the table alone read as the drafters'. The same file benched from two folders (a
+    GPU machine and this one) is the same target."""
+    def moved(record):
+        record["target"]["path"] = "/elsewhere/" + Path(record["target"]["path"]).name
+
+    def deeper(record):
+        record["target"]["layers"] += 1
+
+    said = {}
+    for name, edit in (("moved", moved), ("deeper", deeper)):
+        rc, stdout, _ = run(capsys, benches[0], _with(benches, tmp_path, f"{name}.json", edit))
+        said[name] = " ".join(stdout.split())
+        assert rc == 0
+    layers = json.loads(benches[0].read_text())["target"]["layers"]
+    assert "targets differ" not in said["moved"]
+    assert (f"note: the targets differ: {Path(json.loads(benches[0].read_text())['target']['path']).name} "
+            f"(llama, {layers} layers, hidden") in said["deeper"]
+    assert f"{layers + 1} layers" in said["deeper"]

@@ -60,6 +60,7 @@ class Bench:
     runs: dict  # (workload, prompt, block) -> PromptRun, prompts done at every block only
     unfinished: int  # runs of prompts not done at every block, left out as the bench does
     extras: tuple[str, ...] = ()  # --compare SPEC, --slots: work its speed numbers include
+    target: Optional[str] = None  # its file name and shape (_target); None in a file without
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,17 @@ def load(path: Path) -> Bench:
     if not complete and not finished:
         raise InputError(_nothing_finished(path))
     return Bench(path, settings, _drafter(record.get("drafter")), complete, finished,
-                 len(counted) - len(finished), _extras(record, settings))
+                 len(counted) - len(finished), _extras(record, settings), _target(record.get("target")))
+
+
+def _target(target) -> Optional[str]:
+    """`SmolLM2-135M-Instruct.Q4_1.gguf (llama, 30 layers, hidden 576)`: the file's name, not
+    its path (one model benched on two machines sits in two places), and its shape."""
+    if not isinstance(target, dict) or not target.get("path"):
+        return None
+    shape = ", ".join(form.format(target[k]) for k, form in
+                      (("kind", "{}"), ("layers", "{} layers"), ("hidden", "hidden {}")) if k in target)
+    return f"{Path(str(target['path'])).name} ({shape})"
 
 
 def _drafter(drafter) -> str:
@@ -220,6 +231,11 @@ def notes(a: Bench, b: Bench) -> list[str]:
     elif a.extras:
         out.append(f"both ran with {' '.join(a.extras)}: their speed numbers include that "
                    "work, the accepted counts compared here do not depend on it")
+    if a.target and b.target and a.target != b.target:
+        # the change would then be the targets' as much as the drafters': the target decides
+        # every accepted token
+        out.append(f"the targets differ: {a.target} in {a.path}, {b.target} in {b.path}; the "
+                   "change is the pairs', not the drafters' alone")
     for bench in (a, b):
         if not bench.complete:
             out.append(f"{bench.path} is an interrupted bench")
