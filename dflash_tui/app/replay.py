@@ -19,6 +19,7 @@ import sys
 from array import array
 from dataclasses import dataclass, replace
 from functools import partial
+from itertools import groupby
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
@@ -109,15 +110,8 @@ def _indexed_directory(path: Path) -> Loaded:
     when asked for (RoundsInFiles), as a trace's are. A damaged file past the first is
     found when its round is read, skipped and counted like a trace's damaged line."""
     files = sorted(path.glob("round-*.json"), key=_round_order)
-    by_round: list[list[Path]] = []
-    numbers: list[int] = []
-    for file in files:
-        number = _round_order(file)[0]
-        if numbers and numbers[-1] == number:
-            by_round[-1].append(file)
-        else:
-            numbers.append(number)
-            by_round.append([file])
+    grouped = [(number, list(same)) for number, same in groupby(files, lambda f: _round_order(f)[0])]
+    numbers, by_round = [n for n, _ in grouped], [same for _, same in grouped]
     header = next(_snapshot_entries(_snapshot_objects(files[:1]), path))  # refuses a damaged first
     loaded = Loaded(path, (Recording(header.info, None, RoundsInFiles(by_round, numbers)),))
     if loaded.sessions[0].rounds.first() is None:
