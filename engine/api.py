@@ -69,7 +69,7 @@ class Pair:
         tokenizer has one), prefilled unless `prefill=False`. `source`: where the prompt came
         from, named in a refusal (`--prompt-file F`)."""
         ids = encode_prompt(self.target.tokenizer, prompt, chat)
-        self.target.check_prompt(len(ids), source)
+        self.target.check_prompt(ids, source)
         if self.mesh is None:
             session = Session(self, ids, options=options, prompt_text=prompt)
         else:  # every rank steps it; the ranks check they agree (engine/lockstep.py)

@@ -22,6 +22,7 @@ from .drafter import DraftModel
 from .errors import InputError
 from .files import write_json_atomic
 from .quantize import check_entries, quantize_modules, quantized_modules, stored_predicate
+from .safetensors_header import check_shards, unloadable_dtype
 from .weight_check import nonfinite_weights
 
 PREFIX = "dflash."
@@ -49,6 +50,7 @@ def expected_shapes(config: DraftConfig, weights: dict[str, mx.array] | None = N
 
 def read_weights(directory: Path) -> tuple[dict[str, mx.array], dict[str, Path]]:
     """Every tensor of every *.safetensors file, and the file each came from."""
+    check_shards(directory)
     files = sorted(f for f in directory.glob("*.safetensors") if not f.name.startswith("."))
     if not files:
         raise InputError(f"{directory}: no *.safetensors weights found beside config.json")
@@ -58,7 +60,8 @@ def read_weights(directory: Path) -> tuple[dict[str, mx.array], dict[str, Path]]
         try:
             loaded = mx.load(str(file))
         except Exception as error:  # mlx raises RuntimeError/ValueError with its own text
-            raise InputError(f"{file}: unreadable safetensors ({error})") from None
+            raise InputError(unloadable_dtype(file)
+                             or f"{file}: unreadable safetensors ({error})") from None
         for name, tensor in loaded.items():
             if name in sources:
                 raise InputError(f"{file}: tensor {name!r} is also in {sources[name].name}")
@@ -87,8 +90,14 @@ def check_tensors(weights: dict[str, mx.array], sources: dict[str, Path], model:
         owner = name.rpartition(".")[0]
         how = _how_quantized(owner, packed.get(owner))
         if name not in weights:
+            # a whole checkpoint under another prefix (`model.fc.weight`: a training wrapper's
+            # state dict) reads as its first tensor missing; say what the file holds instead
+            held = next((n for n in weights if n.endswith("." + name) and n not in expected), None)
+            hint = (f"; {sources[held].name} holds {held!r}: Z Lab's format names tensors "
+                    "without a prefix" if held else "")
             raise InputError(
                 f"{where}: tensor {name!r} is missing (expected shape {list(want.shape)}{how})"
+                f"{hint}"
             )
         got = weights[name]
         if tuple(got.shape) != tuple(want.shape):

@@ -10,6 +10,7 @@ file's own vocabulary and merges; nothing is downloaded.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Optional
 
@@ -73,7 +74,86 @@ def _rename(name: str) -> str:
     return f"{_TOP_NAMES[stem]}.{suffix}"
 
 
+# GGML tensor types by number (llama.cpp's ggml.h). mx.load keeps Q4_0, Q4_1 and Q8_0
+# quantized, dequantizes Q2_K, Q4_K, Q6_K and BF16 to float16 and reads the floats and small
+# integers as they are (integers are refused below unless packed); any other type fails with
+# "gguf_tensor_to_f16 failed", naming neither the tensor nor its type, and a type past 30
+# ends its tensor list early, so the tensors after it read as missing.
+GGML_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0",
+              9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K",
+              16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S",
+              22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64",
+              29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4"}
+MLX_GGML_TYPES = (0, 1, 30, 2, 3, 8, 10, 12, 14, 24, 25, 26)
+# GGUF metadata value types (number: bytes); 8 is a string, 9 an array
+_VALUE_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def tensor_types(path: Path) -> Optional[list[tuple[str, int]]]:
+    """(name, GGML type) of every tensor a GGUF's header lists, read without its data; None
+    where the header cannot be read this way (mx.load then says what is wrong)."""
+
+    def take(f, fmt: str):
+        size = struct.calcsize(fmt)
+        data = f.read(size)
+        if len(data) != size:
+            raise ValueError("cut short")
+        return struct.unpack("<" + fmt, data)[0]
+
+    def skip(f, kind: int) -> None:
+        if kind == 8:
+            f.seek(take(f, "Q"), 1)
+        elif kind == 9:
+            item, count = take(f, "I"), take(f, "Q")
+            if item in _VALUE_BYTES:
+                f.seek(count * _VALUE_BYTES[item], 1)
+            else:
+                for _ in range(count):
+                    skip(f, item)
+        else:
+            f.seek(_VALUE_BYTES[kind], 1)
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"GGUF" or take(f, "I") not in (2, 3):
+                return None
+            tensors, entries = take(f, "Q"), take(f, "Q")
+            for _ in range(entries):
+                f.seek(take(f, "Q"), 1)  # the key
+                skip(f, take(f, "I"))
+            found = []
+            for _ in range(tensors):
+                length = take(f, "Q")
+                if length > 1 << 16:  # a damaged length, not a tensor name
+                    return None
+                name = f.read(length).decode()
+                f.seek(8 * take(f, "I"), 1)  # the dimensions
+                found.append((name, take(f, "I")))
+                f.seek(8, 1)  # the data offset
+            return found
+    except (OSError, ValueError, KeyError, UnicodeDecodeError, RecursionError, OverflowError):
+        return None
+
+
+def check_tensor_types(path: Path) -> None:
+    """Refuse a tensor of a GGML type mx.load cannot read, naming it and its type."""
+    unreadable = [(name, kind) for name, kind in tensor_types(path) or ()
+                  if kind not in MLX_GGML_TYPES]
+    if not unreadable:
+        return
+    name, kind = unreadable[0]
+    types = sorted({GGML_TYPES.get(k, f"type {k}") for _, k in unreadable})
+    more = (f" (and {len(unreadable) - 1} more, of {', '.join(types)})"
+            if len(unreadable) > 1 else "")
+    readable = [GGML_TYPES[k] for k in MLX_GGML_TYPES if not GGML_TYPES[k].startswith("I")]
+    readable = f"{', '.join(readable[:-1])} or {readable[-1]}"
+    raise InputError(f"{path}: tensor {name!r} is {GGML_TYPES.get(kind, f'of GGML type {kind}')}"
+                     f"{more}, a type MLX cannot read; expected {readable} (quantize the model "
+                     "again to one of these)")
+
+
 def read_gguf(path: Path) -> tuple[dict, dict]:
+    check_tensor_types(path)
     try:
         return mx.load(str(path), return_metadata=True)
     except Exception as error:  # mlx raises RuntimeError/ValueError with its own text

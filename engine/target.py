@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -33,6 +32,7 @@ from .errors import InputError, ParameterError, strict_load_names
 from .fused_projections import Fusion
 from .padded_attention import PaddedKVCache
 from .paths import check_target_path
+from .safetensors_header import check_shards, read_header, unloadable_dtype
 from .utf8 import check_utf8
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
@@ -45,15 +45,7 @@ PREFILL_CHUNK = 512
 
 def safetensors_keys(path: Path) -> list[str]:
     """Tensor names from a safetensors header, without reading any tensor."""
-    try:
-        with open(path, "rb") as f:
-            (size,) = struct.unpack("<Q", f.read(8))
-            if size > os.fstat(f.fileno()).st_size - 8:
-                raise ValueError(f"header length {size} exceeds the file")
-            header = json.loads(f.read(size))
-    except (OSError, struct.error, ValueError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: not a readable safetensors file ({error})") from None
-    return [k for k in header if k != "__metadata__"]
+    return list(read_header(path))
 
 
 class _CaptureLayer:
@@ -200,16 +192,26 @@ class Target:
         """Positions the target declares it handles, or None where its config is silent."""
         return declared_context(self.spec.config)
 
-    def check_prompt(self, tokens: int, source: Optional[str] = None) -> None:
+    def check_prompt(self, ids: list[int], source: Optional[str] = None) -> None:
         """Refuse a prompt longer than the target's context (positions past it are ones the
-        target never saw in training: the decode would run and mean nothing). `source` says
-        where the prompt came from (`--prompt-file F`, a bench prompt file) and leads the
-        line, since the prompt itself is too long to quote."""
+        target never saw in training: the decode would run and mean nothing), or holding a
+        token id past the embedding's rows (a tokenizer that does not belong to the weights:
+        the embedding would read outside itself, and the decode run on garbage). `source`
+        says where the prompt came from (`--prompt-file F`, a bench prompt file) and leads
+        the line, since the prompt itself is too long to quote."""
         limit = self.context_length
-        if limit is not None and tokens > limit:
-            lead = f"{source}: " if source else ""
-            raise InputError(f"{lead}the prompt is {tokens} tokens; the target "
+        lead = f"{source}: " if source else ""
+        if limit is not None and len(ids) > limit:
+            raise InputError(f"{lead}the prompt is {len(ids)} tokens; the target "
                              f"{self.spec.path} has a context of {limit} tokens")
+        beyond = next((i for i in ids if not 0 <= i < self.vocab_size), None)
+        if beyond is not None:
+            text = self.tokenizer.convert_ids_to_tokens(beyond) if beyond >= 0 else None
+            raise InputError(
+                f"{lead}the tokenizer of {self.spec.path} gives the prompt token id {beyond} "
+                f"({text!r}); the target's embedding has {self.vocab_size} rows (expected ids "
+                f"0..{self.vocab_size - 1}): the tokenizer files do not belong to these weights"
+            )
 
     def check_block(self, gamma: int, drafter_positions: Optional[int] = None) -> None:
         """Refuse a block the target could never verify in one forward (it would also be a
@@ -402,6 +404,7 @@ def _load_mlx_lm_dir(path: Path, lazy: bool = False):
         raise InputError(f"{config_path}: model_type = {config['model_type']!r}; expected a "
                          "string such as \"llama\"")
     check_target_field_types(config, str(config_path))
+    check_shards(path)
     weights = sorted(path.glob("model*.safetensors"))
     if not weights:
         raise InputError(f"{path}: no model*.safetensors weights found")
@@ -496,7 +499,7 @@ def _unreadable_weights(files: list[Path]) -> Optional[str]:
         try:
             mx.load(str(file))
         except Exception as error:  # mlx raises RuntimeError/ValueError with its own text
-            return f"{file}: unreadable safetensors ({_first_line(error)})"
+            return unloadable_dtype(file) or f"{file}: unreadable safetensors ({_first_line(error)})"
     return None
 
 

@@ -304,3 +304,89 @@ def write_llama_gguf(path: Path, target_dir: Path, metadata: dict | None = None,
         own_metadata.pop(key)
     mx.save_gguf(str(path), tensors if tensors is not None else own_tensors, own_metadata)
     return path
+
+
+_SAFETENSORS_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64",
+                       "int32": "I32", "uint8": "U8"}
+
+
+def save_numpy_safetensors(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """A safetensors file written byte by byte from numpy arrays, in their own dtypes (mlx
+    cannot write float64, which a checkpoint saved from numpy or torch may hold)."""
+    import struct
+
+    header, blobs, offset = {}, [], 0
+    for name, array in arrays.items():
+        data = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[array.dtype.name], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    encoded = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
+    return path
+
+
+def shard_safetensors(directory: Path, shards: int = 2) -> list[Path]:
+    """Split a folder's model.safetensors into `shards` files with the index that lists them,
+    as save_pretrained writes a large checkpoint."""
+    weights = mx.load(str(directory / "model.safetensors"))
+    names = sorted(weights)
+    files, weight_map = [], {}
+    for i in range(shards):
+        file = directory / f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = names[i::shards]
+        mx.save_safetensors(str(file), {n: weights[n] for n in part}, metadata={"format": "mlx"})
+        weight_map.update({n: file.name for n in part})
+        files.append(file)
+    (directory / "model.safetensors").unlink()
+    (directory / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map}, indent=2))
+    return files
+
+
+def set_gguf_tensor_type(path: Path, name: str, ggml_type: int) -> Path:
+    """Relabel one tensor of a GGUF (as mx.save_gguf writes one) as another GGML type in its
+    header, its bytes left as they are: a file of a quantization type MLX may not read."""
+    import struct
+
+    data = bytearray(path.read_bytes())
+    pos = 24  # magic, version, tensor count, metadata count
+
+    def take(fmt):
+        nonlocal pos
+        (value,) = struct.unpack_from("<" + fmt, data, pos)
+        pos += struct.calcsize(fmt)
+        return value
+
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+    def skip(kind):
+        nonlocal pos
+        if kind == 8:
+            length = take("Q")  # (pos += take() would add to pos as it was before the take)
+            pos += length
+        elif kind == 9:
+            item, count = take("I"), take("Q")
+            for _ in range(count):
+                skip(item)
+        else:
+            pos += sizes[kind]
+
+    tensors, entries = struct.unpack_from("<QQ", data, 8)
+    for _ in range(entries):
+        length = take("Q")
+        pos += length
+        skip(take("I"))
+    for _ in range(tensors):
+        length = take("Q")
+        tensor = data[pos:pos + length].decode()
+        pos += length
+        dims = take("I")
+        pos += 8 * dims
+        if tensor == name:
+            struct.pack_into("<I", data, pos, ggml_type)
+            path.write_bytes(bytes(data))
+            return path
+        pos += 12  # the type and the data offset
+    raise KeyError(name)

@@ -282,6 +282,34 @@ def test_gguf_integer_tensor_is_refused(llama, tmp_path, capsys):
     refusal(capsys, _probe(gguf, draft), str(gguf), "tensor 'token_embd.weight' is int32")
 
 
+@pytest.mark.parametrize("ggml_type, name", [(13, "Q5_K"), (20, "IQ4_NL"), (28, "F64"),
+                                              (39, "MXFP4")])
+def test_a_gguf_tensor_of_a_type_mlx_cannot_read_is_named(llama, tmp_path, capsys, ggml_type,
+                                                          name):
+    """A Q5_K_M or IQ4 file (common llama.cpp quantizations) failed as `cannot read as GGUF
+    ([load_gguf] gguf_tensor_to_f16 failed)`, naming neither the tensor nor its type; a type
+    past 30 (MXFP4) ended mlx's tensor list early, so the line blamed another tensor as
+    missing (`tensor 'token_embd.weight' is missing from the GGUF (and 34 more)`)."""
+    from fixtures import set_gguf_tensor_type
+
+    target, draft = llama
+    gguf = set_gguf_tensor_type(write_llama_gguf(tmp_path / "t.gguf", target),
+                                "blk.0.ffn_down.weight", ggml_type)
+    refusal(capsys, _probe(gguf, draft), f"{gguf}: tensor 'blk.0.ffn_down.weight' is {name}, "
+            "a type MLX cannot read; expected F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q2_K, Q4_K or Q6_K")
+
+
+def test_gguf_tensors_mlx_cannot_read_are_counted_with_their_types(llama, tmp_path, capsys):
+    from fixtures import set_gguf_tensor_type
+
+    target, draft = llama
+    gguf = write_llama_gguf(tmp_path / "t.gguf", target)
+    for tensor, ggml_type in (("blk.0.ffn_down.weight", 13), ("blk.1.ffn_down.weight", 13),
+                              ("blk.1.attn_q.weight", 11)):
+        set_gguf_tensor_type(gguf, tensor, ggml_type)
+    refusal(capsys, _probe(gguf, draft), "(and 2 more, of Q3_K, Q5_K), a type MLX cannot read")
+
+
 # ---- 4. a block on a target that declares no context -----------------------------------------
 
 

@@ -10,8 +10,10 @@ import sys
 
 import mlx.core as mx
 import numpy as np
+import pytest
 
-from fixtures import drafter_tensors, write_drafter, write_tokenizer, zlab_config
+from fixtures import (drafter_tensors, save_numpy_safetensors, shard_safetensors, write_drafter,
+                      write_tokenizer, zlab_config)
 
 from dflash_tui.cli import main
 
@@ -299,3 +301,73 @@ def test_drafter_selector_top_k_above_the_vocabulary(capsys, breakable_pair):
     (draft / "config.json").write_text(json.dumps(config))
     _refused(capsys, str(target), "--prompt", "x",
              needles=["selector_top_k = 100000", f"vocab_size ({config['vocab_size']})"])
+
+
+@pytest.mark.parametrize("model, tensor", [("target", "model.norm.weight"), ("drafter", "norm.weight")])
+def test_a_float64_tensor_is_named_with_its_dtype(capsys, breakable_pair, model, tensor):
+    """A checkpoint saved from numpy or torch in float64: mlx's `[safetensor] unsupported
+    dtype F64` named the file, not the tensor."""
+    folder = breakable_pair[0] if model == "target" else breakable_pair[1]
+    weights = {n: np.array(w) for n, w in mx.load(str(folder / "model.safetensors")).items()}
+    weights[tensor] = weights[tensor].astype(np.float64)
+    save_numpy_safetensors(folder / "model.safetensors", weights)
+    _refused(capsys, str(breakable_pair[0]), "--prompt", "x",
+             needles=[f"{folder / 'model.safetensors'}: tensor {tensor!r} is stored as F64, a "
+                      "dtype MLX cannot load; expected F32, F16 or BF16"])
+
+
+@pytest.mark.parametrize("model", ["target", "drafter"])
+def test_a_shard_the_index_lists_but_the_folder_lacks_is_named(capsys, breakable_pair, model):
+    """A sharded download that stopped: the line named the first tensor of the lost shard as
+    missing (`tensor 'model.layers.0.mlp.up_proj.weight' is missing from the weights (and 16
+    more)`), never the shard."""
+    folder = breakable_pair[0] if model == "target" else breakable_pair[1]
+    _, lost = shard_safetensors(folder)
+    lost.unlink()
+    _refused(capsys, str(breakable_pair[0]), "--prompt", "x",
+             needles=[f"{folder / 'model.safetensors.index.json'}: lists shard {lost.name!r}",
+                      f"which is not in {folder}"])
+
+
+def test_a_sharded_target_loads(capsys, breakable_pair):
+    target, _ = breakable_pair
+    shard_safetensors(target)
+    assert main(["probe", str(target), "--prompt", "x", "--max-tokens", "2"]) == 0
+
+
+def test_a_drafter_saved_under_a_prefix_says_what_its_file_holds(capsys, breakable_pair):
+    """A training wrapper's state dict (`model.fc.weight`): the line said `fc.weight` is
+    missing, as if the file lacked it."""
+    target, draft = breakable_pair
+    config = _config(draft)
+    tensors = {f"model.{name}": value for name, value in drafter_tensors(config).items()}
+    _rewrite_drafter(draft, config, tensors)
+    _refused(capsys, str(target), "--prompt", "x",
+             needles=["tensor 'fc.weight' is missing", "model.safetensors holds 'model.fc.weight'",
+                      "without a prefix"])
+
+
+def test_a_prompt_token_past_the_target_embedding_is_refused(capsys, breakable_pair):
+    """A tokenizer that does not belong to the weights (its ids run past the embedding's
+    rows) used to decode on whatever the embedding read past its end, exit 0."""
+    target, draft = breakable_pair
+    rows = 300
+    config = _config(target)
+    config["vocab_size"] = rows
+    (target / "config.json").write_text(json.dumps(config))
+    weights = dict(mx.load(str(target / "model.safetensors")))
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        weights[name] = weights[name][:rows]
+    mx.save_safetensors(str(target / "model.safetensors"), weights)
+    config = _config(draft)
+    config["vocab_size"] = rows
+    tensors = drafter_tensors(config)
+    _rewrite_drafter(draft, config, tensors)
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(target / "tokenizer.json"))
+    prompt = next(text for text in map(tokenizer.decode, ([i] for i in range(rows, 320)))
+                  if max(tokenizer.encode(text).ids) >= rows)  # a word past the embedding
+    _refused(capsys, str(target), "--prompt", prompt, "--raw",
+             needles=["--prompt: the tokenizer of", "gives the prompt token id 3",
+                      "the target's embedding has 300 rows (expected ids 0..299)"])

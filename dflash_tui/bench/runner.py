@@ -178,7 +178,7 @@ class BenchRunner:
                                 self.pair.drafter.config.max_position_embeddings)
         for prompt in prompts:
             ids = encode_prompt(self.target.tokenizer, prompt.text, self.settings.chat)
-            self.target.check_prompt(len(ids), source=str(prompt.path))
+            self.target.check_prompt(ids, source=str(prompt.path))
 
     def _options(self, block: int, max_tokens: int, proposer: Optional[Proposer]) -> SessionOptions:
         s = self.settings
