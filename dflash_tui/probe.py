@@ -115,6 +115,7 @@ class Tally:
     accepted: list[int] = field(default_factory=list)
     committed: list[int] = field(default_factory=list)
     first_nonfinite: Optional[dict] = None
+    nonfinite_rounds: int = 0  # rounds with a probed buffer non-finite
     nonfinite_logit_rounds: list[int] = field(default_factory=list)  # round numbers
     # --compare: the reference's counts, the rounds that diverged and the first divergence
     compare_accepted: list[int] = field(default_factory=list)
@@ -131,6 +132,7 @@ class Tally:
         self.accepted.append(record.accepted)
         self.committed.append(len(record.committed_tokens))
         bad = record.first_nonfinite
+        self.nonfinite_rounds += bad is not None
         if bad is not None and self.first_nonfinite is None:
             self.first_nonfinite = {"round": record.round, "stage": bad.stage,
                                     "layer": bad.layer, "name": bad.name}
@@ -158,12 +160,30 @@ class Tally:
     def mean_accepted(self) -> Optional[float]:
         return _mean(self.accepted)
 
-    def nonfinite_line(self) -> Optional[str]:
+    def nonfinite_lines(self) -> list[str]:
+        """Where the rounds went NaN / Inf: the first buffer the probes found non-finite, in
+        the round's data-flow order (a target's NaN shows first in the context capture the
+        drafter reads, or in verify's target logits), then the drafter's logits, which the
+        engine checks probes on or off. Where the first buffer came before those logits,
+        their line says they follow from it: the drafter's logits are not where it began."""
+        lines = []
+        first = self.first_nonfinite
+        if first is not None:
+            where = _where(first)
+            whose = TARGET_BUFFERS.get((first["stage"], first["layer"], first["name"]))
+            whose = f" ({whose})" if whose else ""
+            lines.append(f"--- FIRST NON-FINITE: {where}{whose} in round {first['round']}; a "
+                         f"buffer went non-finite in {self.nonfinite_rounds} of {self.rounds} "
+                         "rounds")
         bad = self.nonfinite_logit_rounds
-        if not bad:
-            return None
-        return (f"--- drafter logits NaN/Inf in {len(bad)} of {self.rounds} "
-                f"rounds, first in round {bad[0]}")
+        if bad:
+            line = (f"--- drafter logits NaN/Inf in {len(bad)} of {self.rounds} "
+                    f"rounds, first in round {bad[0]}")
+            if first is not None and (first["round"], _where(first)) != (bad[0], "draft logits") \
+                    and first["round"] <= bad[0]:
+                line += f", after {_where(first)} (the first non-finite buffer)"
+            lines.append(line)
+        return lines
 
     def compare_line(self, spec: str, tolerance: float) -> str:
         line = (f"--- reference {spec}: mean accepted {_shown(_mean(self.compare_accepted))}; "
@@ -200,6 +220,19 @@ class Tally:
                 "compare_left_out": [encode(b) for b in self.compare_left_out],
                 "compare_nonfinite_logit_rounds": self.compare_nonfinite_logit_rounds,
                 "compare_first_nonfinite": self.compare_first_nonfinite}
+
+
+# the probed buffers that are the target's own outputs (probes.BUFFERS): a NaN there began in
+# the target, however much of the drafter goes non-finite after it
+TARGET_BUFFERS = {("context", None, "capture"): "the target's layer outputs",
+                  ("verify", None, "capture"): "the target's layer outputs",
+                  ("verify", None, "target_logits"): "the target's logits"}
+
+
+def _where(first: dict) -> str:
+    """Tally.first_nonfinite in the words of the round line (records.ProbeRow.where)."""
+    layer = "" if first["layer"] is None else f" layer {first['layer']}"
+    return f"{first['stage']}{layer} {first['name']}"
 
 
 def _mean(values: list[int]) -> Optional[float]:
@@ -286,9 +319,8 @@ def run(args) -> int:
     rate = f" ({sum(tally.committed) / seconds:.1f} tokens/s)" if tally.rounds and seconds > 0 else ""
     print(f"--- {len(generated)} tokens in {tally.rounds} rounds, {seconds:.2f} s{rate}; "
           f"mean accepted {_shown(tally.mean_accepted)}", flush=True)
-    nonfinite = tally.nonfinite_line()
-    if nonfinite:
-        print(nonfinite, flush=True)
+    for line in tally.nonfinite_lines():
+        print(line, flush=True)
     if session.finished == "context":  # eos and length stop where one expects; this says why
         _say(f"probe: stopped: {session.finish_message}")
     if args.compare:

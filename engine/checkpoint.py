@@ -22,7 +22,7 @@ from .drafter import DraftModel
 from .errors import InputError
 from .files import write_json_atomic
 from .quantize import check_entries, quantize_modules, quantized_modules, stored_predicate
-from .safetensors_header import check_shards, unloadable_dtype
+from .safetensors_header import check_shards, dtype_words, unloadable_dtype
 from .weight_check import nonfinite_weights
 
 PREFIX = "dflash."
@@ -108,10 +108,11 @@ def check_tensors(weights: dict[str, mx.array], sources: dict[str, Path], model:
         if (want.dtype == mx.uint32) != (got.dtype == mx.uint32) or \
                 (want.dtype != mx.uint32 and not mx.issubdtype(got.dtype, mx.floating)):
             kind = "uint32 (packed quantized values)" if want.dtype == mx.uint32 else "a float type"
-            raise InputError(
-                f"{where}: tensor {name!r} is {str(got.dtype).removeprefix('mlx.core.')}; "
-                f"expected {kind}{how}"
-            )
+            # an FP8 tensor loads as uint8: say what the file stores (safetensors_header)
+            held = dtype_words(sources.get(name), (name, PREFIX + name),
+                               str(got.dtype).removeprefix("mlx.core."))
+            raise InputError(f"{sources.get(name, where)}: tensor {name!r} {held}; "
+                             f"expected {kind}{how}")
     unexpected = [name for name in weights if name not in expected]
     if unexpected:
         more = f" (and {len(unexpected) - 1} more)" if len(unexpected) > 1 else ""

@@ -21,6 +21,8 @@ from .errors import InputError
 # The dtypes mx.load reads (mlx's safetensors loader); FP8 E4M3 comes back as uint8.
 MLX_DTYPES = ("F32", "F16", "BF16", "F8_E4M3", "C64", "BOOL",
               "I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64")
+# Those it reads as another type than the file stores: the raw bytes of an FP8 tensor.
+LOADED_AS = {"F8_E4M3": "uint8"}
 
 
 def read_header(path: Path) -> dict:
@@ -51,6 +53,32 @@ def unloadable_dtype(path: Path) -> Optional[str]:
             return (f"{path}: tensor {name!r} is stored as {dtype}, a dtype MLX cannot load; "
                     "expected F32, F16 or BF16 weights (convert the tensor, e.g. to float32)")
     return None
+
+
+def stored_dtype(path: Optional[Path], names: tuple[str, ...]) -> Optional[str]:
+    """The dtype `path`'s header gives the first of `names` it holds (`F8_E4M3`), or None:
+    no such tensor, no file, or no header to read."""
+    if path is None or path.suffix != ".safetensors":
+        return None
+    try:
+        header = read_header(path)
+    except InputError:
+        return None
+    entry = next((header[n] for n in names if n in header), None)
+    dtype = entry.get("dtype") if isinstance(entry, dict) else None
+    return dtype if isinstance(dtype, str) else None
+
+
+def dtype_words(path: Optional[Path], names: tuple[str, ...], loaded: str) -> str:
+    """A refused tensor's dtype as its refusal says it: `is int32`, or where mx.load read
+    the file's dtype as another (`loaded`), the dtype the file stores: `is stored as
+    F8_E4M3 (8-bit floats), which MLX loads as their raw bytes (uint8)`; an FP8 checkpoint
+    used to read `is uint8`, which no file said."""
+    stored = stored_dtype(path, names)
+    if stored is not None and LOADED_AS.get(stored) == loaded:
+        return (f"is stored as {stored} (8-bit floats), which MLX loads as their raw bytes "
+                f"({loaded}); dequantize it to BF16 or F16 first")
+    return f"is {loaded}"
 
 
 INDEX = "model.safetensors.index.json"

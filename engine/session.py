@@ -202,7 +202,9 @@ class Session:
         return gamma
 
     def _notes(self) -> tuple[str, ...]:
-        notes = list(self.config.notes) + list(self.drafter.weight_notes.notes)
+        # the target's weights first: what the drafter computes follows from them
+        notes = (list(self.target.weight_notes.notes) + list(self.config.notes)
+                 + list(self.drafter.weight_notes.notes))
         if self.gamma + 1 > self.config.block_size:
             notes.append(
                 f"block of {self.gamma} proposals is beyond the {self.config.block_size - 1} "

@@ -11,8 +11,9 @@
   per round    accepted and the lowest fp16 headroom of any buffer, as sparklines
   by position  mean accepted per round against the anchor's position
   per buffer   lowest fp16 headroom (and in which round), highest absmax, rounds with a
-               NaN / Inf and the first of them; non-finite buffers first, then the
-               closest to overflowing
+               NaN / Inf and the first of them; non-finite buffers first, in the
+               order they went bad (round, then data flow), then the closest to
+               overflowing
 
 Numbers come from dflash_tui.aggregates (pure functions of the history); this panel only
 lays them out. It draws only while its tab is on screen.
@@ -372,9 +373,14 @@ def render_position(bins) -> Text:
 
 
 def buffer_rows(stats) -> list[list]:
-    """Non-finite buffers first, then the closest to overflowing fp16."""
-    stats = sorted(stats, key=lambda b: (-b.nonfinite_rounds,
-                                         math.inf if b.min_headroom is None else b.min_headroom))
+    """Non-finite buffers first, in the order they went bad: the earliest round, then the
+    round's data flow (`stats` comes in pipeline order; the sort is stable), so the top row
+    is where the NaN began, as the probes' first non-finite buffer is (a target's NaN in the
+    context capture, not a drafter buffer after it with finite values left to rank by
+    headroom); then the closest to overflowing fp16."""
+    stats = sorted(stats, key=lambda b: (
+        (0, b.first_nonfinite_round, 0.0) if b.nonfinite_rounds else
+        (1, 0, math.inf if b.min_headroom is None else b.min_headroom)))
     absmax = column([b.max_absmax for b in stats], engine_value=False)
     rows = []
     for b, big in zip(stats, absmax):

@@ -177,11 +177,17 @@ def logits_nonfinite_at(slots: Optional[tuple[int, ...]], slot: int) -> bool:
 
 def nonfinite_note(record: Optional[RoundRecord]) -> str:
     """`✗ drafter logits NaN/Inf: slots 0–14`, or "" when they were finite (or not yet
-    drafted, or recorded before the engine checked)."""
+    drafted, or recorded before the engine checked). Where a probe found a buffer non-finite
+    before the logits (a target's NaN reaches the drafter through the context capture), the
+    note names it: `✗ drafter logits NaN/Inf: slots 0–14, after context capture`."""
     bad = record.nonfinite_logit_slots if record is not None else None
     if not bad:
         return ""
-    return f"✗ drafter logits NaN/Inf: {slot_spans(bad)}"
+    note = f"✗ drafter logits NaN/Inf: {slot_spans(bad)}"
+    first = record.first_nonfinite
+    if first is not None and first.where != "draft logits":
+        note += f", after {first.where}"
+    return note
 
 
 def _fate(rank: Optional[SlotRank]) -> Text:

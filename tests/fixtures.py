@@ -310,15 +310,19 @@ _SAFETENSORS_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "in
                        "int32": "I32", "uint8": "U8"}
 
 
-def save_numpy_safetensors(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+def save_numpy_safetensors(path: Path, arrays: dict[str, np.ndarray],
+                           stored: dict[str, str] | None = None) -> Path:
     """A safetensors file written byte by byte from numpy arrays, in their own dtypes (mlx
-    cannot write float64, which a checkpoint saved from numpy or torch may hold)."""
+    cannot write float64, which a checkpoint saved from numpy or torch may hold), or as
+    `stored` labels a tensor (`F8_E4M3` for a uint8 array of its bytes, as an FP8
+    checkpoint holds them)."""
     import struct
 
     header, blobs, offset = {}, [], 0
     for name, array in arrays.items():
         data = np.ascontiguousarray(array).tobytes()
-        header[name] = {"dtype": _SAFETENSORS_DTYPES[array.dtype.name], "shape": list(array.shape),
+        dtype = (stored or {}).get(name, _SAFETENSORS_DTYPES[array.dtype.name])
+        header[name] = {"dtype": dtype, "shape": list(array.shape),
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)

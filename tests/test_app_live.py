@@ -237,10 +237,12 @@ def test_nonfinite_breakpoint_stops_the_run_and_f_finds_it(nan_pair):
             first = record.first_nonfinite
             assert (first.stage, first.layer) == ("draft", 1)
             assert "non-finite in draft L1 ffn_out (5 buffers)" in app.status.message
-            # the ranks tab, before any rank: the slots whose drafter logits went NaN
+            # the ranks tab, before any rank: the slots whose drafter logits went NaN, and
+            # the first buffer the probes found non-finite before them
             note = app.main.query_one("#ranks-note")
-            assert note.display and widget_text(app, note).strip() == \
-                f"✗ drafter logits NaN/Inf: slots 0–{record.gamma - 1}"
+            assert note.display and widget_text(app, note).strip() == (
+                f"✗ drafter logits NaN/Inf: slots 0–{record.gamma - 1}, "
+                "after draft layer 1 ffn_out")
             await pilot.press("f")
             await pilot.pause()
             assert app.main.query_one("#inspector", TabbedContent).active == "tab-probes"

@@ -316,6 +316,22 @@ def test_a_float64_tensor_is_named_with_its_dtype(capsys, breakable_pair, model,
                       "dtype MLX cannot load; expected F32, F16 or BF16"])
 
 
+@pytest.mark.parametrize("model, tensor", [("target", "model.norm.weight"),
+                                           ("drafter", "norm.weight")])
+def test_an_fp8_tensor_is_named_with_the_dtype_its_file_stores(capsys, breakable_pair, model,
+                                                               tensor):
+    """mx.load reads an F8_E4M3 tensor as its raw bytes, uint8, and the refusal said `is
+    uint8`, a dtype no file held: it names the file's F8_E4M3."""
+    folder = breakable_pair[0] if model == "target" else breakable_pair[1]
+    weights = {n: np.array(w) for n, w in mx.load(str(folder / "model.safetensors")).items()}
+    weights[tensor] = np.full(weights[tensor].shape, 0x38, np.uint8)  # 1.0 in E4M3
+    save_numpy_safetensors(folder / "model.safetensors", weights, stored={tensor: "F8_E4M3"})
+    line = _refused(capsys, str(breakable_pair[0]), "--prompt", "x",
+                    needles=[f"{folder / 'model.safetensors'}: tensor {tensor!r} is stored as "
+                             "F8_E4M3 (8-bit floats), which MLX loads as their raw bytes (uint8)"])
+    assert "is uint8" not in line
+
+
 @pytest.mark.parametrize("model", ["target", "drafter"])
 def test_a_shard_the_index_lists_but_the_folder_lacks_is_named(capsys, breakable_pair, model):
     """A sharded download that stopped: the line named the first tensor of the lost shard as

@@ -79,6 +79,9 @@ class BenchResult:
     complete: bool = False
     wall_s: float = 0.0
     slots: Optional[SlotTally] = None  # --slots
+    # the target's weights that hold NaN or Inf (engine/weight_check.py): its notes are in
+    # `notes` too; kept apart so that the drafter's NaN logits are not blamed on the drafter
+    target_weight_notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.settings.slots and self.slots is None:
@@ -153,7 +156,8 @@ class BenchRunner:
         self.result = BenchResult(settings, tuple(workloads), str(pair.target.spec.path),
                                   str(pair.draft_dir),
                                   pair.reference.spec.text if pair.reference else None,
-                                  pair.reference.tolerance if pair.reference else None)
+                                  pair.reference.tolerance if pair.reference else None,
+                                  target_weight_notes=pair.target.weight_notes.notes)
 
     def run(self) -> BenchResult:
         """Fills self.result as it goes, so an interrupted run still has what finished."""

@@ -210,7 +210,12 @@ def nonfinite_lines(result: BenchResult) -> list[Text]:
                      for c in bad)
     total = nonfinite_logits(sum(c.nonfinite_logit_rounds for c in cells),
                              sum(c.rounds for c in cells), whose="DRAFTER LOGITS")
-    return [Text(f"{total} ({each}): `dflash-tui "
+    # The drafter computes from the target's layer outputs, embedding and lm_head: with a
+    # target weight non-finite, its logits are where the NaN shows, not where it began.
+    target = (": the target's own weights hold NaN or Inf (the note above names them), and "
+              "the drafter computes from the target's layer outputs, embedding and lm_head; "
+              if result.target_weight_notes else ": ")
+    return [Text(f"{total} ({each}){target}`dflash-tui "
                  "probe` on one of its prompts names the first buffer that went non-finite",
                  style="bold red")]
 
