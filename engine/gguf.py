@@ -62,6 +62,16 @@ def _gguf_name(name: str) -> str:
     return f"{top[stem]}.{suffix}" if stem in top else name
 
 
+def note_name(name: str) -> str:
+    """How a note names an mlx-lm parameter of a GGUF target, quoted: by its GGUF tensor.
+    mx.load reads a Q4_0, Q4_1 or Q8_0 tensor as packed weights, scales and biases, which
+    the file holds only inside that tensor's blocks: they are named by it, saying which."""
+    stem, _, suffix = name.rpartition(".")
+    if suffix in ("scales", "biases"):
+        return f"{_gguf_name(stem + '.weight')!r} (the {suffix} of its quantized blocks)"
+    return repr(_gguf_name(name))
+
+
 def _rename(name: str) -> str:
     stem, _, suffix = name.rpartition(".")
     if stem.startswith("blk."):

@@ -18,11 +18,12 @@ from typing import Optional
 
 from .errors import InputError
 
-# The dtypes mx.load reads (mlx's safetensors loader); FP8 E4M3 comes back as uint8.
-MLX_DTYPES = ("F32", "F16", "BF16", "F8_E4M3", "C64", "BOOL",
+# The dtypes mx.load reads (mlx's safetensors loader); FP8 E4M3 and E8M0 (MX formats'
+# scales) come back as uint8.
+MLX_DTYPES = ("F32", "F16", "BF16", "F8_E4M3", "F8_E8M0", "C64", "BOOL",
               "I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64")
-# Those it reads as another type than the file stores: the raw bytes of an FP8 tensor.
-LOADED_AS = {"F8_E4M3": "uint8"}
+# Those it reads as another type than the file stores: the raw bytes of an 8-bit float.
+LOADED_AS = {"F8_E4M3": "uint8", "F8_E8M0": "uint8"}
 
 
 def read_header(path: Path) -> dict:
@@ -86,7 +87,9 @@ INDEX = "model.safetensors.index.json"
 
 def check_shards(directory: Path) -> None:
     """Refuse a folder whose sharded index lists a shard it does not hold, naming the shard.
-    An index that cannot be read is left alone: the loaders do not need it."""
+    An index that cannot be read is left alone: the loaders do not need it. So is one whose
+    absent shards' tensors the folder's files hold all the same (shards merged back into one
+    model.safetensors, the old index kept): the loaders read the files, not the index."""
     index = directory / INDEX
     try:
         weight_map = json.loads(index.read_text()).get("weight_map")
@@ -96,9 +99,25 @@ def check_shards(directory: Path) -> None:
         return
     shards = sorted({v for v in weight_map.values() if isinstance(v, str)})
     missing = [s for s in shards if not (directory / s).is_file()]
+    if missing and _held(directory) >= {n for n, v in weight_map.items() if v in missing}:
+        return
     if missing:
         held = sum(1 for v in weight_map.values() if v == missing[0])
         more = f" (and {len(missing) - 1} more of its {len(shards)} shards)" if len(missing) > 1 else ""
         raise InputError(f"{index}: lists shard {missing[0]!r} ({held} tensors), which is not in "
                          f"{directory}{more}; expected every shard the index lists (a download "
                          "that stopped?)")
+
+
+def _held(directory: Path) -> set[str]:
+    """The tensor names the headers of a folder's *.safetensors files give (unreadable ones
+    give none: their loader names them)."""
+    held: set[str] = set()
+    for file in directory.glob("*.safetensors"):
+        if file.name.startswith("."):  # a save's temporary file, which the loaders skip
+            continue
+        try:
+            held.update(read_header(file))
+        except InputError:
+            pass
+    return held

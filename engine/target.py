@@ -466,10 +466,14 @@ def _weight_notes(model: nn.Module, path: Path, keys: dict[Path, list[str]], dty
     names, to name the file and read the tensor as stored; a GGUF (no keys) is named whole.
 
     `dequantized`: the scales and biases of the layers the CPU dequantized, as loaded. A
-    dequantized weight (packed whole numbers times scales plus biases) is non-finite exactly
-    where those are, so they are checked in its place, and the note names the tensor the
-    file holds (`...down_proj.scales`): on the sample (a 4-bit GGUF) that is 8.4M values
-    rather than 135M, ~8 ms rather than ~60 ms of a ~1.2 s load (2 CPU cores)."""
+    dequantized weight (packed whole numbers times scales plus biases) is non-finite where
+    those are (and, in float16 only, where a finite scale times up to 2^bits - 1 passes
+    65504: a scale far beyond any real model's, which this leaves unnoted), so they are
+    checked in its place, and the note names the tensor the file holds
+    (`...down_proj.scales`; a GGUF's, whose blocks hold them, by the tensor of blocks:
+    `'blk.3.ffn_down.weight' (the scales of its quantized blocks)`): on the sample (a 4-bit
+    GGUF) that is 8.4M values rather than 135M, ~8 ms rather than ~60 ms of a ~1.2 s load
+    (2 CPU cores)."""
     weights = dict(tree_flatten(model.parameters()))
     owners = {name.rpartition(".")[0] for name in dequantized}
     weights = {**{n: w for n, w in weights.items() if n.rpartition(".")[0] not in owners
@@ -483,9 +487,9 @@ def _weight_notes(model: nn.Module, path: Path, keys: dict[Path, list[str]], dty
             return None
         return mx.load(str(file))[name]  # lazy: only this tensor is read
 
-    label = str
+    label = repr
     if path.is_file():  # a GGUF: its own tensor names (blk.1.ffn_norm.weight)
-        from .gguf import _gguf_name as label
+        from .gguf import note_name as label
     return nonfinite_target_weights(weights, sources, dtype, stored, label)
 
 

@@ -49,12 +49,13 @@ def nonfinite_weights(stored: dict[str, mx.array], cast: dict[str, mx.array],
 
 def nonfinite_target_weights(weights: dict[str, mx.array], sources: dict[str, Path],
                              dtype_name: str, stored: Callable[[str], Optional[mx.array]],
-                             label: Callable[[str], str] = str) -> WeightNotes:
+                             label: Callable[[str], str] = repr) -> WeightNotes:
     """The drafter's notes for a target's weights, as loaded and cast (evaluated already):
     a note per float tensor holding a NaN or an Inf, naming its file. `stored(name)` gives
     the tensor as its file holds it, where it can be found (None: a GGUF, a tensor mlx-lm
     renamed), to tell a weight non-finite as stored from one the cast overflowed; `label(name)`
-    the tensor's name in its file (a GGUF's `blk.1.ffn_norm.weight`).
+    the tensor as the note names it, quoted, by its name in its file (a GGUF's
+    `'blk.1.ffn_norm.weight'`).
 
     A target is up to thousands of times the drafter's size, so not every value is
     counted: one sum per tensor finds the suspects (a NaN or an Inf carries through a sum;
@@ -106,17 +107,23 @@ def _counted(weights: dict[str, mx.array], names: list[str]) -> list[tuple[str, 
 
 def _notes(bad: list[tuple[str, int, int]], cast: dict[str, mx.array],
            stored: Callable[[str], Optional[mx.array]], sources: dict[str, Path],
-           dtype_name: str, whose: str, label: Callable[[str], str] = str) -> tuple[str, ...]:
+           dtype_name: str, whose: str, label: Callable[[str], str] = repr) -> tuple[str, ...]:
     lead = "the target's " if whose == "target" else ""
     notes = []
     for name, nans, infs in bad[:NAMED]:
-        where = (f"{lead}{sources[name].name}: tensor {label(name)!r}" if name in sources
-                 else f"{lead}tensor {label(name)!r}")
+        where = (f"{lead}{sources[name].name}: tensor {label(name)}" if name in sources
+                 else f"{lead}tensor {label(name)}")
         held = " and ".join(_count(k, what) for k, what in ((nans, "NaN"), (infs, "Inf")) if k)
         of = f"of {cast[name].size:,} values"
         as_stored = stored(name)
+        # no tensor as stored to look at (a GGUF's): an Inf in float16 may be the file's or
+        # the cast's (or MLX's, which reads a GGUF's K-quants and BF16 as float16)
+        if as_stored is None and infs and cast[name].dtype == mx.float16:
+            notes.append(f"{where} holds {held} ({of}) as loaded in float16, whose range ends "
+                         "at 65504 (the file's values may be finite beyond it): the buffers "
+                         "computed from it will be non-finite")
         # the cast is to blame only where it changed the dtype of a tensor finite as stored
-        if (as_stored is None or as_stored.dtype == cast[name].dtype
+        elif (as_stored is None or as_stored.dtype == cast[name].dtype
                 or not mx.all(mx.isfinite(as_stored)).item()):
             notes.append(f"{where} holds {held} ({of}): the buffers computed from it will be "
                          "non-finite")

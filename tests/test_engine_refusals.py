@@ -332,6 +332,21 @@ def test_an_fp8_tensor_is_named_with_the_dtype_its_file_stores(capsys, breakable
     assert "is uint8" not in line
 
 
+def test_a_cut_short_file_holding_e8m0_scales_is_not_blamed_on_their_dtype(capsys,
+                                                                           breakable_pair):
+    """mx.load reads F8_E8M0 (MX formats' scales) as uint8, as it does F8_E4M3: a file cut
+    short that holds one was refused as `stored as F8_E8M0, a dtype MLX cannot load`."""
+    draft = breakable_pair[1]
+    weights = {n: np.array(w) for n, w in mx.load(str(draft / "model.safetensors")).items()}
+    weights["scales"] = np.full((4,), 127, np.uint8)
+    path = save_numpy_safetensors(draft / "model.safetensors", weights,
+                                  stored={"scales": "F8_E8M0"})
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    line = _refused(capsys, str(breakable_pair[0]), "--prompt", "x",
+                    needles=[f"{path}: unreadable safetensors ("])
+    assert "F8_E8M0" not in line
+
+
 @pytest.mark.parametrize("model", ["target", "drafter"])
 def test_a_shard_the_index_lists_but_the_folder_lacks_is_named(capsys, breakable_pair, model):
     """A sharded download that stopped: the line named the first tensor of the lost shard as
@@ -349,6 +364,21 @@ def test_a_sharded_target_loads(capsys, breakable_pair):
     target, _ = breakable_pair
     shard_safetensors(target)
     assert main(["probe", str(target), "--prompt", "x", "--max-tokens", "2"]) == 0
+
+
+@pytest.mark.parametrize("model", ["target", "drafter"])
+def test_an_index_left_beside_whole_weights_is_not_refused(capsys, breakable_pair, model):
+    """Shards merged back into one model.safetensors, the old index kept: every tensor it
+    lists is in the folder (the loaders read the files, not the index), so it loads as it
+    did before the index was checked; only a tensor no file holds makes a shard missing."""
+    folder = breakable_pair[0] if model == "target" else breakable_pair[1]
+    whole = dict(mx.load(str(folder / "model.safetensors")))
+    shard_safetensors(folder)
+    for shard in folder.glob("model-*.safetensors"):
+        shard.unlink()
+    mx.save_safetensors(str(folder / "model.safetensors"), whole)
+    assert main(["probe", str(breakable_pair[0]), "--prompt", "x", "--max-tokens", "2"]) == 0, \
+        capsys.readouterr().err
 
 
 def test_a_drafter_saved_under_a_prefix_says_what_its_file_holds(capsys, breakable_pair):

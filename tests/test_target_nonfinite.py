@@ -135,6 +135,44 @@ def test_a_nan_in_a_gguf_target_is_named_by_its_gguf_tensor(breakable_pair, tmp_
         "buffers computed from it will be non-finite",)
 
 
+def test_a_gguf_weight_beyond_float16_is_not_said_to_be_inf_in_the_file(breakable_pair,
+                                                                         tmp_path):
+    """A GGUF's tensor is not read back as stored to tell the cast from the file, so a value
+    `--dtype float16` made Inf was said to be held by the file (`holds 1 Inf`), which holds
+    1e6; the note says in what dtype it holds it, and why that may be."""
+    target_dir, _ = breakable_pair
+    tensors, _ = gguf_of_llama_target(target_dir)
+    down = np.array(tensors["blk.1.ffn_down.weight"])
+    down[0, 0] = 1e6
+    tensors["blk.1.ffn_down.weight"] = mx.array(down)
+    gguf = write_llama_gguf(tmp_path / "big.gguf", target_dir, tensors=tensors)
+    assert load_target(gguf).weight_notes.notes == ()
+    assert load_target(gguf, dtype="float16").weight_notes.notes == (
+        "the target's big.gguf: tensor 'blk.1.ffn_down.weight' holds 1 Inf (of 8,192 values) "
+        "as loaded in float16, whose range ends at 65504 (the file's values may be finite "
+        "beyond it): the buffers computed from it will be non-finite",)
+
+
+def test_a_nan_in_a_gguf_targets_block_scales_names_the_tensor_the_file_holds(breakable_pair,
+                                                                              tmp_path):
+    """A GGUF's Q4_0 / Q4_1 / Q8_0 tensor is one tensor of blocks in the file; mx.load reads
+    it as packed weights, scales and biases, and the CPU checks a layer it dequantized in
+    those. The note named `blk.3.ffn_down.scales`, which no GGUF holds (the sample with a
+    NaN block scale said so): it names the tensor the file holds, and what of it is NaN."""
+    from dflash_tui.engine.target import _weight_notes
+
+    target_dir, _ = breakable_pair
+    gguf = write_llama_gguf(tmp_path / "q.gguf", target_dir)
+    target = load_target(gguf)
+    scales = mx.array([1.0, float("nan"), 2.0])
+    notes = _weight_notes(target.model, gguf, {}, "float32",
+                          {"model.layers.1.mlp.down_proj.scales": scales,
+                           "model.layers.1.mlp.down_proj.biases": mx.zeros(3)})
+    assert notes.notes == (
+        "the target's q.gguf: tensor 'blk.1.ffn_down.weight' (the scales of its quantized "
+        "blocks) holds 1 NaN (of 3 values): the buffers computed from it will be non-finite",)
+
+
 def test_the_tabs_agree_with_the_first_nonfinite_buffer(breakable_pair):
     """The aggregates' buffer table ranked non-finite buffers by fp16 headroom, so a buffer
     with finite values left (draft L0 conv_p) topped the one where the NaN began (draft L0
