@@ -171,8 +171,10 @@
 #      it ships only if, on stage 21's validation answers, its eval phase's all-kinds
 #      acceptance as decoded at 7 proposals beats stage 19's on the same answers and no
 #      real-code, real-math or real-prose kind falls more than 0.05 below stage 19's.
-#      NOT RUN YET: tried on 2026-12-06, when machines did not start and the one that did
-#      was taken back mid-call (docs/DISTILL.md, "Stage 21: the plan", "tried, not run")
+#      Run once, cut by the device time failed machine starts left (NUM_PROMPTS=8000
+#      STEPS=600 WARMUP=40 EVAL_EVERY=300): not shipped, 2.577 as decoded at 7 against stage
+#      19's 2.607 on the same answers, real-math -0.07; slot 0 0.780 against 0.786
+#      (docs/DISTILL.md, "Stage 21: the plan", "the cut", "Stage 21 (not shipped)")
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
