@@ -384,6 +384,9 @@ def test_grow_reads_more_target_layers_starting_from_the_same_function(data_dir,
                  *flags, "--steps", "1", "--batch", "3", "--seq-len", "96", "--anchors", "6",
                  "--no-progress"]) == 0
     assert list(load_drafter(second).config.target_layer_ids) == wanted
+    # the record's count is the list's, not the flag's default (stage 21's said 5 beside 7 ids)
+    record = json.loads((second / "config.json").read_text())["dflash_tui_training"]["train"]
+    assert record["target_layers"] == len(wanted) == len(record["target_layer_ids"])
     # Growing never drops a layer the checkpoint reads, nor names one twice (its columns
     # would count twice: not the same function), and a count alone is not a set of ids.
     capsys.readouterr()

@@ -73,6 +73,12 @@ class TrainSettings:
     init_from: Optional[str] = None  # start from this drafter's weights (init_from.py)
     grow: bool = False  # --init-from may have fewer layers / a larger rank (init_from.py)
 
+    def __post_init__(self) -> None:
+        # a list of ids decides the count (--target-layers with another is refused in the
+        # CLI); without this the record kept the flag's default beside them (5 beside 7)
+        if self.target_layer_ids is not None:
+            self.target_layers = len(self.target_layer_ids)
+
     @property
     def block_size(self) -> int:
         return self.gamma + 1
