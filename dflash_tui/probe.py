@@ -115,6 +115,7 @@ class Tally:
     accepted: list[int] = field(default_factory=list)
     committed: list[int] = field(default_factory=list)
     first_nonfinite: Optional[dict] = None
+    first_where: Optional[str] = None  # that buffer as the round line names it (ProbeRow.where)
     nonfinite_rounds: int = 0  # rounds with a probed buffer non-finite
     nonfinite_logit_rounds: list[int] = field(default_factory=list)  # round numbers
     # --compare: the reference's counts, the rounds that diverged and the first divergence
@@ -136,6 +137,7 @@ class Tally:
         if bad is not None and self.first_nonfinite is None:
             self.first_nonfinite = {"round": record.round, "stage": bad.stage,
                                     "layer": bad.layer, "name": bad.name}
+            self.first_where = bad.where
         if record.nonfinite_logit_slots:
             self.nonfinite_logit_rounds.append(record.round)
         if record.compare is not None:
@@ -169,7 +171,7 @@ class Tally:
         lines = []
         first = self.first_nonfinite
         if first is not None:
-            where = _where(first)
+            where = self.first_where
             whose = TARGET_BUFFERS.get((first["stage"], first["layer"], first["name"]))
             whose = f" ({whose})" if whose else ""
             lines.append(f"--- FIRST NON-FINITE: {where}{whose} in round {first['round']}; a "
@@ -179,9 +181,9 @@ class Tally:
         if bad:
             line = (f"--- drafter logits NaN/Inf in {len(bad)} of {self.rounds} "
                     f"rounds, first in round {bad[0]}")
-            if first is not None and (first["round"], _where(first)) != (bad[0], "draft logits") \
+            if first is not None and (first["round"], self.first_where) != (bad[0], "draft logits") \
                     and first["round"] <= bad[0]:
-                line += f", after {_where(first)} (the first non-finite buffer)"
+                line += f", after {self.first_where} (the first non-finite buffer)"
             lines.append(line)
         return lines
 
@@ -227,12 +229,6 @@ class Tally:
 TARGET_BUFFERS = {("context", None, "capture"): "the target's layer outputs",
                   ("verify", None, "capture"): "the target's layer outputs",
                   ("verify", None, "target_logits"): "the target's logits"}
-
-
-def _where(first: dict) -> str:
-    """Tally.first_nonfinite in the words of the round line (records.ProbeRow.where)."""
-    layer = "" if first["layer"] is None else f" layer {first['layer']}"
-    return f"{first['stage']}{layer} {first['name']}"
 
 
 def _mean(values: list[int]) -> Optional[float]:
