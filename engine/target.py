@@ -32,6 +32,7 @@ from .errors import InputError, ParameterError, strict_load_names
 from .fused_projections import Fusion
 from .padded_attention import PaddedKVCache
 from .paths import check_target_path
+from .quantize import quantized_modules
 from .safetensors_header import check_shards, dtype_words, read_header, unloadable_dtype
 from .utf8 import check_utf8
 from .weight_check import WeightNotes, nonfinite_target_weights
@@ -450,13 +451,10 @@ def _load_mlx_lm_dir(path: Path, lazy: bool = False):
 
 def _packed_floats(model: nn.Module) -> dict[str, mx.array]:
     """The float tensors of each quantized layer (scales, biases), by parameter name."""
-    out = {}
-    for path, module in model.named_modules():
-        if isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
-            out.update((f"{path}.{name}", value)
-                       for name, value in tree_flatten(module.parameters())
-                       if mx.issubdtype(value.dtype, mx.floating))
-    return out
+    return {f"{path}.{name}": value
+            for path, module in quantized_modules(model).items()
+            for name, value in tree_flatten(module.parameters())
+            if mx.issubdtype(value.dtype, mx.floating)}
 
 
 def _weight_notes(model: nn.Module, path: Path, keys: dict[Path, list[str]], dtype: str,
