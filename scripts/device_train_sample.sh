@@ -17,8 +17,8 @@
 # The machine needs a python3 (or PYTHON) that imports MLX for its GPU (`pip install
 # "mlx[cuda13]"` on CUDA, `pip install mlx` on Apple silicon; DEVICE_ENV=FILE is sourced
 # first for a build carried in by other means), mlx-lm and the project's other dependencies,
-# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 21 also need their corpus in the tree
-# (runs/corpus, or runs/corpusN for stages 11 to 13, runs/corpus13 for stages 14 to 21, made by
+# and TARGET=the SmolLM2-135M-Instruct Q4_1 GGUF. Stages 5 to 22 also need their corpus in the tree
+# (runs/corpus, or runs/corpusN for stages 11 to 13, runs/corpus13 for stages 14 to 22, made by
 # scripts/build_prompt_corpus.sh; it travels as an ignored folder, or packed as runs/corpusN.tar.gz).
 # SECONDS is this command's budget; 25 s of it (35 with KEEP_CONTINUATIONS) are kept to pack
 # the results, and `all` keeps EVAL_SECONDS (default 60) for the eval, which then judges whatever training saved.

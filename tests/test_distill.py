@@ -517,8 +517,8 @@ def test_a_dflash_v1_drafter_trains_and_loads(data_dir, tmp_path):
 
 
 @pytest.mark.parametrize("script, variable, value, expected", [
-    ("train_sample_drafter.sh", "STAGE", "22", "STAGE must be 1 to 21 (got 22)"),
-    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 21 (got 0)"),
+    ("train_sample_drafter.sh", "STAGE", "23", "STAGE must be 1 to 22 (got 23)"),
+    ("train_sample_drafter.sh", "STAGE", "0", "STAGE must be 1 to 22 (got 0)"),
     ("build_prompt_corpus.sh", "CORPUS_STAGE", "7", "CORPUS_STAGE must be 5, 6, 11, 12 or 13 (got 7)"),
 ])
 def test_the_recipe_scripts_refuse_a_stage_they_do_not_have_in_one_line(script, variable, value,
