@@ -17,6 +17,9 @@ from dflash_tui.cli import main
 TRAINING = Path(__file__).resolve().parents[1] / "docs" / "training"
 STORED = [(TRAINING / f"stage{n}-bench-{s}-cpu.json", TRAINING / f"stage{n + 1}-bench-{s}-cpu.json")
           for n in (14, 15, 16, 17, 18) for s in ("test_prompts", "sample_prompts")]
+# stages 20 and 21 did not ship: stage 22 followed stage 19
+STORED += [(TRAINING / f"stage19-bench-{s}-cpu.json", TRAINING / f"stage22-bench-{s}-cpu.json")
+           for s in ("test_prompts", "sample_prompts")]
 PROMPTS = {"prose": ["The quick brown fox", "The rain in Spain", "Once upon a time"],
            "code": ["def add(a, b):", "for i in range(10):", "import os"]}
 MAX_TOKENS = 14
