@@ -303,6 +303,9 @@ INIT_FROM=${INIT_FROM:-${recipe[6]}}
 # the features it will read
 TARGET_DTYPE=${TARGET_DTYPE:-float32}
 EVAL_EVERY=${EVAL_EVERY:-$([ "$STAGE" = 5 ] && echo 250 || echo 500)}
+# the blocks the evals measure (empty: distill's default, 2,4,7); stage 22's default session
+# opens at the drafter's own 15, which that default leaves out (docs/DISTILL.md, "Stage 22")
+EVAL_GAMMAS=${EVAL_GAMMAS:-}
 SAVE_EVERY=${SAVE_EVERY:-500}
 
 target_args=()
@@ -319,6 +322,7 @@ train=(--layers "$LAYERS" --block "$BLOCK" --rank "$RANK" --top-k "$TOP_K" --ste
        --eval-every "$EVAL_EVERY" --save-every "$SAVE_EVERY" --log-every 50 --kd-weight "$KD_WEIGHT")
 if [ -n "$WARMUP" ]; then train+=(--warmup "$WARMUP"); fi
 if [ -n "$TARGET_LAYER_IDS" ]; then train+=(--target-layer-ids "$TARGET_LAYER_IDS"); fi
+if [ -n "$EVAL_GAMMAS" ]; then train+=(--eval-gammas "$EVAL_GAMMAS"); fi
 # the start matters to training only; an eval of a run started elsewhere must not name another
 if [ -n "$INIT_FROM" ] && [ "$phase" != eval ]; then
   train+=(--init-from "$INIT_FROM")

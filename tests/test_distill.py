@@ -532,6 +532,25 @@ def test_the_recipe_scripts_refuse_a_stage_they_do_not_have_in_one_line(script, 
     assert not any(tmp_path.iterdir()), "a refused stage writes nothing"
 
 
+@pytest.mark.parametrize("eval_gammas", ["2,4,7,15", ""])
+def test_the_recipe_passes_eval_gammas_to_distill_only_when_set(eval_gammas, tmp_path):
+    """EVAL_GAMMAS adds the blocks the evals measure (stage 22's default session opens at
+    15, which distill's default 2,4,7 leaves out); unset, distill keeps its default. DFLASH
+    is the command the script runs: `echo` prints the arguments it assembled."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "train_sample_drafter.sh"
+    env = {**os.environ, "STAGE": "22", "DFLASH": "echo", "EVAL_GAMMAS": eval_gammas,
+           "RUN_ROOT": str(tmp_path / "runs"), "TARGET": str(tmp_path / "model.gguf")}
+    done = subprocess.run(["bash", str(path), "eval"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.split()
+    assert words[0] == "distill" and "--phase" in words
+    if eval_gammas:
+        assert words[words.index("--eval-gammas") + 1] == eval_gammas
+    else:
+        assert "--eval-gammas" not in words
+
+
 def test_the_device_script_refuses_a_call_without_out_before_it_copies_anything(tmp_path):
     """OUT names the folder whose files come back; a call without it used to copy the
     checkout and run, then fail when packing (status 1, nothing returned)."""
