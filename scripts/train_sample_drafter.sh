@@ -142,7 +142,7 @@
 #      acceptance as decoded at 7 proposals beats stage 18's on the same answers and no
 #      real-code, real-math or real-prose kind falls more than 0.05 below stage 18's.
 #      SHIPPED: 2.65 against stage 18's 2.62 on the same 1,280 answers, every real-* kind
-#      higher (docs/DISTILL.md, "Stage 19")
+#      higher (docs/DISTILL.md, "Stage 19"); shipped until stage 22
 #  20. capacity, stored in 8 bits: stage 19 grown to 8 layers (as stages 8 and 10: each new
 #      layer a copy of the last with zero output projections, the same function), rank 16,
 #      on stage 19's recipe otherwise (seed 20, 20,000 generated prompts, 18,000 of them
