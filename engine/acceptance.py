@@ -19,10 +19,20 @@ def greedy_accept(proposals: list[int], target_argmax: list[int]) -> tuple[int, 
 
 
 def softmax_rows(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """Each row's distribution at `temperature`. A row of logits holding NaN or +Inf (an
+    overflowed model) has none: it becomes the greedy pick's one-hot, so sampling goes on
+    as a temperature of 0 would (numpy's sampler refuses NaN probabilities with a
+    traceback) and the probes still show where the NaN began."""
     z = logits.astype(np.float64) / temperature
-    z -= z.max(axis=-1, keepdims=True)
-    p = np.exp(z)
-    return p / p.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", over="ignore"):
+        z -= z.max(axis=-1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=-1, keepdims=True)
+    bad = ~np.isfinite(p).all(axis=-1)
+    if bad.any():
+        p[bad] = 0.0
+        p[bad, np.argmax(logits[bad], axis=-1)] = 1.0
+    return p
 
 
 def rejection_sample(proposals: list[int], target_probs: np.ndarray, q_dense: np.ndarray,

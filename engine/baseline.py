@@ -30,6 +30,10 @@ class BaselineRun:
     prefill_s: float
     decode_s: float  # every token after the first, one forward each
     finish_reason: str  # "eos" | "length" | "context"
+    # the first generated token picked from logits that held NaN or Inf (None: none did): a
+    # target that overflows (float16) decodes its own garbage, which a speculative decode
+    # then matches, so equality with it checks nothing from there on
+    nonfinite_at: Optional[int] = None
 
     @property
     def decode_tokens(self) -> int:
@@ -94,14 +98,26 @@ def target_decode(target: Target, prompt_ids: Sequence[int], max_tokens: int, *,
     stop = eos_ids(target)
     rng = np.random.default_rng(seed)
 
+    nonfinite_at = None
+
     def pick(logits: mx.array) -> int:
+        nonlocal nonfinite_at
+        finite = mx.isfinite(logits).all()  # evaluated with the pick: no extra wait
         if temperature <= 0:
-            return int(mx.argmax(logits).item())
-        p = softmax_rows(np.array(logits.astype(mx.float32))[None], temperature)[0]
-        return int(rng.choice(len(p), p=p))
+            token = mx.argmax(logits)
+            mx.eval(token, finite)
+            token = int(token.item())
+        else:
+            mx.eval(logits, finite)
+            p = softmax_rows(np.array(logits.astype(mx.float32))[None], temperature)[0]
+            token = int(rng.choice(len(p), p=p))
+        if nonfinite_at is None and not finite.item():
+            nonfinite_at = len(tokens)
+        return token
 
     t0 = time.perf_counter()
-    tokens = [pick(_prefill(target, prompt_ids))]
+    tokens: list[int] = []
+    tokens.append(pick(_prefill(target, prompt_ids)))
     t1 = time.perf_counter()
     on_token(1)
     # the next forward runs at position len(prompt_ids) + len(tokens) - 1: inside the
@@ -114,7 +130,7 @@ def target_decode(target: Target, prompt_ids: Sequence[int], max_tokens: int, *,
         on_token(1)
     t2 = time.perf_counter()
     reason = "eos" if tokens[-1] in stop else "length" if len(tokens) >= max_tokens else "context"
-    return BaselineRun(tuple(tokens), t1 - t0, t2 - t1, reason)
+    return BaselineRun(tuple(tokens), t1 - t0, t2 - t1, reason, nonfinite_at)
 
 
 def first_divergence(reference: Sequence[int], candidate: Sequence[int]) -> Optional[int]:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dflash_tui.engine import SessionOptions, load_pair
-from dflash_tui.engine.acceptance import greedy_accept, rejection_sample
+from dflash_tui.engine.acceptance import greedy_accept, rejection_sample, softmax_rows
 
 
 def _simulate(p, q, n, seed):
@@ -62,3 +62,21 @@ def test_seeded_sampling_is_reproducible(make_pair, drafter_kind):
     if drafter_kind == "DFlash2DraftModel":
         q = rounds[0].selector.slots[0].q
         assert q is not None and abs(sum(q) - 1) < 1e-6
+
+
+def test_a_row_of_nan_or_inf_logits_samples_as_greedy_and_the_others_are_untouched():
+    """An overflowed model's logits have no distribution; numpy's sampler refused the NaN
+    probabilities with a traceback mid-session. Such a row becomes the greedy pick's one-hot
+    (numpy's argmax: the first NaN, else the +Inf); -Inf alone is a masked token, not a fault."""
+    logits = np.array([[1.0, 2.0, 0.5, -np.inf],
+                       [1.0, np.nan, 3.0, 0.0],
+                       [1.0, np.inf, 3.0, 0.0],
+                       [np.nan, np.nan, np.nan, np.nan]], dtype=np.float32)
+    p = softmax_rows(logits, 0.8)
+    z = np.exp((logits[0, :3].astype(np.float64) - 2.0) / 0.8)
+    np.testing.assert_allclose(p[0], [*(z / z.sum()), 0.0])
+    assert p[1].tolist() == [0.0, 1.0, 0.0, 0.0]
+    assert p[2].tolist() == [0.0, 1.0, 0.0, 0.0]
+    assert p[3].tolist() == [1.0, 0.0, 0.0, 0.0]
+    rng = np.random.default_rng(0)
+    assert [int(rng.choice(4, p=row)) for row in p[1:]] == [1, 1, 0]

@@ -6,6 +6,8 @@ logits, with no note at all."""
 
 from __future__ import annotations
 
+import json
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -216,3 +218,59 @@ def test_the_bench_says_the_target_weights_hold_nan(breakable_pair, tmp_path, ca
     assert ("lossless: all 1 speculative decodes equal the target's own greedy decode, which "
             "computes from weights that hold NaN or Inf (the note above): equal, but not a "
             "check") in out, out
+
+
+def _overflow_in_float16(w):
+    """Layer 0's MLP output reaches ~1e6: float32 holds it, float16 (65504) does not."""
+    w *= 300_000.0
+
+
+def _bench(capsys, target_dir, draft_dir, tmp_path, *flags):
+    prompts = tmp_path / "prompts" / "prose"
+    prompts.mkdir(parents=True, exist_ok=True)
+    (prompts / "01.txt").write_text("The quick brown fox\n")
+    capsys.readouterr()
+    report = tmp_path / "bench.json"
+    assert main(["bench", str(target_dir), "--draft", str(draft_dir), "--prompts",
+                 str(prompts.parent), "--blocks", "2", "--max-tokens", "6",
+                 "--json", str(report), *flags]) == 0
+    said = capsys.readouterr()
+    alone = json.loads(report.read_text())["target_alone"]
+    return " ".join(said.out.split()), said.err, alone
+
+
+def test_the_bench_says_when_the_target_overflows_at_run_time(breakable_pair, tmp_path, capsys):
+    """Finite weights, an activation past float16's range: the target's own greedy decode is
+    the argmax of NaN logits, which the speculative decode matches. The bench used to blame
+    the drafter's logits and call that lossless, in green."""
+    target_dir, draft_dir = breakable_pair
+    _poison(target_dir, "model.layers.0.mlp.down_proj.weight", _overflow_in_float16)
+    out, err, alone = _bench(capsys, target_dir, draft_dir, tmp_path, "--dtype", "float16")
+    assert "note (block 2)" not in out, "the weights are finite: no weight note"
+    assert ("TARGET LOGITS NaN/Inf in the target's own decode of 1 of 1 prompts (first: "
+            "prose/01, from generated token 0): float16 holds at most 65504, so --dtype "
+            "bfloat16 or float32 may hold it") in out, out
+    assert "the target's own logits went NaN or Inf as well (the line above)" in out, out
+    assert ("lossless: all 1 speculative decodes equal the target's own greedy decode, which "
+            "picked tokens from its own NaN or Inf logits (the line above): equal, but not a "
+            "check") in out, out
+    assert "its logits NaN/Inf from generated token 0" in err
+    assert alone[0]["nonfinite_at"] == 0
+
+    # the same weights in float32: nothing overflows, and the check is a check again
+    out, err, alone = _bench(capsys, target_dir, draft_dir, tmp_path, "--dtype", "float32")
+    assert "TARGET LOGITS" not in out and "NaN" not in out, out
+    assert "lossless: all 1 speculative decodes equal the target's own greedy decode" in out
+    assert alone[0]["nonfinite_at"] is None
+
+
+def test_a_sampled_bench_on_an_overflowing_target_reports_instead_of_failing(breakable_pair,
+                                                                             tmp_path, capsys):
+    """At a temperature the target alone samples from its softmax: NaN logits gave NaN
+    probabilities, which numpy's sampler refuses with a traceback."""
+    target_dir, draft_dir = breakable_pair
+    _poison(target_dir, "model.layers.0.mlp.down_proj.weight", _overflow_in_float16)
+    out, err, alone = _bench(capsys, target_dir, draft_dir, tmp_path, "--dtype", "float16",
+                             "--temperature", "0.8")
+    assert "TARGET LOGITS NaN/Inf in the target's own decode of 1 of 1 prompts" in out, out
+    assert alone[0]["nonfinite_at"] == 0

@@ -127,6 +127,8 @@ def to_json(result: BenchResult, *, command: Optional[list[str]] = None,
         "target_alone": [
             {"prompt": t.prompt.id, "tokens": len(t.run.tokens),
              "finish_reason": t.run.finish_reason,
+             # the first generated token picked from NaN/Inf logits (null: none was)
+             "nonfinite_at": t.run.nonfinite_at,
              **({"text": decode(list(t.run.tokens))} if decode else {}),
              "speed": {"prefill_seconds": t.run.prefill_s, "decode_seconds": t.run.decode_s}}
             for t in result.target_runs

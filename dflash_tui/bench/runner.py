@@ -113,6 +113,11 @@ class BenchResult:
         return [cell(name, block, runs, self.target_runs) for name, block, runs in self.cell_runs()]
 
     @property
+    def target_nonfinite(self) -> list[TargetRun]:
+        """The prompts whose decode by the target alone picked from NaN/Inf logits."""
+        return [t for t in self.target_runs if t.run.nonfinite_at is not None]
+
+    @property
     def divergent(self) -> list[SpecRun]:
         return [r for r in self.spec_runs if r.divergence is not None]
 
@@ -216,7 +221,9 @@ class BenchRunner:
         self.result.target_runs.append(TargetRun(prompt, alone))
         self.progress.finished_run(
             f"{prompt.id}  target alone",
-            f"{len(alone.tokens)} tokens, {alone.decode_s:.2f} s ({alone.finish_reason})")
+            f"{len(alone.tokens)} tokens, {alone.decode_s:.2f} s ({alone.finish_reason})"
+            + ("" if alone.nonfinite_at is None
+               else f", its logits NaN/Inf from generated token {alone.nonfinite_at}"))
         proposer = self.proposer_for(prompt, ids, alone) if self.proposer_for else None
         for block in s.blocks:
             run = self._run_block(prompt, ids, block, alone, proposer)

@@ -188,11 +188,13 @@ def lossless_lines(result: BenchResult) -> list[Text]:
         return [Text(f"losslessness not checked: temperature {result.settings.temperature} "
                      "> 0 samples (only greedy decodes have one right answer)", style="yellow")]
     bad = result.divergent
-    if not bad and result.target_weight_notes:
+    if not bad and (result.target_weight_notes or result.target_nonfinite):
         # the greedy decode is garbage too (NaN logits' argmax): equal, but proves nothing
+        why = ("computes from weights that hold NaN or Inf (the note above)"
+               if result.target_weight_notes else
+               "picked tokens from its own NaN or Inf logits (the line above)")
         return [Text(f"lossless: all {len(checked)} speculative decodes equal the target's own "
-                     "greedy decode, which computes from weights that hold NaN or Inf (the "
-                     "note above): equal, but not a check", style="yellow")]
+                     f"greedy decode, which {why}: equal, but not a check", style="yellow")]
     if not bad:
         return [Text(f"lossless: all {len(checked)} speculative decodes equal the target's own "
                      "greedy decode", style="green")]
@@ -201,6 +203,22 @@ def lossless_lines(result: BenchResult) -> list[Text]:
     for run in bad:
         lines.append(Text(divergence_line(run), style="red"))
     return lines
+
+
+def target_nonfinite_lines(result: BenchResult) -> list[Text]:
+    """Where the target decoding alone went NaN or Inf with finite weights: an activation
+    that overflows its float type (float16's 65504 most often). Its own greedy decode is then
+    the argmax of NaN, so the drafter's NaN and the lossless check follow from it."""
+    runs = result.target_nonfinite
+    if not runs:
+        return []
+    first = runs[0]
+    hint = ("float16 holds at most 65504, so --dtype bfloat16 or float32 may hold it; "
+            if result.info is not None and result.info.dtype == "float16" else "")
+    return [Text(f"TARGET LOGITS NaN/Inf in the target's own decode of {len(runs)} of "
+                 f"{len(result.target_runs)} prompts (first: {first.prompt.id}, from generated "
+                 f"token {first.run.nonfinite_at}): {hint}`dflash-tui probe` on one of them "
+                 "names the first buffer that went non-finite", style="bold red")]
 
 
 def nonfinite_lines(result: BenchResult) -> list[Text]:
@@ -217,9 +235,12 @@ def nonfinite_lines(result: BenchResult) -> list[Text]:
                              sum(c.rounds for c in cells), whose="DRAFTER LOGITS")
     # The drafter computes from the target's layer outputs, embedding and lm_head: with a
     # target weight non-finite, its logits are where the NaN shows, not where it began.
-    target = (": the target's own weights hold NaN or Inf (the note above names them), and "
-              "the drafter computes from the target's layer outputs, embedding and lm_head; "
-              if result.target_weight_notes else ": ")
+    source = ("the target's own weights hold NaN or Inf (the note above names them)"
+              if result.target_weight_notes else
+              "the target's own logits went NaN or Inf as well (the line above)"
+              if result.target_nonfinite else None)
+    target = (f": {source}, and the drafter computes from the target's layer outputs, "
+              "embedding and lm_head; " if source else ": ")
     return [Text(f"{total} ({each}){target}`dflash-tui "
                  "probe` on one of its prompts names the first buffer that went non-finite",
                  style="bold red")]
@@ -242,5 +263,5 @@ def print_report(console: Console, result: BenchResult) -> None:
     for note_block, notes in sorted(result.notes.items()):
         for note in notes:
             console.print(f"note (block {note_block}): {note}", style="yellow")
-    for line in nonfinite_lines(result) + lossless_lines(result):
+    for line in target_nonfinite_lines(result) + nonfinite_lines(result) + lossless_lines(result):
         console.print(line)
