@@ -98,26 +98,26 @@ def target_decode(target: Target, prompt_ids: Sequence[int], max_tokens: int, *,
     stop = eos_ids(target)
     rng = np.random.default_rng(seed)
 
+    tokens: list[int] = []
     nonfinite_at = None
 
-    def pick(logits: mx.array) -> int:
+    def take(logits: mx.array) -> None:
+        """Append the next token, noting the first one picked from NaN/Inf logits."""
         nonlocal nonfinite_at
         finite = mx.isfinite(logits).all()  # evaluated with the pick: no extra wait
         if temperature <= 0:
             token = mx.argmax(logits)
             mx.eval(token, finite)
-            token = int(token.item())
+            tokens.append(int(token.item()))
         else:
             mx.eval(logits, finite)
             p = softmax_rows(np.array(logits.astype(mx.float32))[None], temperature)[0]
-            token = int(rng.choice(len(p), p=p))
+            tokens.append(int(rng.choice(len(p), p=p)))
         if nonfinite_at is None and not finite.item():
-            nonfinite_at = len(tokens)
-        return token
+            nonfinite_at = len(tokens) - 1
 
     t0 = time.perf_counter()
-    tokens: list[int] = []
-    tokens.append(pick(_prefill(target, prompt_ids)))
+    take(_prefill(target, prompt_ids))
     t1 = time.perf_counter()
     on_token(1)
     # the next forward runs at position len(prompt_ids) + len(tokens) - 1: inside the
@@ -126,7 +126,7 @@ def target_decode(target: Target, prompt_ids: Sequence[int], max_tokens: int, *,
     room = lambda: limit is None or len(prompt_ids) + len(tokens) <= limit  # noqa: E731
     while tokens[-1] not in stop and len(tokens) < max_tokens and room():
         logits, _ = target.forward(mx.array([[tokens[-1]]]))
-        tokens.append(pick(logits[0, -1]))
+        take(logits[0, -1])
         on_token(1)
     t2 = time.perf_counter()
     reason = "eos" if tokens[-1] in stop else "length" if len(tokens) >= max_tokens else "context"
