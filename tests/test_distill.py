@@ -451,6 +451,7 @@ def test_default_eval_gammas_stay_within_a_short_block(data_dir, tmp_path):
     (["--mix", "poetry=1"], "--mix"),
     (["--block", "0"], "--block 0"),
     (["--eval-gammas", "two"], "--eval-gammas"),
+    (["--eval-gammas", "0,4"], "--eval-gammas 0,4: expected positive proposal counts"),
     (["--block", "7", "--eval-gammas", "4,8"], "--eval-gammas 4,8: 8 proposals is more than the drafter's block of 7"),
     (["--short-block-fraction", "1.5"], "--short-block-fraction"),
     (["--kd-weight", "1.5"], "--kd-weight 1.5: expected 0..1"),

@@ -213,7 +213,8 @@ def check_run(s: RunSettings) -> None:
     if s.eval_every < 0 or s.session_tokens < 0:
         raise InputError("--eval-every and --session-tokens must be >= 0 (0 turns them off)")
     if any(g < 1 for g in s.eval_gammas):
-        raise InputError(f"--eval-gammas {s.eval_gammas}: expected positive proposal counts")
+        shown = ",".join(map(str, s.eval_gammas))  # as typed, not the tuple's repr
+        raise InputError(f"--eval-gammas {shown}: expected positive proposal counts")
 
 
 def eval_gammas_for(given: tuple[int, ...], block: int) -> tuple[int, ...]:
